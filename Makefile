@@ -1,0 +1,82 @@
+# xstream: build, run and test the Redis module.
+#
+#   make / make build   cargo build --release  ->  target/release/libxstream.so
+#   make deps           apt-install redis-server, libclang-dev, clang (only what is missing)
+#   make run            deps + build + a redis-server on 127.0.0.1:$(PORT) with the module (foreground)
+#   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
+#   make soak           long differential runs (several seeds)
+#   make fuzz           cargo fuzz (listpack_validate), 10 minutes
+
+SHELL        := /bin/bash
+CARGO        ?= cargo
+PORT         ?= 6379
+TEST_THREADS ?= 2
+MODULE       := $(CURDIR)/target/release/libxstream.so
+# The test-hooks build (registers XS.DEBUG-PANIC) lives in its own target dir so that it never
+# replaces the normal module.
+HOOKS_TARGET := $(CURDIR)/target/test-hooks
+HOOKS_MODULE := $(HOOKS_TARGET)/release/libxstream.so
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FUZZ_TARGET  ?= listpack_validate
+FUZZ_SECONDS ?= 600
+SOAK_RUNS    ?= 10
+SOAK_OPS     ?= 100000
+
+.PHONY: all build deps run test soak fuzz clean
+
+all: build
+
+build:
+	$(CARGO) build --release
+
+deps:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing:$$missing"; \
+		$(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	else \
+		echo "make deps: redis-server, redis-cli, libclang-dev and clang are installed"; \
+	fi
+
+run: deps build
+	@if redis-cli -p $(PORT) PING >/dev/null 2>&1; then \
+		echo "make run: a server already answers on port $(PORT) (the apt-installed redis service?):"; \
+		echo "          stopping it with 'service redis-server stop'"; \
+		$(SUDO) service redis-server stop || true; \
+		sleep 1; \
+		if redis-cli -p $(PORT) PING >/dev/null 2>&1; then \
+			echo "make run: port $(PORT) is still in use; stop that server or use 'make run PORT=6380'"; \
+			exit 1; \
+		fi; \
+	fi
+	@echo "make run: redis-server on 127.0.0.1:$(PORT) with $(MODULE) (Ctrl-C stops it)"
+	@echo "          try:  redis-cli -p $(PORT) XS.ADD s '*' a 1"
+	@echo "                redis-cli -p $(PORT) XS.RANGE s - +"
+	exec redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+		--loadmodule $(MODULE) --enable-module-command yes
+
+test: deps build
+	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
+	XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
+		$(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+
+# Long differential runs, one seed each (a failure prints its XSTREAM_SEED for replay).
+soak: deps build
+	@for i in $$(seq 1 $(SOAK_RUNS)); do \
+		echo "soak run $$i/$(SOAK_RUNS)"; \
+		XSTREAM_MODULE=$(MODULE) XSTREAM_DIFF_OPS=$(SOAK_OPS) XSTREAM_DIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
+		XSTREAM_DIFF_SEGMENTS=20 XSTREAM_HOSTILE_CASES=20000 \
+			$(CARGO) test --release --test differential --test hostile -- --test-threads=$(TEST_THREADS) || exit 1; \
+	done
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
+	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
+
+clean:
+	$(CARGO) clean

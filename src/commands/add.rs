@@ -1,0 +1,193 @@
+//! XS.ADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//!
+//! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply).
+
+use super::{cstr, is_kw, parse_ll};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
+
+/// XADD / XTRIM options.
+#[derive(Debug, Default)]
+pub struct AddTrimArgs {
+    /// The ID argument of XADD (None for `*`), with how its sequence was given.
+    pub id: Option<(StreamId, SeqGiven)>,
+    pub no_mkstream: bool,
+    pub trim: Option<Trim>,
+    /// Index of the threshold argument (rewritten when an approximate trim is propagated).
+    pub trim_arg_idx: usize,
+}
+
+/// Parses options from argument 2 on. For XADD returns the index of the ID argument.
+pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
+    let mut a = AddTrimArgs::default();
+    let argc = c.argc();
+    let mut strategy: Option<TrimStrategy> = None;
+    let mut approx = false;
+    let mut limit: i64 = 0;
+    let mut limit_given = false;
+    let mut i = 2;
+    while i < argc {
+        let moreargs = argc - 1 - i;
+        let opt = c.arg(i);
+        if xadd && cstr(opt) == b"*" {
+            break;
+        } else if (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
+            let maxlen = is_kw(opt, "maxlen");
+            if strategy.is_some() {
+                return Err(Error::Err("syntax error, MAXLEN and MINID options at the same time are not compatible"));
+            }
+            approx = false;
+            let next = cstr(c.arg(i + 1));
+            if moreargs >= 2 && next == b"~" {
+                approx = true;
+                i += 1;
+            } else if moreargs >= 2 && next == b"=" {
+                i += 1;
+            }
+            if maxlen {
+                let n = parse_ll(c.arg(i + 1))?;
+                if n < 0 {
+                    return Err(Error::Err("The MAXLEN argument must be >= 0."));
+                }
+                strategy = Some(TrimStrategy::MaxLen(n as u64));
+            } else {
+                let (id, _) = StreamId::parse(c.arg(i + 1), 0, true, false).ok_or(Error::InvalidId)?;
+                strategy = Some(TrimStrategy::MinId(id));
+            }
+            i += 1;
+            a.trim_arg_idx = i;
+        } else if is_kw(opt, "limit") && moreargs > 0 {
+            limit = parse_ll(c.arg(i + 1))?;
+            if limit < 0 {
+                return Err(Error::Err("The LIMIT argument must be >= 0."));
+            }
+            limit_given = true;
+            i += 1;
+        } else if xadd && is_kw(opt, "nomkstream") {
+            a.no_mkstream = true;
+        } else if xadd {
+            let parsed = StreamId::parse(opt, 0, true, true).ok_or(Error::InvalidId)?;
+            a.id = Some(parsed);
+            break;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    if limit != 0 && strategy.is_none() {
+        return Err(Error::Err("syntax error, LIMIT cannot be used without specifying a trimming strategy"));
+    }
+    if !xadd && strategy.is_none() {
+        return Err(Error::Err("syntax error, XTRIM must be called with a trimming strategy"));
+    }
+    if c.must_obey() {
+        // From the primary or the AOF: the threshold was rewritten exact; no work cap.
+        limit = 0;
+    } else if limit_given {
+        if !approx {
+            return Err(Error::Err("syntax error, LIMIT cannot be used without the special ~ option"));
+        }
+    } else if approx {
+        // At most ~100 nodes of work per call, as the built-in.
+        limit = 100i64.saturating_mul(config::limits().entries_max);
+        if limit <= 0 {
+            limit = 10_000;
+        }
+        if limit > 1_000_000 {
+            limit = 1_000_000;
+        }
+    } else {
+        limit = 0;
+    }
+    a.trim = strategy.map(|strategy| Trim { strategy, approx, limit });
+    Ok((a, i))
+}
+
+/// The argument that replaces an approximate threshold when propagating: the
+/// resulting length (MAXLEN) or first entry ID, tombstones included (MINID).
+pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
+    match t.strategy {
+        TrimStrategy::MaxLen(_) => s.length.to_string().into_bytes(),
+        TrimStrategy::MinId(_) => s.edge_id(true, false).to_bytes(),
+    }
+}
+
+pub fn run(c: &Ctx) -> Result<()> {
+    let (args, idpos) = parse_add_or_trim(c, true)?;
+    let field_pos = idpos + 1;
+    let nfields = c.argc().saturating_sub(field_pos);
+    if nfields < 2 || nfields % 2 == 1 {
+        return Err(Error::WrongArity);
+    }
+    if let Some((id, SeqGiven::Yes)) = args.id {
+        if id.is_zero() {
+            return Err(Error::Err("The ID specified in XADD must be greater than 0-0"));
+        }
+    }
+
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Empty if args.no_mkstream => {
+            c.reply_null();
+            return Ok(());
+        }
+        KeyKind::Empty => {
+            // Created before the append, as the built-in: a failed append leaves
+            // an empty stream behind.
+            key.create_stream(Stream::new()).ok_or(Error::Err("cannot create the stream"))?;
+        }
+        KeyKind::Stream => {}
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    if s.last_id == StreamId::MAX {
+        return Err(Error::Err("The stream has exhausted the last possible ID, unable to add more items"));
+    }
+    let fields: Vec<&[u8]> = (field_pos..c.argc()).map(|i| c.arg(i)).collect();
+    let spec = match args.id {
+        None => IdSpec::Auto,
+        Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
+        Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
+    };
+    let id = match s.append(&fields, spec, c.now_ms(), config::limits()) {
+        Ok(id) => id,
+        Err(AddError::IdNotGreater) => {
+            return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item"))
+        }
+        Err(AddError::TooLarge) => return Err(Error::Err("Elements are too large to be stored")),
+    };
+    let id_text = id.to_bytes();
+    c.reply_bulk(&id_text);
+    c.signal_modified(1);
+    c.notify("xadd", 1);
+
+    let mut threshold = None;
+    if let Some(t) = &args.trim {
+        if s.trim(t) > 0 {
+            c.notify("xtrim", 1);
+        }
+        if t.approx {
+            threshold = Some(exact_threshold(s, t));
+        }
+    }
+
+    // Propagation: the concrete ID instead of `*` / `ms-*`, and an approximate
+    // trim as the exact one that gives the same result (COMPAT.md §4).
+    let auto_id = !matches!(args.id, Some((_, SeqGiven::Yes)));
+    if !auto_id && threshold.is_none() {
+        c.replicate_verbatim();
+    } else {
+        let mut argv: Vec<&[u8]> = (1..c.argc()).map(|i| c.arg(i)).collect();
+        if let Some(th) = &threshold {
+            argv[args.trim_arg_idx - 2] = b"=";
+            argv[args.trim_arg_idx - 1] = th;
+        }
+        if auto_id {
+            argv[idpos - 1] = &id_text;
+        }
+        c.replicate("XS.ADD", &argv);
+    }
+    Ok(())
+}

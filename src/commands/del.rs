@@ -1,0 +1,33 @@
+//! XS.DEL key id [id ...]
+
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::stream::StreamId;
+
+pub fn run(c: &Ctx) -> Result<()> {
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Empty => {
+            c.reply_int(0);
+            return Ok(());
+        }
+        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Stream => {}
+    }
+    // Every ID is checked before anything is deleted: no partial execution.
+    // The vector is bounded by argc, i.e. by what the client actually sent.
+    let mut ids = Vec::with_capacity(c.argc().saturating_sub(2));
+    for i in 2..c.argc() {
+        let (id, _) = StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?;
+        ids.push(id);
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let deleted = s.delete_ids(&ids);
+    if deleted > 0 {
+        c.signal_modified(1);
+        c.notify("xdel", 1);
+        c.replicate_verbatim();
+    }
+    c.reply_int(deleted as i64);
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The XS.* commands: one file per command family, each `parse -> execute on
+//! the stream -> reply`, and this table with every command's metadata.
+//!
+//! Replies and errors are the built-in's (t_stream.c of the same server); where
+//! a message names the command, Redis formats it with our name (`xs.add`).
+
+use crate::ffi::register::{Command, KeyAt};
+use redis_module::raw;
+
+pub mod add;
+pub mod del;
+pub mod info;
+pub mod len;
+pub mod range;
+pub mod setid;
+pub mod trim;
+#[cfg(feature = "test-hooks")]
+pub mod debug;
+
+use crate::command_entry;
+
+command_entry!(xs_add, add::run);
+command_entry!(xs_len, len::run);
+command_entry!(xs_range, range::run_range);
+command_entry!(xs_revrange, range::run_revrange);
+command_entry!(xs_del, del::run);
+command_entry!(xs_trim, trim::run);
+command_entry!(xs_setid, setid::run);
+command_entry!(xs_info_stream, info::run_stream);
+command_entry!(xs_info_help, info::run_help);
+#[cfg(feature = "test-hooks")]
+command_entry!(xs_debug_panic, debug::run_panic);
+
+const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
+const RW_DELETE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE;
+const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
+
+const fn key1(flags: u32) -> Option<KeyAt> {
+    Some(KeyAt { pos: 1, flags })
+}
+
+/// Every command: name, flags, arity and key spec as the built-in twin's
+/// (COMPAT.md §5). Redis 7.0 cannot put module commands into `@stream`.
+pub static COMMANDS: &[Command] = &[
+    Command { name: "xs.add", func: Some(xs_add), flags: "write deny-oom fast", arity: -5, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.len", func: Some(xs_len), flags: "readonly fast", arity: 2, key: key1(RO), subcommands: &[] },
+    Command { name: "xs.range", func: Some(xs_range), flags: "readonly", arity: -4, key: key1(RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.revrange", func: Some(xs_revrange), flags: "readonly", arity: -4, key: key1(RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.del", func: Some(xs_del), flags: "write fast", arity: -3, key: key1(RW_DELETE), subcommands: &[] },
+    Command { name: "xs.trim", func: Some(xs_trim), flags: "write", arity: -4, key: key1(RW_DELETE), subcommands: &[] },
+    Command { name: "xs.setid", func: Some(xs_setid), flags: "write deny-oom fast", arity: -3, key: key1(RW_UPDATE), subcommands: &[] },
+    Command {
+        name: "xs.info",
+        func: None,
+        flags: "",
+        arity: -2,
+        key: None,
+        subcommands: &[
+            Command { name: "stream", func: Some(xs_info_stream), flags: "readonly", arity: -3, key: Some(KeyAt { pos: 2, flags: RO_ACCESS }), subcommands: &[] },
+            Command { name: "help", func: Some(xs_info_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
+        ],
+    },
+    #[cfg(feature = "test-hooks")]
+    Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
+];
+
+// ---- argument helpers shared by the commands ---------------------------------
+
+/// The argument as C sees it: up to its first NUL byte. The built-in compares
+/// keywords with strcasecmp on the raw buffer, so `MAXLEN\0junk` is MAXLEN.
+pub fn cstr(arg: &[u8]) -> &[u8] {
+    match arg.iter().position(|&b| b == 0) {
+        Some(n) => &arg[..n],
+        None => arg,
+    }
+}
+
+/// Case-insensitive keyword match with C-string semantics.
+pub fn is_kw(arg: &[u8], kw: &str) -> bool {
+    cstr(arg).eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// getLongLongFromObject: the strict integer form over the whole argument.
+pub fn parse_ll(arg: &[u8]) -> crate::error::Result<i64> {
+    crate::stream::id::string2ll(arg).ok_or(crate::error::Error::NotInteger)
+}

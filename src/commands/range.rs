@@ -1,0 +1,86 @@
+//! XS.RANGE key start end [COUNT count] / XS.REVRANGE key end start [COUNT count]
+//!
+//! Bounds: `-`, `+`, `ms` (seq 0 for a start, max for an end), `ms-seq`, and the
+//! exclusive `(id` form.
+
+use super::{is_kw, parse_ll};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::stream::{Stream, StreamId};
+
+pub fn run_range(c: &Ctx) -> Result<()> {
+    run_generic(c, false)
+}
+
+pub fn run_revrange(c: &Ctx) -> Result<()> {
+    run_generic(c, true)
+}
+
+fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
+    let (start_arg, end_arg) = if rev { (c.arg(3), c.arg(2)) } else { (c.arg(2), c.arg(3)) };
+    let (mut start, start_ex) = StreamId::parse_interval(start_arg, 0).ok_or(Error::InvalidId)?;
+    if start_ex {
+        start = start.next().ok_or(Error::Err("invalid start ID for the interval"))?;
+    }
+    let (mut end, end_ex) = StreamId::parse_interval(end_arg, u64::MAX).ok_or(Error::InvalidId)?;
+    if end_ex {
+        end = end.prev().ok_or(Error::Err("invalid end ID for the interval"))?;
+    }
+    let mut count: i64 = -1;
+    let mut j = 4;
+    while j < c.argc() {
+        let additional = c.argc() - j - 1;
+        if is_kw(c.arg(j), "COUNT") && additional >= 1 {
+            count = parse_ll(c.arg(j + 1))?.max(0);
+            j += 2;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let key = c.key(1, false);
+    let s = match key.kind() {
+        KeyKind::Empty => {
+            c.reply_array(0);
+            return Ok(());
+        }
+        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Stream => key.stream().ok_or(Error::WrongType)?,
+    };
+    if count == 0 {
+        c.reply_null_array();
+    } else {
+        reply_range(c, s, start, end, if count < 0 { 0 } else { count as u64 }, rev);
+    }
+    Ok(())
+}
+
+/// Replies `[[id, [field, value, ...]], ...]` for the live entries in
+/// `start..=end` (at most `count`, 0 = all). Returns how many were emitted.
+pub fn reply_range(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u64, rev: bool) -> u64 {
+    c.reply_array_postponed();
+    let n = reply_entries(c, s, start, end, count, rev);
+    c.set_array_len(n as usize);
+    n
+}
+
+/// Emits the entries themselves (no enclosing array).
+pub fn reply_entries(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u64, rev: bool) -> u64 {
+    let mut n = 0u64;
+    let mut idbuf = Vec::with_capacity(44);
+    for e in s.range(start, end, rev) {
+        c.reply_array(2);
+        idbuf.clear();
+        e.id().write_to(&mut idbuf);
+        c.reply_bulk(&idbuf);
+        c.reply_array(e.numfields() * 2);
+        e.for_each_field(|f, v| {
+            c.reply_value(f);
+            c.reply_value(v);
+        });
+        n += 1;
+        if count != 0 && n == count {
+            break;
+        }
+    }
+    n
+}

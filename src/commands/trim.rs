@@ -1,0 +1,38 @@
+//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
+
+use super::add::{exact_threshold, parse_add_or_trim};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+
+pub fn run(c: &Ctx) -> Result<()> {
+    let (args, _) = parse_add_or_trim(c, false)?;
+    let Some(t) = args.trim else { return Err(Error::Syntax) };
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Empty => {
+            c.reply_int(0);
+            return Ok(());
+        }
+        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Stream => {}
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let deleted = s.trim(&t);
+    if deleted > 0 {
+        c.notify("xtrim", 1);
+        // Propagation: only when something changed; an approximate trim goes out
+        // as the exact one with the same result.
+        if t.approx {
+            let th = exact_threshold(s, &t);
+            let mut argv: Vec<&[u8]> = (1..c.argc()).map(|i| c.arg(i)).collect();
+            argv[args.trim_arg_idx - 2] = b"=";
+            argv[args.trim_arg_idx - 1] = &th;
+            c.replicate("XS.TRIM", &argv);
+        } else {
+            c.replicate_verbatim();
+        }
+        c.signal_modified(1);
+    }
+    c.reply_int(deleted as i64);
+    Ok(())
+}

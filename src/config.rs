@@ -1,0 +1,23 @@
+//! Module configuration: `xstream.node-max-entries` and `xstream.node-max-bytes`
+//! (CONFIG GET/SET, or `loadmodule ... node-max-entries 100` arguments).
+//!
+//! They play the role of the server's `stream-node-max-entries` and
+//! `stream-node-max-bytes` for our streams, with the same defaults and the same
+//! meaning of 0 ("no cap"). Configs are not replicated: whatever they change in
+//! the data is propagated as explicit commands (approximate trims go out exact).
+
+use crate::stream::{NodeLimits, NODE_BYTES_DEFAULT, NODE_ENTRIES_DEFAULT};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Entries per node (live + deleted) before a new node is started; 0 = no cap.
+pub static NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
+/// Bytes per node before a new node is started; 0 = only the 1 GB hard cap.
+pub static NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);
+
+/// The limits in force now.
+pub fn limits() -> NodeLimits {
+    NodeLimits {
+        entries_max: NODE_MAX_ENTRIES.load(Ordering::Relaxed),
+        bytes_max: NODE_MAX_BYTES.load(Ordering::Relaxed),
+    }
+}

@@ -1,0 +1,48 @@
+//! The global allocator: Redis's allocator inside the server, the system one elsewhere.
+//!
+//! Inside redis-server every Rust allocation must go through `RedisModule_Alloc`
+//! so that `used_memory`, `maxmemory` and MEMORY USAGE see our data. Unit tests,
+//! benches and fuzz targets link the same crate without a server: there the API
+//! pointers are unset and we fall back to the system allocator. The choice is
+//! made per call from the same pointer for alloc and free; the pointers are set
+//! once in `RedisModule_OnLoad` before any allocation of ours, and never change.
+
+use redis_module::alloc::RedisAlloc;
+use redis_module::raw;
+use std::alloc::{GlobalAlloc, Layout, System};
+
+/// Redis's allocator when loaded in a server, `System` otherwise.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct XAlloc;
+
+fn in_server() -> bool {
+    // SAFETY: reading a function pointer written once by RedisModule_Init before
+    // any other code of the module runs; Option<fn> is Copy.
+    let f = unsafe { raw::RedisModule_Alloc };
+    f.is_some()
+}
+
+// SAFETY: both delegates are valid GlobalAllocs; a block is always freed by the
+// allocator that allocated it because `in_server()` never changes once the module
+// is initialised (and is constant false outside a server).
+unsafe impl GlobalAlloc for XAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if in_server() {
+            // SAFETY: forwarded contract of GlobalAlloc::alloc.
+            unsafe { RedisAlloc.alloc(layout) }
+        } else {
+            // SAFETY: forwarded contract of GlobalAlloc::alloc.
+            unsafe { System.alloc(layout) }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if in_server() {
+            // SAFETY: ptr came from RedisAlloc (see the impl comment).
+            unsafe { RedisAlloc.dealloc(ptr, layout) }
+        } else {
+            // SAFETY: ptr came from System (see the impl comment).
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+}

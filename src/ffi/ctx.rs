@@ -1,0 +1,318 @@
+//! A command's view of Redis: arguments, keys, replies, propagation, events.
+//!
+//! Command handlers (src/commands) see only this safe surface; every raw call
+//! lives here with the reason it is sound.
+
+use super::api;
+use crate::listpack::Value;
+use crate::stream::Stream;
+use redis_module::raw;
+use std::os::raw::{c_char, c_int, c_long};
+use std::ptr;
+
+/// The command being executed.
+pub struct Ctx {
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: usize,
+}
+
+/// What a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Stream,
+    Other,
+}
+
+/// An open key; closed on drop.
+pub struct Key<'c> {
+    ctx: &'c Ctx,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl Ctx {
+    /// # Safety
+    /// `ctx`, `argv` and `argc` must be the arguments Redis passed to a command
+    /// callback, valid for the duration of the call.
+    pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
+        Ctx { ctx, argv, argc: argc.max(0) as usize }
+    }
+
+    pub fn raw(&self) -> *mut raw::RedisModuleCtx {
+        self.ctx
+    }
+
+    pub fn argc(&self) -> usize {
+        self.argc
+    }
+
+    /// Argument `i` as bytes (empty past the end).
+    pub fn arg(&self, i: usize) -> &[u8] {
+        if i >= self.argc {
+            return &[];
+        }
+        // SAFETY: i < argc, and argv holds argc valid strings for this call.
+        let s = unsafe { *self.argv.add(i) };
+        string_bytes(s)
+    }
+
+    pub fn arg_string(&self, i: usize) -> *mut raw::RedisModuleString {
+        if i >= self.argc {
+            return ptr::null_mut();
+        }
+        // SAFETY: i < argc (checked above).
+        unsafe { *self.argv.add(i) }
+    }
+
+    fn flags(&self) -> u32 {
+        // SAFETY: valid ctx for the duration of the call.
+        unsafe { api!(RedisModule_GetContextFlags)(self.ctx) as u32 }
+    }
+
+    /// The built-in's `mustObeyClient`: the command comes from the primary or the AOF.
+    pub fn must_obey(&self) -> bool {
+        self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
+    }
+
+    /// Wall clock in milliseconds (the built-in's `mstime()`).
+    pub fn now_ms(&self) -> u64 {
+        // SAFETY: no arguments; plain clock read.
+        let ms = unsafe { api!(RedisModule_Milliseconds)() };
+        ms.max(0) as u64
+    }
+
+    /// Opens key argument `i`.
+    pub fn key(&self, i: usize, write: bool) -> Key<'_> {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: the key name is a live argument string; the key is closed in Drop.
+        let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
+        Key { ctx: self, key: key.cast() }
+    }
+
+    // ---- replies ----------------------------------------------------------
+
+    pub fn reply_bulk(&self, b: &[u8]) {
+        // SAFETY: b is valid for b.len() bytes; Redis copies it.
+        unsafe { api!(RedisModule_ReplyWithStringBuffer)(self.ctx, b.as_ptr().cast::<c_char>(), b.len()) };
+    }
+
+    /// A listpack value as a bulk string (integers in decimal, as the built-in).
+    pub fn reply_value(&self, v: Value) {
+        match v {
+            Value::Str(s) => self.reply_bulk(s),
+            Value::Int(i) => {
+                let mut buf = itoa_buf(i);
+                self.reply_bulk(buf.as_slice());
+                buf.clear();
+            }
+        }
+    }
+
+    pub fn reply_int(&self, v: i64) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_ReplyWithLongLong)(self.ctx, v) };
+    }
+
+    pub fn reply_array(&self, len: usize) {
+        // SAFETY: valid ctx; the caller emits exactly `len` elements.
+        unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };
+    }
+
+    /// An array whose length is set later with [`set_array_len`](Self::set_array_len).
+    pub fn reply_array_postponed(&self) {
+        // SAFETY: valid ctx; the caller sets the length before returning.
+        unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long) };
+    }
+
+    pub fn set_array_len(&self, len: usize) {
+        // SAFETY: a postponed array is open (caller's contract).
+        unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, len as c_long) };
+    }
+
+    /// A map (RESP3) or a flat array of 2*len (RESP2), as the built-in's addReplyMapLen.
+    pub fn reply_map(&self, len: usize) {
+        // SAFETY: valid ctx; caller emits 2*len elements.
+        unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, len as c_long) };
+    }
+
+    pub fn reply_null(&self) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_ReplyWithNull)(self.ctx) };
+    }
+
+    pub fn reply_null_array(&self) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_ReplyWithNullArray)(self.ctx) };
+    }
+
+    pub fn reply_simple(&self, s: &str) {
+        let c = cstring(s);
+        // SAFETY: c is NUL-terminated and outlives the call.
+        unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, c.as_ptr()) };
+    }
+
+    pub fn reply_ok(&self) {
+        self.reply_simple("OK");
+    }
+
+    /// `msg` includes the error code ("ERR ...", "WRONGTYPE ...").
+    pub fn reply_error(&self, msg: &str) {
+        let c = cstring(msg);
+        // SAFETY: c is NUL-terminated and outlives the call.
+        unsafe { api!(RedisModule_ReplyWithError)(self.ctx, c.as_ptr()) };
+    }
+
+    pub fn reply_wrong_arity(&self) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_WrongArity)(self.ctx) };
+    }
+
+    // ---- propagation and events ---------------------------------------------
+
+    /// Propagates the command as received.
+    pub fn replicate_verbatim(&self) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
+    }
+
+    /// Propagates `cmd args...` to replicas and the AOF.
+    pub fn replicate(&self, cmd: &str, args: &[&[u8]]) {
+        let strings: Vec<*mut raw::RedisModuleString> = args
+            .iter()
+            // SAFETY: creating a string from a valid buffer; freed below.
+            .map(|a| unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), a.as_ptr().cast(), a.len()) })
+            .collect();
+        let c = cstring(cmd);
+        // SAFETY: "v" takes (RedisModuleString **, size_t); Redis takes its own
+        // references to the strings, so ours can be freed afterwards.
+        unsafe {
+            api!(RedisModule_Replicate)(self.ctx, c.as_ptr(), c"v".as_ptr(), strings.as_ptr(), strings.len());
+        }
+        for s in strings {
+            // SAFETY: created above with a NULL ctx, so we own it.
+            unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+        }
+    }
+
+    /// Keyspace event of class `t` (streams) on key argument `i`.
+    pub fn notify(&self, event: &str, i: usize) {
+        let c = cstring(event);
+        // SAFETY: valid ctx, NUL-terminated event, live key argument.
+        unsafe {
+            api!(RedisModule_NotifyKeyspaceEvent)(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_STREAM as c_int,
+                c.as_ptr(),
+                self.arg_string(i),
+            )
+        };
+    }
+
+    /// signalModifiedKey (WATCH, client-side caching) on key argument `i`.
+    pub fn signal_modified(&self, i: usize) {
+        // SAFETY: valid ctx and key argument.
+        unsafe { api!(RedisModule_SignalModifiedKey)(self.ctx, self.arg_string(i)) };
+    }
+}
+
+impl Key<'_> {
+    pub fn kind(&self) -> KeyKind {
+        if self.key.is_null() {
+            return KeyKind::Empty;
+        }
+        // SAFETY: key is an open key.
+        let t = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
+        if t == raw::REDISMODULE_KEYTYPE_EMPTY {
+            KeyKind::Empty
+        } else if t == raw::REDISMODULE_KEYTYPE_MODULE
+            // SAFETY: key is an open module key.
+            && unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == super::types::stream_type()
+        {
+            KeyKind::Stream
+        } else {
+            KeyKind::Other
+        }
+    }
+
+    /// The stream, if the key holds one of ours.
+    pub fn stream(&self) -> Option<&Stream> {
+        if self.kind() != KeyKind::Stream {
+            return None;
+        }
+        // SAFETY: the key holds our type, whose values are Box<Stream> pointers.
+        unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>().as_ref() }
+    }
+
+    pub fn stream_mut(&mut self) -> Option<&mut Stream> {
+        if self.kind() != KeyKind::Stream {
+            return None;
+        }
+        // SAFETY: as in stream(); the key is open for writing and we hold it exclusively.
+        unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>().as_mut() }
+    }
+
+    /// Stores a new stream in an empty key and returns it.
+    pub fn create_stream(&mut self, s: Stream) -> Option<&mut Stream> {
+        let b = Box::into_raw(Box::new(s));
+        // SAFETY: ownership of the box passes to Redis, which frees it through our free callback.
+        let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
+        if rc != raw::REDISMODULE_OK as c_int {
+            // SAFETY: Redis did not take the value: reclaim it.
+            drop(unsafe { Box::from_raw(b) });
+            return None;
+        }
+        self.stream_mut()
+    }
+
+    pub fn ctx(&self) -> &Ctx {
+        self.ctx
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            // SAFETY: opened by Ctx::key, closed once.
+            unsafe { api!(RedisModule_CloseKey)(self.key) };
+        }
+    }
+}
+
+/// Bytes of a RedisModuleString.
+pub fn string_bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    if s.is_null() {
+        return &[];
+    }
+    let mut len = 0usize;
+    // SAFETY: s is a valid string; the returned pointer lives as long as the string,
+    // which outlives the command (argv) or the callback that passed it.
+    unsafe {
+        let p = api!(RedisModule_StringPtrLen)(s, &mut len);
+        if p.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(p.cast::<u8>(), len)
+        }
+    }
+}
+
+/// A NUL-terminated copy (interior NULs cut the string, as C would).
+pub fn cstring(s: &str) -> std::ffi::CString {
+    let bytes: Vec<u8> = s.bytes().take_while(|&b| b != 0).collect();
+    std::ffi::CString::new(bytes).unwrap_or_default()
+}
+
+/// Decimal form of an integer.
+pub fn itoa_buf(v: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(20);
+    if v < 0 {
+        out.push(b'-');
+    }
+    crate::stream::id::push_u64(&mut out, v.unsigned_abs());
+    out
+}

@@ -1,0 +1,149 @@
+//! Command registration: CreateCommand / CreateSubcommand, then SetCommandInfo
+//! for arity and key specs, and the trampoline every command runs through.
+
+use super::ctx::{cstring, Ctx};
+use super::{api, fence, log_warning};
+use crate::error::Error;
+use redis_module::raw;
+use std::mem::size_of;
+use std::os::raw::c_int;
+
+/// A command handler: parse, execute, reply. Errors are replied by the trampoline.
+pub type Handler = fn(&Ctx) -> Result<(), Error>;
+
+/// The C entry point Redis calls.
+pub type CmdFunc = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// One key at a fixed position, with ACL / cluster flags (REDISMODULE_CMD_KEY_*).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyAt {
+    pub pos: i32,
+    pub flags: u32,
+}
+
+/// A row of the command table.
+pub struct Command {
+    /// Full name (`XS.ADD`) or, inside a container, the subcommand name (`stream`).
+    pub name: &'static str,
+    pub func: Option<CmdFunc>,
+    pub flags: &'static str,
+    /// Redis arity: N exact, -N at least N (command name included).
+    pub arity: i32,
+    pub key: Option<KeyAt>,
+    pub subcommands: &'static [Command],
+}
+
+/// Runs a handler inside the panic fence and replies its error, if any.
+pub fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
+    // SAFETY: the arguments come straight from Redis's command callback.
+    let c = unsafe { Ctx::new(ctx, argv, argc) };
+    match fence::catch(|| h(&c)) {
+        Ok(Ok(())) => {}
+        Ok(Err(Error::WrongArity)) => c.reply_wrong_arity(),
+        Ok(Err(e)) => c.reply_error(&e.message()),
+        Err(msg) => {
+            let name = String::from_utf8_lossy(c.arg(0)).into_owned();
+            log_warning(&format!("xstream: internal error in {name}: {msg}"));
+            c.reply_error("ERR xstream internal error (see the server log)");
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
+};
+
+fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command) -> Result<(), String> {
+    // SAFETY: all-zero is a valid value for this plain C struct (null pointers,
+    // zero integers; begin_search_type 0 terminates a key-spec array).
+    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    if let Some(k) = c.key {
+        specs[0].flags = u64::from(k.flags);
+        specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = k.pos;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = 0;
+        specs[0].fk.range.keystep = 1;
+        specs[0].fk.range.limit = 0;
+    }
+    // SAFETY: as above, zero is valid for every field.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    info.version = &INFO_VERSION;
+    info.arity = c.arity;
+    if c.key.is_some() {
+        info.key_specs = specs.as_mut_ptr();
+    }
+    // SAFETY: cmd comes from GetCommand/CreateSubcommand; info and specs outlive
+    // the call and Redis copies what it keeps.
+    let rc = unsafe { api!(RedisModule_SetCommandInfo)(cmd, &info) };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(format!("SetCommandInfo failed for {}", c.name))
+    }
+}
+
+fn key_range(c: &Command) -> (c_int, c_int, c_int) {
+    match c.key {
+        Some(k) => (k.pos, k.pos, 1),
+        None => (0, 0, 0),
+    }
+}
+
+/// Creates a top-level command (and its subcommands, for a container).
+pub fn create(ctx: *mut raw::RedisModuleCtx, c: &Command) -> Result<(), String> {
+    let name = cstring(c.name);
+    let flags = cstring(c.flags);
+    let (first, last, step) = key_range(c);
+    // SAFETY: called from OnLoad with its ctx; strings outlive the call (copied by Redis).
+    let rc = unsafe { api!(RedisModule_CreateCommand)(ctx, name.as_ptr(), c.func, flags.as_ptr(), first, last, step) };
+    if rc != raw::REDISMODULE_OK as c_int {
+        return Err(format!("cannot create command {} (name taken?)", c.name));
+    }
+    // SAFETY: the command was just created by this module.
+    let cmd = unsafe { api!(RedisModule_GetCommand)(ctx, name.as_ptr()) };
+    if cmd.is_null() {
+        return Err(format!("cannot look up command {}", c.name));
+    }
+    if c.func.is_some() {
+        set_info(cmd, c)?;
+    }
+    for sub in c.subcommands {
+        let sname = cstring(sub.name);
+        let sflags = cstring(sub.flags);
+        let (first, last, step) = key_range(sub);
+        // SAFETY: cmd is our container command; strings are copied by Redis.
+        let rc = unsafe {
+            api!(RedisModule_CreateSubcommand)(cmd, sname.as_ptr(), sub.func, sflags.as_ptr(), first, last, step)
+        };
+        if rc != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot create subcommand {}|{}", c.name, sub.name));
+        }
+        let full = cstring(&format!("{}|{}", c.name, sub.name));
+        // SAFETY: the subcommand was just created by this module.
+        let scmd = unsafe { api!(RedisModule_GetCommand)(ctx, full.as_ptr()) };
+        if scmd.is_null() {
+            return Err(format!("cannot look up subcommand {}|{}", c.name, sub.name));
+        }
+        set_info(scmd, sub)?;
+    }
+    Ok(())
+}
+
+/// Defines `unsafe extern "C" fn $name` that runs `$handler` through [`run`].
+#[macro_export]
+macro_rules! command_entry {
+    ($name:ident, $handler:path) => {
+        unsafe extern "C" fn $name(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            $crate::ffi::register::run(ctx, argv, argc, $handler)
+        }
+    };
+}

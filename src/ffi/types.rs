@@ -1,0 +1,248 @@
+//! The `xs-stream` data type and its callbacks (persistence, AOF, memory, digest, copy).
+//!
+//! Every callback runs inside the panic fence. Loading returns NULL on any
+//! error: with HANDLE_IO_ERRORS set, Redis then answers `ERR Bad data format`
+//! to RESTORE (or refuses the RDB) and goes on.
+
+use super::{api, fence};
+use crate::rdb::{self, LoadError, RdbIn, RdbOut};
+use crate::stream::{Stream, StreamId};
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+
+/// The type name TYPE reports: exactly 9 characters.
+pub const TYPE_NAME: &str = "xs-stream";
+
+pub static STREAM_TYPE: RedisType = RedisType::new(
+    TYPE_NAME,
+    rdb::ENCVER,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: Some(free_effort),
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    },
+);
+
+/// The registered type pointer (null before registration).
+pub fn stream_type() -> *mut raw::RedisModuleType {
+    *STREAM_TYPE.raw_type.borrow()
+}
+
+struct IoIn(*mut raw::RedisModuleIO);
+
+impl IoIn {
+    fn failed(&self) -> bool {
+        // SAFETY: valid IO handle for the duration of the callback.
+        unsafe { api!(RedisModule_IsIOError)(self.0) != 0 }
+    }
+}
+
+impl RdbIn for IoIn {
+    fn get_u64(&mut self) -> Result<u64, LoadError> {
+        // SAFETY: valid IO handle; errors are reported through IsIOError.
+        let v = unsafe { api!(RedisModule_LoadUnsigned)(self.0) };
+        if self.failed() {
+            Err(LoadError::Io)
+        } else {
+            Ok(v)
+        }
+    }
+
+    fn get_bytes(&mut self) -> Result<Vec<u8>, LoadError> {
+        let mut len = 0usize;
+        // SAFETY: valid IO handle; the buffer (if any) is ours to free with RedisModule_Free.
+        let p = unsafe { api!(RedisModule_LoadStringBuffer)(self.0, &mut len) };
+        if self.failed() || p.is_null() {
+            if !p.is_null() {
+                // SAFETY: allocated by Redis for us.
+                unsafe { api!(RedisModule_Free)(p.cast()) };
+            }
+            return Err(LoadError::Io);
+        }
+        // SAFETY: p points to len bytes returned by LoadStringBuffer.
+        let v = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec();
+        // SAFETY: allocated by Redis for us, freed once.
+        unsafe { api!(RedisModule_Free)(p.cast()) };
+        Ok(v)
+    }
+}
+
+struct IoOut(*mut raw::RedisModuleIO);
+
+impl RdbOut for IoOut {
+    fn put_u64(&mut self, v: u64) {
+        // SAFETY: valid IO handle for the duration of the callback.
+        unsafe { api!(RedisModule_SaveUnsigned)(self.0, v) };
+    }
+    fn put_bytes(&mut self, b: &[u8]) {
+        // SAFETY: b valid for b.len() bytes; Redis copies it.
+        unsafe { api!(RedisModule_SaveStringBuffer)(self.0, b.as_ptr().cast::<c_char>(), b.len()) };
+    }
+}
+
+unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    fence::guard("rdb_load", ptr::null_mut(), || match rdb::load(encver, &mut IoIn(rdb)) {
+        Ok(s) => Box::into_raw(Box::new(s)).cast(),
+        Err(e) => {
+            if e != LoadError::Io {
+                super::log_warning(&format!("xstream: refusing stream payload: {e}"));
+            }
+            ptr::null_mut()
+        }
+    })
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    fence::guard("rdb_save", (), || {
+        // SAFETY: Redis passes a value of our type.
+        if let Some(s) = unsafe { value.cast::<Stream>().as_ref() } {
+            rdb::save(s, &mut IoOut(rdb));
+        }
+    })
+}
+
+/// Emits `cmd key args...` into the AOF being rewritten.
+fn emit(aof: *mut raw::RedisModuleIO, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
+    let strings: Vec<*mut raw::RedisModuleString> = args
+        .iter()
+        // SAFETY: creating strings from valid buffers; freed below.
+        .map(|a| unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), a.as_ptr().cast(), a.len()) })
+        .collect();
+    // SAFETY: "sv" = the key as a RedisModuleString, then (RedisModuleString **, size_t).
+    // The key goes with "s" (it is a stack object in the rewrite child: PLATFORM.md).
+    unsafe { api!(RedisModule_EmitAOF)(aof, cmd.as_ptr(), c"sv".as_ptr(), key, strings.as_ptr(), strings.len()) };
+    for s in strings {
+        // SAFETY: created above with a NULL ctx: ours to free.
+        unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+    }
+}
+
+/// AOF rewrite, as the built-in's rewriteStreamObject: one XS.ADD per entry (or
+/// `XS.ADD key MAXLEN 0 0-1 x y` for an empty stream), then XS.SETID with
+/// ENTRIESADDED and MAXDELETEDID so the metadata comes back exactly.
+unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
+    fence::guard("aof_rewrite", (), || {
+        // SAFETY: Redis passes a value of our type.
+        let Some(s) = (unsafe { value.cast::<Stream>().as_ref() }) else { return };
+        if s.length > 0 {
+            let mut owned: Vec<Vec<u8>> = Vec::new();
+            for e in s.range(StreamId::MIN, StreamId::MAX, false) {
+                owned.clear();
+                owned.push(e.id().to_bytes());
+                e.for_each_field(|f, v| {
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    f.write_to(&mut a);
+                    v.write_to(&mut b);
+                    owned.push(a);
+                    owned.push(b);
+                });
+                let args: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+                emit(aof, c"XS.ADD", key, &args);
+            }
+        } else {
+            emit(aof, c"XS.ADD", key, &[b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
+        }
+        let last = s.last_id.to_bytes();
+        let added = s.entries_added.to_string();
+        let maxdel = s.max_deleted_entry_id.to_bytes();
+        emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
+    })
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    fence::guard("mem_usage", 0, || {
+        // SAFETY: Redis passes a value of our type.
+        unsafe { value.cast::<Stream>().as_ref() }.map_or(0, Stream::mem_bytes)
+    })
+}
+
+/// DEBUG DIGEST-VALUE: the logical content (entries and metadata), independent of
+/// node layout, so that AOF rewrite and replication (which may cut nodes
+/// differently) keep the digest.
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    fence::guard("digest", (), || {
+        // SAFETY: Redis passes a value of our type.
+        let Some(s) = (unsafe { value.cast::<Stream>().as_ref() }) else { return };
+        let add = |b: &[u8]| {
+            // SAFETY: valid digest handle; b valid for its length.
+            unsafe { api!(RedisModule_DigestAddStringBuffer)(md, b.as_ptr().cast(), b.len()) };
+        };
+        let mut buf = Vec::new();
+        for e in s.range(StreamId::MIN, StreamId::MAX, false) {
+            add(&e.id().to_be_bytes());
+            e.for_each_field(|f, v| {
+                buf.clear();
+                f.write_to(&mut buf);
+                add(&buf);
+                buf.clear();
+                v.write_to(&mut buf);
+                add(&buf);
+            });
+            // SAFETY: valid digest handle.
+            unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        }
+        for v in [
+            s.length,
+            s.entries_added,
+            s.last_id.ms,
+            s.last_id.seq,
+            s.first_id.ms,
+            s.first_id.seq,
+            s.max_deleted_entry_id.ms,
+            s.max_deleted_entry_id.seq,
+        ] {
+            add(&v.to_be_bytes());
+        }
+        // SAFETY: valid digest handle.
+        unsafe { api!(RedisModule_DigestEndSequence)(md) };
+    })
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    fence::guard("free", (), || {
+        if !value.is_null() {
+            // SAFETY: every value of our type is a Box<Stream> handed over in
+            // create_stream / rdb_load / copy; Redis frees each exactly once.
+            drop(unsafe { Box::from_raw(value.cast::<Stream>()) });
+        }
+    })
+}
+
+unsafe extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
+    fence::guard("free_effort", 1, || {
+        // SAFETY: Redis passes a value of our type.
+        unsafe { value.cast::<Stream>().as_ref() }.map_or(1, |s| s.rax_keys().max(1))
+    })
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    fence::guard("copy", ptr::null_mut(), || {
+        // SAFETY: Redis passes a value of our type.
+        match unsafe { value.cast::<Stream>().as_ref() } {
+            Some(s) => Box::into_raw(Box::new(s.clone())).cast(),
+            None => ptr::null_mut(),
+        }
+    })
+}

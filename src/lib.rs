@@ -1,0 +1,59 @@
+//! xstream: Redis Streams re-implemented natively as a Redis module.
+//!
+//! Module entry: the data type, the command table and the configs. Nothing else.
+//!
+//! Architecture invariants (see ARCHITECTURE.md):
+//! - `rax`, `listpack`, `stream` and `rdb` are pure Rust: no `redis_module`, no `unsafe`.
+//! - All FFI lives in `ffi/`, every unsafe block with a `// SAFETY:` line.
+//! - Every entry point from Redis runs inside the panic fence (`ffi::fence`).
+
+pub mod listpack;
+pub mod rax;
+pub mod rdb;
+pub mod stream;
+
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod ffi;
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, Context, RedisString, Status};
+
+/// Module name (MODULE LIST) and version (major*10000 + minor*100 + patch).
+pub const MODULE_NAME: &str = "xstream";
+pub const MODULE_VERSION: i32 = 100;
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    ctx.set_module_options(
+        redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
+            | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
+    );
+    for c in commands::COMMANDS {
+        if let Err(e) = ffi::register::create(ctx.ctx, c) {
+            ctx.log_warning(&format!("xstream: {e}"));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+redis_module! {
+    name: MODULE_NAME,
+    version: MODULE_VERSION,
+    allocator: (ffi::alloc::XAlloc, ffi::alloc::XAlloc),
+    data_types: [STREAM_TYPE],
+    init: init,
+    configurations: [
+        i64: [
+            ["node-max-entries", &config::NODE_MAX_ENTRIES, stream::NODE_ENTRIES_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}
+
+use ffi::types::STREAM_TYPE;

@@ -1,0 +1,591 @@
+#![forbid(unsafe_code)]
+//! Listpack: Redis 7.0's compact list of strings and integers (`listpack.c`),
+//! re-implemented in safe Rust, byte-identical to the C code. Stream nodes are
+//! listpacks, and a node's byte size decides when it is full
+//! (`stream-node-max-bytes`), so every size here must match Redis exactly.
+//!
+//! ```text
+//!   0                4          6                                   total-1
+//!   +----------------+----------+---------+---------+-----+---------+------+
+//!   | total-bytes    | num-ele  | entry 0 | entry 1 | ... | entry N | 0xFF |
+//!   | u32 LE         | u16 LE   |         |         |     |         | EOF  |
+//!   +----------------+----------+---------+---------+-----+---------+------+
+//!   |<- header, HDR_SIZE = 6 -->|
+//!
+//!   num-ele is exact while < 65535; 65535 (NUMELE_UNKNOWN) means "walk to count".
+//!
+//!   entry:
+//!   +----------+-------------------+--------------+
+//!   | encoding | data (strings)    | backlen      |
+//!   +----------+-------------------+--------------+
+//!   |< enc_len, stored in backlen >|<-- 1..5 B -->|
+//!
+//!   backlen of enc_len L, 7 bits per byte, most significant group first:
+//!     L <= 127          [L]
+//!     L <  16383        [L>>7]         [L&127 | 0x80]
+//!     L <  2097151      [L>>14] [(L>>7)&127 | 0x80] [L&127 | 0x80]   ...up to 5 bytes
+//!   Read right to left from the byte before the next entry: low group first,
+//!   bit 7 set means "one more byte to the left". Forward walks never read it:
+//!   the encoding alone gives L, and the backlen size follows from L.
+//! ```
+//!
+//! The encodings table is in `encoding.rs`, the validation rules in
+//! `validate.rs`; `docs/listpack.md` has the full format.
+//!
+//! Differences from listpack.c worth knowing:
+//! * The buffer is a `Vec<u8>` we own, so appends grow it amortised (doubling)
+//!   instead of realloc'ing to the exact size; `alloc_bytes` reports the
+//!   capacity for memory accounting, `shrink_to_fit` trims it.
+//! * Offsets (`usize` from the start of the buffer) replace pointers. Any
+//!   mutation invalidates offsets at or after the mutated element.
+//! * No operation can take the listpack past MAX_BYTES: the `try_*` variants
+//!   return `LpError::TooLarge`, the plain ones panic, in both cases before
+//!   touching the buffer.
+
+mod encoding;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use encoding::string_to_i64;
+pub use validate::validate;
+
+use encoding::{EOF, Encoded, HDR_SIZE, INT_STR_MAX_LEN, NUMELE_UNKNOWN};
+
+/// Bytes of an empty listpack: header (6) + terminator (1).
+pub const EMPTY_BYTES: usize = HDR_SIZE + 1;
+/// Largest listpack in bytes: the header's total-bytes field is a u32.
+pub const MAX_BYTES: usize = u32::MAX as usize;
+/// Header element count that means "unknown, walk to count".
+pub const COUNT_UNKNOWN: u16 = NUMELE_UNKNOWN;
+
+/// One element as stored: an integer encoding, or a byte string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    Int(i64),
+    Str(&'a [u8]),
+}
+
+impl<'a> Value<'a> {
+    /// Appends the element as Redis replies with it: integers as decimal
+    /// ASCII, strings as their bytes.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        match *self {
+            Value::Int(v) => {
+                let mut buf = [0u8; INT_STR_MAX_LEN];
+                out.extend_from_slice(encoding::fmt_i64(v, &mut buf));
+            }
+            Value::Str(s) => out.extend_from_slice(s),
+        }
+    }
+
+    /// The integer, for `Int` or for a `Str` that is a canonical integer
+    /// (lpGetIntegerIfValid in t_stream.c).
+    pub fn as_int(&self) -> Option<i64> {
+        match *self {
+            Value::Int(v) => Some(v),
+            Value::Str(s) => string_to_i64(s),
+        }
+    }
+
+    /// lpCompare: the element's string form (integers in decimal) equals `b`.
+    pub fn eq_bytes(&self, b: &[u8]) -> bool {
+        match *self {
+            Value::Int(v) => {
+                let mut buf = [0u8; INT_STR_MAX_LEN];
+                encoding::fmt_i64(v, &mut buf) == b
+            }
+            Value::Str(s) => s == b,
+        }
+    }
+}
+
+/// Why a byte string is not a valid listpack, or why an operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LpError {
+    /// Shorter than EMPTY_BYTES (header + terminator).
+    TooShort { len: usize },
+    /// The header's total-bytes field differs from the buffer length.
+    BadTotalBytes { header: u32, actual: usize },
+    /// The last byte is not LP_EOF (0xFF).
+    NoTerminator,
+    /// Unknown encoding byte (0xF5..=0xFE) where an entry starts.
+    BadEncoding { offset: usize },
+    /// The entry starting here (header, data or backlen) runs into or past the terminator.
+    EntryOverflow { offset: usize },
+    /// The entry's backlen is not the canonical encoding of its size.
+    BadBacklen { offset: usize },
+    /// An LP_EOF byte where an entry should start, before the end.
+    MisplacedTerminator { offset: usize },
+    /// The header count (not NUMELE_UNKNOWN) differs from the number of entries.
+    CountMismatch { header: u16, actual: usize },
+    /// The operation would make the listpack larger than MAX_BYTES.
+    TooLarge { bytes: usize },
+}
+
+impl std::fmt::Display for LpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LpError::TooShort { len } => {
+                write!(f, "listpack too short: {len} bytes, minimum {EMPTY_BYTES}")
+            }
+            LpError::BadTotalBytes { header, actual } => {
+                write!(
+                    f,
+                    "listpack header says {header} bytes but buffer has {actual}"
+                )
+            }
+            LpError::NoTerminator => write!(f, "listpack does not end with 0xFF"),
+            LpError::BadEncoding { offset } => {
+                write!(
+                    f,
+                    "listpack entry at offset {offset} has an unknown encoding"
+                )
+            }
+            LpError::EntryOverflow { offset } => {
+                write!(f, "listpack entry at offset {offset} extends past the end")
+            }
+            LpError::BadBacklen { offset } => {
+                write!(f, "listpack entry at offset {offset} has a wrong backlen")
+            }
+            LpError::MisplacedTerminator { offset } => {
+                write!(
+                    f,
+                    "listpack terminator at offset {offset} is not at the end"
+                )
+            }
+            LpError::CountMismatch { header, actual } => {
+                write!(
+                    f,
+                    "listpack header counts {header} elements but has {actual}"
+                )
+            }
+            LpError::TooLarge { bytes } => {
+                write!(
+                    f,
+                    "listpack would grow to {bytes} bytes, maximum {MAX_BYTES}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for LpError {}
+
+/// An owned, always-valid listpack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listpack {
+    buf: Vec<u8>,
+}
+
+impl Default for Listpack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The bytes of an empty listpack (lpNew).
+const EMPTY: [u8; EMPTY_BYTES] = [EMPTY_BYTES as u8, 0, 0, 0, 0, 0, EOF];
+
+/// `cur - remove + add`, refused above MAX_BYTES.
+fn checked_total(cur: usize, remove: usize, add: usize) -> Result<usize, LpError> {
+    let t = cur.saturating_sub(remove).saturating_add(add);
+    if t > MAX_BYTES {
+        Err(LpError::TooLarge { bytes: t })
+    } else {
+        Ok(t)
+    }
+}
+
+impl Listpack {
+    /// An empty listpack (lpNew(0)).
+    pub fn new() -> Self {
+        Listpack {
+            buf: EMPTY.to_vec(),
+        }
+    }
+
+    /// An empty listpack with room for `bytes` total bytes (lpNew(capacity)).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(bytes.max(EMPTY_BYTES));
+        buf.extend_from_slice(&EMPTY);
+        Listpack { buf }
+    }
+
+    /// Takes ownership of `buf` after [`validate`]. Use `deep = true` for any
+    /// bytes not written by this module: with `deep = false` only the header
+    /// and first entry are checked, and later operations may panic on a
+    /// corrupt entry.
+    pub fn from_vec(buf: Vec<u8>, deep: bool) -> Result<Self, LpError> {
+        validate(&buf, deep)?;
+        Ok(Listpack { buf })
+    }
+
+    /// The serialised listpack, exactly as Redis would store it.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn into_vec(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// Total bytes (lpBytes); equals the header's total-bytes field.
+    pub fn bytes_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Allocated bytes (the Vec's capacity), for memory accounting.
+    pub fn alloc_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Releases unused capacity (lpShrinkToFit).
+    pub fn shrink_to_fit(&mut self) {
+        self.buf.shrink_to_fit();
+    }
+
+    /// The raw header count; NUMELE_UNKNOWN (65535) when not known.
+    pub fn header_count(&self) -> u16 {
+        u16::from_le_bytes([self.buf[4], self.buf[5]])
+    }
+
+    fn set_header_count(&mut self, n: u16) {
+        self.buf[4..6].copy_from_slice(&n.to_le_bytes());
+    }
+
+    /// Writes the header's total-bytes field from the buffer length, which
+    /// every mutation has checked against MAX_BYTES.
+    fn sync_total_bytes(&mut self) {
+        let total = u32::try_from(self.buf.len()).unwrap_or(u32::MAX);
+        self.buf[0..4].copy_from_slice(&total.to_le_bytes());
+    }
+
+    /// Offset of the terminator.
+    fn eof_offset(&self) -> usize {
+        self.buf.len() - 1
+    }
+
+    /// Number of elements (lpLength): the header count, or a walk when it is
+    /// NUMELE_UNKNOWN. Unlike lpLength this does not write the walked count
+    /// back (it takes `&self`).
+    pub fn len(&self) -> usize {
+        let n = self.header_count();
+        if n != NUMELE_UNKNOWN {
+            return usize::from(n);
+        }
+        self.walk_count()
+    }
+
+    fn walk_count(&self) -> usize {
+        let mut count = 0;
+        let mut p = self.first();
+        while let Some(off) = p {
+            count += 1;
+            p = self.next(off);
+        }
+        count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.get(HDR_SIZE).is_none_or(|&b| b == EOF)
+    }
+
+    /// Bytes that appending `v` adds: encoding + data + backlen (a `Str` that
+    /// is a canonical integer is sized as that integer).
+    pub fn encoded_size(v: Value) -> usize {
+        Encoded::new(v).total_len()
+    }
+
+    /// lpAppend / lpAppendInteger. Panics, leaving the listpack unchanged, if
+    /// the result would exceed MAX_BYTES; see [`Listpack::try_append`].
+    pub fn append(&mut self, v: Value) {
+        if let Err(e) = self.try_append(v) {
+            panic!("listpack append: {e}");
+        }
+    }
+
+    /// Appends `v`; a `Str` that is a canonical integer (lpStringToInt64) is
+    /// stored with an integer encoding, as lpAppend does.
+    pub fn try_append(&mut self, v: Value) -> Result<(), LpError> {
+        let e = Encoded::new(v);
+        let add = e.total_len();
+        checked_total(self.buf.len(), 0, add)?;
+        // Vec::reserve grows geometrically, so a run of appends is amortised
+        // O(1) per byte rather than a copy of the whole node each time.
+        self.buf.reserve(add);
+        self.buf.pop(); // the terminator, re-added below
+        e.extend_into(&mut self.buf);
+        self.buf.push(EOF);
+        self.sync_total_bytes();
+        // As lpInsert: count up while known; reaching 65535 makes it unknown
+        // for good (until a delete_range recounts).
+        let n = self.header_count();
+        if n != NUMELE_UNKNOWN {
+            self.set_header_count(n + 1);
+        }
+        Ok(())
+    }
+
+    pub fn append_int(&mut self, v: i64) {
+        self.append(Value::Int(v));
+    }
+
+    pub fn append_str(&mut self, s: &[u8]) {
+        self.append(Value::Str(s));
+    }
+
+    /// Offset of the first element (lpFirst).
+    pub fn first(&self) -> Option<usize> {
+        if self.is_empty() {
+            None
+        } else {
+            Some(HDR_SIZE)
+        }
+    }
+
+    /// Offset of the last element (lpLast).
+    pub fn last(&self) -> Option<usize> {
+        self.prev(self.eof_offset())
+    }
+
+    /// Total size (encoding + data + backlen) of the entry at `off`, or None
+    /// if `off` is not a readable entry.
+    pub fn entry_size(&self, off: usize) -> Option<usize> {
+        let head = encoding::read_head(&self.buf, off, self.eof_offset()).ok()?;
+        head.enc_len
+            .checked_add(encoding::backlen_size(head.enc_len))
+    }
+
+    /// lpSkip without the EOF check: offset just past the entry at `off`.
+    fn skip(&self, off: usize) -> Option<usize> {
+        let end = off.checked_add(self.entry_size(off)?)?;
+        if end <= self.eof_offset() {
+            Some(end)
+        } else {
+            None
+        }
+    }
+
+    /// The element after `off` (lpNext), found from the encoding at `off`
+    /// alone; None at the end.
+    pub fn next(&self, off: usize) -> Option<usize> {
+        let n = self.skip(off)?;
+        if n >= self.eof_offset() {
+            None
+        } else {
+            Some(n)
+        }
+    }
+
+    /// The element before `off` (lpPrev), found through the backlen that ends
+    /// at `off`; None at the start. `off` may be the terminator's offset.
+    pub fn prev(&self, off: usize) -> Option<usize> {
+        if off <= HDR_SIZE || off > self.eof_offset() {
+            return None;
+        }
+        let l = encoding::decode_backlen(&self.buf, off)?;
+        let p = off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?;
+        if p < HDR_SIZE { None } else { Some(p) }
+    }
+
+    /// The element at `index` (lpSeek with a non-negative index), walking
+    /// from whichever end is nearer when the count is known.
+    pub fn seek(&self, index: usize) -> Option<usize> {
+        let n = self.header_count();
+        if n != NUMELE_UNKNOWN {
+            let n = usize::from(n);
+            if index >= n {
+                return None;
+            }
+            if index > n / 2 {
+                let mut p = self.last();
+                for _ in 0..(n - 1 - index) {
+                    p = self.prev(p?);
+                }
+                return p;
+            }
+        }
+        let mut p = self.first();
+        for _ in 0..index {
+            p = self.next(p?);
+        }
+        p
+    }
+
+    /// The element at `off` (lpGet). Panics if `off` is not an element.
+    pub fn get(&self, off: usize) -> Value<'_> {
+        encoding::decode(&self.buf, off).0
+    }
+
+    /// The integer at `off` (lpGetInteger in t_stream.c): an integer
+    /// encoding, or a string that is a canonical integer. Panics otherwise,
+    /// as Redis asserts; see [`Listpack::try_get_int`].
+    pub fn get_int(&self, off: usize) -> i64 {
+        match self.try_get_int(off) {
+            Some(v) => v,
+            None => panic!("listpack element at offset {off} is not an integer"),
+        }
+    }
+
+    pub fn try_get_int(&self, off: usize) -> Option<i64> {
+        self.get(off).as_int()
+    }
+
+    /// Reads the integer at `*off` and moves `*off` to the next element
+    /// (None after the last). Panics if `*off` is None or not an integer.
+    pub fn next_int(&self, off: &mut Option<usize>) -> i64 {
+        let Some(o) = *off else {
+            panic!("listpack next_int: no element left");
+        };
+        let (v, enc_len) = encoding::decode(&self.buf, o);
+        let Some(v) = v.as_int() else {
+            panic!("listpack element at offset {o} is not an integer");
+        };
+        let n = o + enc_len + encoding::backlen_size(enc_len);
+        *off = if n >= self.eof_offset() {
+            None
+        } else {
+            Some(n)
+        };
+        v
+    }
+
+    /// Replaces the element at `off` in place (lpReplace /
+    /// lpReplaceInteger); bytes after it shift when the size changes. The
+    /// count is unchanged. Panics, leaving the listpack unchanged, if `off`
+    /// is not an element or the result would exceed MAX_BYTES.
+    pub fn replace(&mut self, off: usize, v: Value) {
+        if let Err(e) = self.try_replace(off, v) {
+            panic!("listpack replace: {e}");
+        }
+    }
+
+    pub fn try_replace(&mut self, off: usize, v: Value) -> Result<(), LpError> {
+        let old = match self.entry_size(off) {
+            Some(s) if off >= HDR_SIZE && off < self.eof_offset() => s,
+            _ => return Err(LpError::BadEncoding { offset: off }),
+        };
+        let e = Encoded::new(v);
+        let new = e.total_len();
+        checked_total(self.buf.len(), old, new)?;
+        let old_end = off + old;
+        if new > old {
+            // Open a gap (one memmove of the tail), then overwrite.
+            self.buf
+                .splice(old_end..old_end, std::iter::repeat_n(0, new - old));
+        } else if new < old {
+            self.buf.drain(off + new..old_end);
+        }
+        e.write_over(&mut self.buf[off..off + new]);
+        if new != old {
+            self.sync_total_bytes();
+        }
+        Ok(())
+    }
+
+    pub fn replace_int(&mut self, off: usize, v: i64) {
+        self.replace(off, Value::Int(v));
+    }
+
+    /// Deletes up to `count` elements starting at `off` (lpDeleteRange from
+    /// an entry); fewer if the listpack ends first. Like lpDeleteRange, the
+    /// header count ends up exact when it fits (an unknown count is recounted).
+    pub fn delete_range(&mut self, off: usize, count: usize) {
+        if count == 0 || off < HDR_SIZE || off >= self.eof_offset() {
+            return;
+        }
+        let mut end = off;
+        let mut deleted = 0usize;
+        while deleted < count && end < self.eof_offset() {
+            match self.skip(end) {
+                Some(n) => end = n,
+                None => break,
+            }
+            deleted += 1;
+        }
+        if deleted == 0 {
+            return;
+        }
+        self.buf.drain(off..end);
+        self.sync_total_bytes();
+        let n = self.header_count();
+        let exact = if n != NUMELE_UNKNOWN {
+            usize::from(n).saturating_sub(deleted)
+        } else {
+            self.walk_count()
+        };
+        self.set_header_count(u16::try_from(exact).unwrap_or(NUMELE_UNKNOWN));
+    }
+
+    /// Front-to-back (and, reversed, back-to-front) iteration over values.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            lp: self,
+            front: HDR_SIZE,
+            back: self.eof_offset(),
+        }
+    }
+}
+
+/// Iterator over a listpack's values. Forward steps use the encoding, backward
+/// steps the backlen; the two ends never cross.
+#[derive(Clone, Debug)]
+pub struct Iter<'a> {
+    lp: &'a Listpack,
+    /// Offset of the next element to yield from the front.
+    front: usize,
+    /// Offset just past the next element to yield from the back.
+    back: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Value<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Value<'a>> {
+        if self.front >= self.back {
+            return None;
+        }
+        let (v, enc_len) = encoding::decode(&self.lp.buf, self.front);
+        self.front += enc_len + encoding::backlen_size(enc_len);
+        Some(v)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Every entry is at least 2 bytes (encoding + backlen).
+        let bytes = self.back.saturating_sub(self.front);
+        (usize::from(bytes > 0), Some(bytes / 2))
+    }
+}
+
+impl<'a> DoubleEndedIterator for Iter<'a> {
+    fn next_back(&mut self) -> Option<Value<'a>> {
+        if self.back <= self.front {
+            return None;
+        }
+        let Some(p) = self.lp.prev(self.back) else {
+            // Only reachable on a corrupt backlen: end both directions.
+            self.back = self.front;
+            return None;
+        };
+        if p < self.front {
+            // Only reachable on a corrupt backlen: stop rather than cross.
+            self.back = self.front;
+            return None;
+        }
+        self.back = p;
+        Some(self.lp.get(p))
+    }
+}
+
+impl std::iter::FusedIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a Listpack {
+    type Item = Value<'a>;
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}

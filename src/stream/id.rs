@@ -1,0 +1,305 @@
+//! Stream entry IDs: `<ms>-<seq>`, two u64 halves compared as one 128-bit number.
+//!
+//! The textual forms accepted by commands, and their parsing rules, are the
+//! built-in's (`streamGenericParseIDOrReply` in t_stream.c), quirks included:
+//! the argument is cut at its first NUL byte, each half is parsed first as a
+//! strict integer and then with `strtoull` semantics (leading blanks, a sign,
+//! leading zeros accepted; a leading `-` negates modulo 2^64).
+
+use std::fmt;
+
+/// An entry ID. Ordering is `(ms, seq)` lexicographic, which is also the
+/// ordering of [`StreamId::to_be_bytes`], the rax key of a node.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    /// Milliseconds part (wall clock for generated IDs).
+    pub ms: u64,
+    /// Sequence number within the millisecond.
+    pub seq: u64,
+}
+
+/// The longest argument the built-in parses as an ID (its stack buffer is 128 bytes).
+pub const ID_ARG_LEN_MAX: usize = 127;
+
+/// How the sequence part of a parsed ID was given.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SeqGiven {
+    /// `ms-seq`, `ms` alone (missing seq filled in), `-` or `+`.
+    Yes,
+    /// `ms-*`: the sequence is to be generated (XADD only).
+    Auto,
+}
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId { ms: u64::MAX, seq: u64::MAX };
+
+    pub const fn new(ms: u64, seq: u64) -> Self {
+        StreamId { ms, seq }
+    }
+
+    /// The 16-byte big-endian form used as rax key: sorts like the ID.
+    pub fn to_be_bytes(self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.ms.to_be_bytes());
+        out[8..].copy_from_slice(&self.seq.to_be_bytes());
+        out
+    }
+
+    /// Inverse of [`to_be_bytes`](Self::to_be_bytes); `None` unless exactly 16 bytes.
+    pub fn from_be_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() != 16 {
+            return None;
+        }
+        let (hi, lo) = b.split_at(8);
+        Some(StreamId {
+            ms: u64::from_be_bytes(hi.try_into().ok()?),
+            seq: u64::from_be_bytes(lo.try_into().ok()?),
+        })
+    }
+
+    /// The successor, or `None` at `MAX` (streamIncrID's C_ERR).
+    pub fn next(self) -> Option<Self> {
+        if self.seq == u64::MAX {
+            if self.ms == u64::MAX {
+                None
+            } else {
+                Some(StreamId { ms: self.ms + 1, seq: 0 })
+            }
+        } else {
+            Some(StreamId { ms: self.ms, seq: self.seq + 1 })
+        }
+    }
+
+    /// The predecessor, or `None` at `MIN` (streamDecrID's C_ERR).
+    pub fn prev(self) -> Option<Self> {
+        if self.seq == 0 {
+            if self.ms == 0 {
+                None
+            } else {
+                Some(StreamId { ms: self.ms - 1, seq: u64::MAX })
+            }
+        } else {
+            Some(StreamId { ms: self.ms, seq: self.seq - 1 })
+        }
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.ms == 0 && self.seq == 0
+    }
+
+    /// Appends the `ms-seq` text form to `out`.
+    pub fn write_to(self, out: &mut Vec<u8>) {
+        push_u64(out, self.ms);
+        out.push(b'-');
+        push_u64(out, self.seq);
+    }
+
+    pub fn to_bytes(self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(41);
+        self.write_to(&mut v);
+        v
+    }
+
+    /// Parses an ID argument as the built-in does.
+    ///
+    /// * `missing_seq`: the sequence used when only `ms` is given (0 for a range
+    ///   start, `u64::MAX` for a range end).
+    /// * `strict`: `-` and `+` are rejected (XADD, XDEL, XSETID, MINID...).
+    /// * `allow_auto_seq`: `ms-*` is accepted and reported as [`SeqGiven::Auto`].
+    ///
+    /// `None` means "Invalid stream ID specified as stream command argument".
+    pub fn parse(
+        arg: &[u8],
+        missing_seq: u64,
+        strict: bool,
+        allow_auto_seq: bool,
+    ) -> Option<(StreamId, SeqGiven)> {
+        if arg.len() > ID_ARG_LEN_MAX {
+            return None;
+        }
+        // The built-in copies the argument into a C string: a NUL ends it.
+        let s = match arg.iter().position(|&b| b == 0) {
+            Some(n) => &arg[..n],
+            None => arg,
+        };
+        if s == b"-" || s == b"+" {
+            if strict {
+                return None;
+            }
+            let id = if s == b"-" { StreamId::MIN } else { StreamId::MAX };
+            return Some((id, SeqGiven::Yes));
+        }
+        let (ms_part, seq_part) = match s.iter().position(|&b| b == b'-') {
+            Some(n) => (&s[..n], Some(&s[n + 1..])),
+            None => (s, None),
+        };
+        let ms = string2ull(ms_part)?;
+        match seq_part {
+            None => Some((StreamId { ms, seq: missing_seq }, SeqGiven::Yes)),
+            Some(b"*") if allow_auto_seq => Some((StreamId { ms, seq: 0 }, SeqGiven::Auto)),
+            Some(p) => Some((StreamId { ms, seq: string2ull(p)? }, SeqGiven::Yes)),
+        }
+    }
+
+    /// Parses a range bound: `(` makes it exclusive (then parsed strictly).
+    /// Returns the ID and whether it was exclusive.
+    pub fn parse_interval(arg: &[u8], missing_seq: u64) -> Option<(StreamId, bool)> {
+        if arg.len() > 1 && arg[0] == b'(' {
+            let (id, _) = StreamId::parse(&arg[1..], missing_seq, true, false)?;
+            Some((id, true))
+        } else {
+            let (id, _) = StreamId::parse(arg, missing_seq, false, false)?;
+            Some((id, false))
+        }
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// Appends the decimal form of `v`.
+pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Redis's `string2ll`: the strict integer form (no blanks, no `+`, no leading
+/// zeros, `-0` rejected), fitting an i64.
+pub fn string2ll(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    if neg {
+        if v > (i64::MAX as u64) + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+/// Redis's `string2ull`: `string2ll` (negative rejected), else C `strtoull`
+/// base 10 over the whole string (leading blanks, optional sign, at least one
+/// digit, no overflow; a `-` negates modulo 2^64).
+pub fn string2ull(s: &[u8]) -> Option<u64> {
+    if let Some(v) = string2ll(s) {
+        return if v < 0 { None } else { Some(v as u64) };
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        neg = s[i] == b'-';
+        i += 1;
+    }
+    let digits = &s[i..];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None; // no digits, or trailing garbage: endptr not at the end
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?; // ERANGE
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Option<StreamId> {
+        StreamId::parse(s.as_bytes(), 0, false, false).map(|x| x.0)
+    }
+
+    #[test]
+    fn parse_forms() {
+        assert_eq!(p("5"), Some(StreamId::new(5, 0)));
+        assert_eq!(p("5-3"), Some(StreamId::new(5, 3)));
+        assert_eq!(p("-"), Some(StreamId::MIN));
+        assert_eq!(p("+"), Some(StreamId::MAX));
+        assert_eq!(StreamId::parse(b"+", 0, true, false), None);
+        assert_eq!(StreamId::parse(b"5", u64::MAX, false, false).unwrap().0, StreamId::new(5, u64::MAX));
+        assert_eq!(StreamId::parse(b"5-*", 0, true, true), Some((StreamId::new(5, 0), SeqGiven::Auto)));
+        assert_eq!(StreamId::parse(b"5-*", 0, true, false), None);
+        assert_eq!(p("007-01"), Some(StreamId::new(7, 1)));
+        assert_eq!(p(" 5"), Some(StreamId::new(5, 0)));
+        assert_eq!(p("+5"), Some(StreamId::new(5, 0)));
+        assert_eq!(p("-5"), None); // "" before the dash
+        assert_eq!(p("1--1"), None, "string2ll parses -1, negative is rejected");
+        assert_eq!(p("1- -1"), Some(StreamId::new(1, u64::MAX)), "strtoull negates");
+        assert_eq!(p("1-x"), None);
+        assert_eq!(p("18446744073709551615-18446744073709551615"), Some(StreamId::MAX));
+        assert_eq!(p("18446744073709551616"), None);
+        assert_eq!(p(""), None);
+        assert_eq!(StreamId::parse(b"5\0junk", 0, false, false).unwrap().0, StreamId::new(5, 0));
+        assert_eq!(p(&"1".repeat(128)), None);
+    }
+
+    #[test]
+    fn interval() {
+        assert_eq!(StreamId::parse_interval(b"(5", 0), Some((StreamId::new(5, 0), true)));
+        assert_eq!(StreamId::parse_interval(b"(-", 0), None);
+        assert_eq!(StreamId::parse_interval(b"(", 0), None);
+        assert_eq!(StreamId::parse_interval(b"-", 0), Some((StreamId::MIN, false)));
+    }
+
+    #[test]
+    fn next_prev_and_bytes() {
+        assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(StreamId::MIN.prev(), None);
+        assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
+        assert_eq!(StreamId::new(2, 0).prev(), Some(StreamId::new(1, u64::MAX)));
+        let id = StreamId::new(0x0102, 0x0304);
+        assert_eq!(StreamId::from_be_bytes(&id.to_be_bytes()), Some(id));
+        assert_eq!(id.to_bytes(), b"258-772".to_vec());
+        assert!(StreamId::new(1, 5).to_be_bytes() < StreamId::new(2, 0).to_be_bytes());
+    }
+
+    #[test]
+    fn string2ll_rules() {
+        assert_eq!(string2ll(b"-0"), None);
+        assert_eq!(string2ll(b"01"), None);
+        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(string2ll(b"9223372036854775808"), None);
+    }
+}

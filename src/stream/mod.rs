@@ -1,0 +1,624 @@
+//! The stream log: a rax of listpack nodes, keyed by each node's master ID.
+//!
+//! ```text
+//!   rax (16-byte big-endian master IDs)
+//!    ├── 1700000000000-0  ──> [master | e | e | e ... ]   (≤ node-max-entries, < node-max-bytes)
+//!    ├── 1700000000042-7  ──> [master | e | e ... ]
+//!    └── 1700000000099-0  ──> [master | e ]                <- tail: appends go here
+//! ```
+//!
+//! Semantics follow t_stream.c function by function (streamAppendItem, streamTrim,
+//! streamIteratorGetID, streamDeleteItem...), so that node boundaries, approximate
+//! trims and every reply match the built-in's for the same operations.
+//!
+//! Architecture invariant: this module knows nothing of Redis; it is pure Rust.
+
+#![forbid(unsafe_code)]
+
+pub mod id;
+pub mod node;
+pub mod validate;
+
+pub use id::{SeqGiven, StreamId};
+
+use crate::listpack::{Listpack, Value};
+use crate::rax::{Rax, SeekOp};
+use node::{Master, EntryPos, FLAG_DELETED, FLAG_SAMEFIELDS};
+
+/// Largest listpack a node may grow to, and largest total size of one entry's
+/// fields and values (STREAM_LISTPACK_MAX_SIZE).
+pub const NODE_BYTES_MAX: u64 = 1 << 30;
+/// Bytes preallocated for a new node (STREAM_LISTPACK_MAX_PRE_ALLOCATE).
+pub const NODE_PREALLOC_BYTES: usize = 4096;
+/// Default node caps (stream-node-max-entries / stream-node-max-bytes).
+pub const NODE_ENTRIES_DEFAULT: i64 = 100;
+pub const NODE_BYTES_DEFAULT: i64 = 4096;
+
+/// Node caps in force; 0 means "no cap" (bytes are then capped by NODE_BYTES_MAX).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    pub entries_max: i64,
+    pub bytes_max: i64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits { entries_max: NODE_ENTRIES_DEFAULT, bytes_max: NODE_BYTES_DEFAULT }
+    }
+}
+
+/// How XADD chooses the new entry's ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdSpec {
+    /// `*`: wall clock, never going backwards.
+    Auto,
+    /// `ms-seq`.
+    Explicit(StreamId),
+    /// `ms-*`: the given ms with a generated sequence.
+    AutoSeq(u64),
+}
+
+/// Why an append failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddError {
+    /// The ID is not greater than the last ID (or the sequence overflowed).
+    IdNotGreater,
+    /// The fields and values together exceed NODE_BYTES_MAX.
+    TooLarge,
+}
+
+/// Trim strategy of XADD / XTRIM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrimStrategy {
+    MaxLen(u64),
+    MinId(StreamId),
+}
+
+/// A trim request, as parsed from the command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trim {
+    pub strategy: TrimStrategy,
+    /// `~`: only whole nodes are removed.
+    pub approx: bool,
+    /// Maximum entries to remove; 0 = unlimited.
+    pub limit: i64,
+}
+
+/// A stream: the entries plus the metadata XINFO reports.
+#[derive(Clone, Debug, Default)]
+pub struct Stream {
+    /// Nodes keyed by master ID.
+    pub(crate) rax: Rax<Listpack>,
+    /// Live entries.
+    pub length: u64,
+    /// The last ID ever generated or set (XSETID); not lowered by deletes.
+    pub last_id: StreamId,
+    /// ID of the first live entry (0-0 when empty).
+    pub first_id: StreamId,
+    /// The greatest ID ever deleted by XDEL.
+    pub max_deleted_entry_id: StreamId,
+    /// Entries ever added.
+    pub entries_added: u64,
+}
+
+impl Stream {
+    pub fn new() -> Self {
+        Stream::default()
+    }
+
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// Number of nodes (XINFO radix-tree-keys).
+    pub fn rax_keys(&self) -> usize {
+        self.rax.len()
+    }
+
+    /// XINFO radix-tree-nodes.
+    pub fn rax_nodes(&self) -> usize {
+        self.rax.node_count()
+    }
+
+    /// The nodes in order, as (master ID, listpack): for persistence and digests.
+    pub fn nodes(&self) -> NodeIter<'_> {
+        NodeIter { it: self.rax.iter() }
+    }
+
+    /// Inserts a node as is (loading). The caller validates first.
+    pub fn insert_node(&mut self, master: StreamId, lp: Listpack) {
+        self.rax.insert(&master.to_be_bytes(), lp);
+    }
+
+    /// Bytes used: nodes (allocated listpack bytes) plus the tree.
+    pub fn mem_bytes(&self) -> usize {
+        let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes();
+        let mut it = self.rax.iter();
+        while let Some((_, lp)) = it.next() {
+            total += lp.alloc_bytes();
+        }
+        total
+    }
+
+    /// Appends an entry (streamAppendItem). `fields` is `f1 v1 f2 v2 ...` (even length,
+    /// at least one pair). `now_ms` is the wall clock, used for `*`.
+    pub fn append(
+        &mut self,
+        fields: &[&[u8]],
+        spec: IdSpec,
+        now_ms: u64,
+        limits: NodeLimits,
+    ) -> Result<StreamId, AddError> {
+        let id = match spec {
+            IdSpec::Explicit(id) => id,
+            IdSpec::AutoSeq(ms) => {
+                if self.last_id.ms == ms {
+                    if self.last_id.seq == u64::MAX {
+                        return Err(AddError::IdNotGreater);
+                    }
+                    StreamId { ms, seq: self.last_id.seq + 1 }
+                } else {
+                    StreamId { ms, seq: 0 }
+                }
+            }
+            IdSpec::Auto => {
+                if now_ms > self.last_id.ms {
+                    StreamId { ms: now_ms, seq: 0 }
+                } else {
+                    // streamIncrID wraps MAX to 0-0, which the check below rejects.
+                    self.last_id.next().unwrap_or(StreamId::MIN)
+                }
+            }
+        };
+        if id <= self.last_id {
+            return Err(AddError::IdNotGreater);
+        }
+        let numfields = fields.len() / 2;
+        let totelelen: u64 = fields.iter().map(|f| f.len() as u64).sum();
+        if totelelen > NODE_BYTES_MAX {
+            return Err(AddError::TooLarge);
+        }
+
+        let node_bytes_max = if limits.bytes_max <= 0 || limits.bytes_max as u64 > NODE_BYTES_MAX {
+            NODE_BYTES_MAX
+        } else {
+            limits.bytes_max as u64
+        };
+
+        let mut key = Vec::with_capacity(16);
+        let mut flags = 0i64;
+        let mut use_tail = false;
+        if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
+            let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
+                true
+            } else if limits.entries_max > 0 {
+                let (count, deleted) = node::counts(lp);
+                count + deleted >= limits.entries_max
+            } else {
+                false
+            };
+            if full {
+                lp.shrink_to_fit();
+            } else {
+                use_tail = true;
+                let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
+                let m = node::master(lp);
+                let (count, _) = node::counts(lp);
+                lp.replace_int(m.count_off, count + 1);
+                if numfields == m.fields_count {
+                    let mut p = Some(m.fields_off);
+                    let mut same = true;
+                    for i in 0..numfields {
+                        let Some(o) = p else { same = false; break };
+                        if !lp.get(o).eq_bytes(fields[i * 2]) {
+                            same = false;
+                            break;
+                        }
+                        p = lp.next(o);
+                    }
+                    if same {
+                        flags |= FLAG_SAMEFIELDS;
+                    }
+                }
+                append_entry(lp, flags, id, master_id, fields);
+            }
+        }
+        if !use_tail {
+            let prealloc = if limits.bytes_max > 0 && (limits.bytes_max as usize) < NODE_PREALLOC_BYTES {
+                limits.bytes_max as usize
+            } else {
+                NODE_PREALLOC_BYTES
+            };
+            let mut lp = Listpack::with_capacity(prealloc);
+            lp.append_int(1);
+            lp.append_int(0);
+            lp.append_int(numfields as i64);
+            for i in 0..numfields {
+                lp.append_str(fields[i * 2]);
+            }
+            lp.append_int(0);
+            append_entry(&mut lp, FLAG_SAMEFIELDS, id, id, fields);
+            self.rax.insert(&id.to_be_bytes(), lp);
+        }
+        self.length += 1;
+        self.entries_added += 1;
+        self.last_id = id;
+        if self.length == 1 {
+            self.first_id = id;
+        }
+        Ok(id)
+    }
+
+    /// Iterates live entries with `start <= id <= end`, forwards or backwards.
+    pub fn range(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
+        RangeIter::new(self, start, end, rev, true)
+    }
+
+    /// Like [`range`](Self::range) but tombstones are returned too.
+    pub fn range_with_tombstones(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
+        RangeIter::new(self, start, end, rev, false)
+    }
+
+    /// The first (or last) entry ID, tombstones included or not; when there is
+    /// none: MAX for the first, MIN for the last (streamGetEdgeID).
+    pub fn edge_id(&self, first: bool, skip_tombstones: bool) -> StreamId {
+        let mut it = RangeIter::new(self, StreamId::MIN, StreamId::MAX, !first, skip_tombstones);
+        match it.next_entry() {
+            Some(e) => e.id(),
+            None if first => StreamId::MAX,
+            None => StreamId::MIN,
+        }
+    }
+
+    /// Does a live entry with this ID exist?
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.range(id, id, false).next_entry().is_some()
+    }
+
+    /// Deletes one entry (streamDeleteItem): marks it deleted, frees its node once
+    /// no live entry is left. Does not touch first_id / max_deleted_entry_id (the
+    /// XDEL command does, as in the built-in). Returns whether it existed.
+    pub fn delete(&mut self, id: StreamId) -> bool {
+        let mut key = Vec::with_capacity(16);
+        let Some(lp) = self.rax.seek_mut(SeekOp::Le, &id.to_be_bytes(), &mut key) else {
+            return false;
+        };
+        let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
+        let m = node::master(lp);
+        let mut p = m.first_entry;
+        let mut found = None;
+        while let Some(off) = p {
+            let e = node::entry_at(lp, &m, master_id, off);
+            if e.id > id {
+                break;
+            }
+            if e.id == id && e.flags & FLAG_DELETED == 0 {
+                found = Some(e);
+                break;
+            }
+            p = e.next_off;
+        }
+        let Some(e) = found else { return false };
+        lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
+        let (count, deleted) = node::counts(lp);
+        if count == 1 {
+            self.rax.remove(&key);
+        } else {
+            node::set_counts(lp, count - 1, deleted + 1);
+        }
+        self.length -= 1;
+        true
+    }
+
+    /// XDEL semantics over several IDs: deletes each, then maintains
+    /// max_deleted_entry_id and first_id as xdelCommand does. Returns the count.
+    pub fn delete_ids(&mut self, ids: &[StreamId]) -> u64 {
+        let mut deleted = 0;
+        let mut first_entry = false;
+        for &id in ids {
+            if self.delete(id) {
+                if id == self.first_id {
+                    first_entry = true;
+                }
+                if id > self.max_deleted_entry_id {
+                    self.max_deleted_entry_id = id;
+                }
+                deleted += 1;
+            }
+        }
+        if deleted > 0 {
+            if self.length == 0 {
+                self.first_id = StreamId::MIN;
+            } else if first_entry {
+                self.first_id = self.edge_id(true, true);
+            }
+        }
+        deleted
+    }
+
+    /// Trims from the head (streamTrim). Returns the number of entries removed.
+    pub fn trim(&mut self, t: &Trim) -> u64 {
+        let mut deleted: i64 = 0;
+        let mut key = Vec::with_capacity(16);
+        let mut seek_key: Vec<u8> = Vec::new();
+        let mut op = SeekOp::First;
+        loop {
+            if let TrimStrategy::MaxLen(maxlen) = t.strategy {
+                if self.length <= maxlen {
+                    break;
+                }
+            }
+            let length = self.length;
+            let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
+            let (entries, marked_deleted) = node::counts(lp);
+            if t.limit != 0 && deleted + entries > t.limit {
+                break;
+            }
+            let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
+            let remove_node = match t.strategy {
+                TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
+                TrimStrategy::MinId(minid) => {
+                    // The built-in reads the last entry, tombstone or not.
+                    node::last_entry_id(lp, master_id).unwrap_or(master_id) < minid
+                }
+            };
+            if remove_node {
+                self.rax.remove(&key);
+                self.length -= entries as u64;
+                deleted += entries;
+                // The built-in re-seeks ">=" the removed key.
+                op = SeekOp::Ge;
+                seek_key.clear();
+                seek_key.extend_from_slice(&key);
+                continue;
+            }
+            if t.approx {
+                break;
+            }
+            // Mark entries of this node deleted until the condition holds.
+            let m = node::master(lp);
+            let mut p = m.first_entry;
+            let mut deleted_from_lp: i64 = 0;
+            while let Some(off) = p {
+                let e = node::entry_at(lp, &m, master_id, off);
+                let stop = match t.strategy {
+                    TrimStrategy::MaxLen(maxlen) => self.length <= maxlen,
+                    TrimStrategy::MinId(minid) => e.id >= minid,
+                };
+                if stop {
+                    break;
+                }
+                let mut next = e.next_off;
+                if e.flags & FLAG_DELETED == 0 {
+                    let before = lp.bytes_len();
+                    lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
+                    // Flags are tiny integers: their size never changes, but stay exact.
+                    let grown = lp.bytes_len() as isize - before as isize;
+                    next = next.map(|n| (n as isize + grown) as usize);
+                    deleted_from_lp += 1;
+                    self.length -= 1;
+                }
+                p = next;
+            }
+            deleted += deleted_from_lp;
+            node::set_counts(lp, entries - deleted_from_lp, marked_deleted + deleted_from_lp);
+            break;
+        }
+        if self.length == 0 {
+            self.first_id = StreamId::MIN;
+        } else if deleted > 0 {
+            self.first_id = self.edge_id(true, true);
+        }
+        deleted.max(0) as u64
+    }
+
+    /// The last live entry's ID (streamLastValidID); MIN when empty.
+    pub fn last_valid_id(&self) -> StreamId {
+        self.edge_id(false, true)
+    }
+}
+
+/// Appends one entry's elements (flags, deltas, [numfields, fields], values, lp-count).
+fn append_entry(lp: &mut Listpack, flags: i64, id: StreamId, master: StreamId, fields: &[&[u8]]) {
+    let numfields = fields.len() / 2;
+    let same = flags & FLAG_SAMEFIELDS != 0;
+    lp.append_int(flags);
+    lp.append_int(id.ms.wrapping_sub(master.ms) as i64);
+    lp.append_int(id.seq.wrapping_sub(master.seq) as i64);
+    if !same {
+        lp.append_int(numfields as i64);
+    }
+    for i in 0..numfields {
+        if !same {
+            lp.append_str(fields[i * 2]);
+        }
+        lp.append_str(fields[i * 2 + 1]);
+    }
+    let mut lp_count = numfields as i64 + 3;
+    if !same {
+        lp_count += numfields as i64 + 1;
+    }
+    lp.append_int(lp_count);
+}
+
+/// Iterator over nodes: (master ID, listpack).
+pub struct NodeIter<'a> {
+    it: crate::rax::Iter<'a, Listpack>,
+}
+
+impl<'a> Iterator for NodeIter<'a> {
+    type Item = (StreamId, &'a Listpack);
+    fn next(&mut self) -> Option<Self::Item> {
+        let (k, lp) = self.it.next()?;
+        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp))
+    }
+}
+
+/// An entry found by a [`RangeIter`].
+#[derive(Clone, Copy)]
+pub struct Entry<'a> {
+    lp: &'a Listpack,
+    master: Master,
+    pos: EntryPos,
+}
+
+impl<'a> Entry<'a> {
+    pub fn id(&self) -> StreamId {
+        self.pos.id
+    }
+    pub fn is_deleted(&self) -> bool {
+        self.pos.flags & FLAG_DELETED != 0
+    }
+    /// Number of field-value pairs.
+    pub fn numfields(&self) -> usize {
+        self.pos.numfields
+    }
+    /// Calls `f(field, value)` for each pair, in order.
+    pub fn for_each_field(&self, f: impl FnMut(Value<'a>, Value<'a>)) {
+        node::for_each_field(self.lp, &self.master, &self.pos, f)
+    }
+    /// The pairs as owned byte strings (tests and slow paths).
+    pub fn fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::with_capacity(self.pos.numfields);
+        self.for_each_field(|f, v| {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            f.write_to(&mut a);
+            v.write_to(&mut b);
+            out.push((a, b));
+        });
+        out
+    }
+}
+
+/// Range iteration over entries (streamIteratorStart / streamIteratorGetID).
+pub struct RangeIter<'a> {
+    nodes: crate::rax::Iter<'a, Listpack>,
+    /// The current node, its master ID and master entry.
+    cur: Option<(&'a Listpack, StreamId, Master)>,
+    /// Forward: offset of the next entry's flags. Backward: offset of the next
+    /// (previous in ID order) entry's lp-count element.
+    pos: Option<usize>,
+    /// Whether `nodes` has yielded its sought element yet.
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+    skip_tombstones: bool,
+    done: bool,
+}
+
+impl<'a> RangeIter<'a> {
+    fn new(s: &'a Stream, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
+        // Position on the node that may hold the first element, as the built-in:
+        // seek "<=" the bound, or the first/last node when none is below it.
+        let (bound, edge) = if rev { (end, SeekOp::Last) } else { (start, SeekOp::First) };
+        let mut nodes;
+        let mut first = None;
+        if !bound.is_zero() {
+            nodes = s.rax.seek(SeekOp::Le, &bound.to_be_bytes());
+            first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
+            if first.is_none() {
+                nodes = s.rax.seek(edge, &[]);
+            }
+        } else {
+            nodes = s.rax.seek(edge, &[]);
+        }
+        if first.is_none() {
+            first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
+        }
+        let mut it = RangeIter { nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
+        match first {
+            Some((k, lp)) => it.enter(&k, lp),
+            None => it.done = true,
+        }
+        it
+    }
+
+    fn enter(&mut self, key: &[u8], lp: &'a Listpack) {
+        let master_id = StreamId::from_be_bytes(key).unwrap_or(StreamId::MIN);
+        let m = node::master(lp);
+        self.pos = if self.rev { lp.last() } else { m.first_entry };
+        self.cur = Some((lp, master_id, m));
+    }
+
+    fn advance_node(&mut self) -> bool {
+        let next = if self.rev { self.nodes.prev() } else { self.nodes.next() };
+        match next {
+            Some((k, lp)) => {
+                let k = <[u8; 16]>::try_from(k).unwrap_or([0; 16]);
+                self.enter(&k, lp);
+                true
+            }
+            None => {
+                self.done = true;
+                self.cur = None;
+                false
+            }
+        }
+    }
+
+    /// The next entry in range, or `None` at the end.
+    pub fn next_entry(&mut self) -> Option<Entry<'a>> {
+        while !self.done {
+            let Some((lp, master_id, m)) = self.cur else {
+                if !self.advance_node() {
+                    return None;
+                }
+                continue;
+            };
+            let flags_off = if self.rev {
+                let Some(count_off) = self.pos else {
+                    self.advance_node();
+                    continue;
+                };
+                match node::entry_start_from_lp_count(lp, count_off) {
+                    Some(f) => f,
+                    None => {
+                        self.advance_node();
+                        continue;
+                    }
+                }
+            } else {
+                match self.pos {
+                    Some(f) => f,
+                    None => {
+                        self.advance_node();
+                        continue;
+                    }
+                }
+            };
+            let e = node::entry_at(lp, &m, master_id, flags_off);
+            self.pos = if self.rev { lp.prev(flags_off) } else { e.next_off };
+            let live = !self.skip_tombstones || e.flags & FLAG_DELETED == 0;
+            if !self.rev {
+                if e.id >= self.start && live {
+                    if e.id > self.end {
+                        self.done = true;
+                        return None;
+                    }
+                    return Some(Entry { lp, master: m, pos: e });
+                }
+            } else if e.id <= self.end && live {
+                if e.id < self.start {
+                    self.done = true;
+                    return None;
+                }
+                return Some(Entry { lp, master: m, pos: e });
+            }
+        }
+        None
+    }
+}
+
+impl<'a> Iterator for RangeIter<'a> {
+    type Item = Entry<'a>;
+    fn next(&mut self) -> Option<Entry<'a>> {
+        self.next_entry()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+//! One stream node: a listpack holding a master entry and delta-encoded entries.
+//!
+//! The layout is the built-in's (t_stream.c), so node sizes, and with them the
+//! points where a node is full and what an approximate trim removes, are the same:
+//!
+//! ```text
+//! master entry:
+//! +-------+---------+------------+---------+--/--+---------+---+
+//! | count | deleted | num-fields | field_1 | ... | field_N | 0 |
+//! +-------+---------+------------+---------+--/--+---------+---+
+//! entry (fields differ from the master's):
+//! +-------+---------+---------+------------+---------+---------+-/-+----------+
+//! | flags | ms-diff | seq-diff | num-fields | field_1 | value_1 |...| lp-count |
+//! +-------+---------+---------+------------+---------+---------+-/-+----------+
+//! entry with STREAM_ITEM_FLAG_SAMEFIELDS (fields equal the master's):
+//! +-------+---------+----------+---------+-/-+---------+----------+
+//! | flags | ms-diff | seq-diff | value_1 |...| value_N | lp-count |
+//! +-------+---------+----------+---------+-/-+---------+----------+
+//! ```
+//!
+//! `count` is the number of live entries, `deleted` the number of tombstones
+//! (entries with the DELETED flag) still in the node. The ID of an entry is the
+//! node's master ID (its rax key) plus the two deltas (wrapping u64 arithmetic,
+//! stored as i64 as the built-in does). `lp-count` is the number of listpack
+//! elements of the entry before it, so a node can be walked backwards; the
+//! master entry's trailing `0` plays that role for the start of the node.
+
+use super::id::StreamId;
+use crate::listpack::{Listpack, Value};
+
+/// Entry flag: the entry is a tombstone.
+pub const FLAG_DELETED: i64 = 1;
+/// Entry flag: the entry's fields are the master entry's (only values stored).
+pub const FLAG_SAMEFIELDS: i64 = 2;
+
+/// Offsets into a node's master entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Master {
+    /// Offset of `count`.
+    pub count_off: usize,
+    /// Number of master fields.
+    pub fields_count: usize,
+    /// Offset of the first master field (or of the terminator when none).
+    pub fields_off: usize,
+    /// Offset of the first entry's flags, `None` when the node has no entries.
+    pub first_entry: Option<usize>,
+}
+
+/// Reads the master entry of a valid node.
+pub fn master(lp: &Listpack) -> Master {
+    let count_off = lp.first().unwrap_or(0);
+    let mut p = Some(count_off);
+    let _count = lp.next_int(&mut p);
+    let _deleted = lp.next_int(&mut p);
+    let fields_count = lp.next_int(&mut p).max(0) as usize;
+    let fields_off = p.unwrap_or(0);
+    for _ in 0..fields_count {
+        p = p.and_then(|o| lp.next(o));
+    }
+    // p is at the master terminator.
+    let first_entry = p.and_then(|o| lp.next(o));
+    Master { count_off, fields_count, fields_off, first_entry }
+}
+
+/// Live entries and tombstones of a node.
+pub fn counts(lp: &Listpack) -> (i64, i64) {
+    let mut p = lp.first();
+    let count = lp.next_int(&mut p);
+    let deleted = lp.next_int(&mut p);
+    (count, deleted)
+}
+
+/// Rewrites `count` and `deleted`.
+pub fn set_counts(lp: &mut Listpack, count: i64, deleted: i64) {
+    let Some(first) = lp.first() else { return };
+    lp.replace_int(first, count);
+    if let Some(second) = lp.next(first) {
+        lp.replace_int(second, deleted);
+    }
+}
+
+/// One entry of a node, as found by a walk.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryPos {
+    pub id: StreamId,
+    pub flags: i64,
+    /// Offset of the flags element.
+    pub flags_off: usize,
+    /// Offset of the first field (or value, with SAMEFIELDS).
+    pub data_off: Option<usize>,
+    /// Number of field-value pairs.
+    pub numfields: usize,
+    /// Offset of the next entry's flags (forward walk), `None` at the node end.
+    pub next_off: Option<usize>,
+}
+
+/// Decodes the entry whose flags are at `flags_off`.
+pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize) -> EntryPos {
+    let mut p = Some(flags_off);
+    let flags = lp.next_int(&mut p);
+    let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
+    let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);
+    let (numfields, elements) = if flags & FLAG_SAMEFIELDS != 0 {
+        (m.fields_count, m.fields_count)
+    } else {
+        let n = lp.next_int(&mut p).max(0) as usize;
+        (n, n.saturating_mul(2))
+    };
+    let data_off = p;
+    for _ in 0..elements {
+        p = p.and_then(|o| lp.next(o));
+    }
+    // p is at lp-count.
+    let next_off = p.and_then(|o| lp.next(o));
+    EntryPos { id: StreamId { ms, seq }, flags, flags_off, data_off, numfields, next_off }
+}
+
+/// Offset of the flags of the entry whose `lp-count` element is at `count_off`,
+/// or `None` when `count_off` is the master terminator (start of node reached).
+pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<usize> {
+    let n = lp.get_int(count_off);
+    if n <= 0 {
+        return None;
+    }
+    let mut p = Some(count_off);
+    for _ in 0..n {
+        p = p.and_then(|o| lp.prev(o));
+    }
+    p
+}
+
+/// Calls `f(field, value)` for each pair of the entry.
+pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: impl FnMut(Value<'a>, Value<'a>)) {
+    let same = e.flags & FLAG_SAMEFIELDS != 0;
+    let mut mf = Some(m.fields_off);
+    let mut p = e.data_off;
+    for _ in 0..e.numfields {
+        let field = if same {
+            let o = mf.unwrap_or(0);
+            mf = lp.next(o);
+            lp.get(o)
+        } else {
+            let o = p.unwrap_or(0);
+            p = lp.next(o);
+            lp.get(o)
+        };
+        let o = p.unwrap_or(0);
+        p = lp.next(o);
+        f(field, lp.get(o));
+    }
+}
+
+/// The ID of the last entry (tombstone or not) of a node, `None` if it has none.
+pub fn last_entry_id(lp: &Listpack, master_id: StreamId) -> Option<StreamId> {
+    let last = lp.last()?;
+    let flags_off = entry_start_from_lp_count(lp, last)?;
+    let mut p = lp.next(flags_off);
+    let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
+    let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);
+    Some(StreamId { ms, seq })
+}

@@ -1,0 +1,1183 @@
+//! Shared harness for the integration tests: std only, so the tests compile fast.
+//!
+//! - [`Server`]: a guard around one `redis-server` child on a free port, in its own temp dir,
+//!   with the module loaded (or not). Drop stops only that child and removes the dir.
+//! - [`Conn`]: a raw RESP2/RESP3 client; [`Conn::raw`] returns the exact reply bytes so replies
+//!   of the built-in commands and of the module can be compared byte for byte.
+//! - [`Rng`]: a tiny deterministic PRNG (SplitMix64); the seed comes from `XSTREAM_SEED` or the
+//!   clock and is printed, so every failure can be replayed.
+//! - [`crc64`]: CRC-64/Jones as used by Redis for the DUMP footer.
+
+#![allow(dead_code)]
+
+use std::collections::hash_map::DefaultHasher;
+use std::fmt;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a server gets to answer PING after spawning (and after a restart).
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long Drop waits after SIGTERM before sending SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Read timeout of a [`Conn`]: a reply slower than this means a hung server.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Writes a line straight to the process's stderr, bypassing the test harness's output
+/// capture, so summaries and seeds are visible even when the test passes.
+pub fn report(msg: &str) {
+    let mut e = io::stderr().lock();
+    let _ = writeln!(e, "{msg}");
+    let _ = e.flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module paths
+// ---------------------------------------------------------------------------------------------
+
+/// The module under test: env `XSTREAM_MODULE`, else `target/release/libxstream.so`, else
+/// `target/debug/libxstream.so` (relative to the crate root). `None` if none of them exists.
+pub fn module_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("XSTREAM_MODULE") {
+        if !p.is_empty() {
+            let p = PathBuf::from(p);
+            return if p.exists() { Some(p) } else { None };
+        }
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for sub in ["target/release/libxstream.so", "target/debug/libxstream.so"] {
+        let p = root.join(sub);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Like [`module_path`] but panics with a helpful message when the module is not built.
+pub fn require_module() -> PathBuf {
+    module_path().unwrap_or_else(|| {
+        panic!(
+            "libxstream.so not found: run `cargo build --release` first, or set XSTREAM_MODULE \
+             (looked in {}/target/{{release,debug}})",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    })
+}
+
+/// The `--features test-hooks` build, from env `XSTREAM_TEST_HOOKS_MODULE` (None if unset/missing).
+pub fn test_hooks_module_path() -> Option<PathBuf> {
+    let p = std::env::var("XSTREAM_TEST_HOOKS_MODULE").ok()?;
+    if p.is_empty() {
+        return None;
+    }
+    let p = PathBuf::from(p);
+    p.exists().then_some(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+extern "C" {
+    // std only: declare libc's kill(2) ourselves. Used with our own child's pid, never anything else.
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+const SIGTERM: i32 = 15;
+
+static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn free_port() -> u16 {
+    // Bind port 0 to let the kernel pick a free port. Never 6379 (a developer's server may run there).
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = l.local_addr().unwrap().port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+fn make_temp_dir() -> PathBuf {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("xstream-test-{}-{}-{}", std::process::id(), n, nanos));
+    fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Builder for [`Server`]: `Server::builder().arg("--appendonly", "yes").module_args(&[..]).start()`.
+#[derive(Clone, Debug)]
+pub struct ServerBuilder {
+    args: Vec<String>,
+    module: Option<PathBuf>,
+    module_args: Vec<String>,
+    no_module: bool,
+}
+
+impl ServerBuilder {
+    /// An extra `--name value` pair, appended after the defaults (so it overrides them).
+    pub fn arg(mut self, name: &str, value: &str) -> Self {
+        self.args.push(name.to_string());
+        self.args.push(value.to_string());
+        self
+    }
+    /// A single extra argument (e.g. a flag-only option).
+    pub fn arg1(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+    /// Arguments passed to the module after `--loadmodule <path>`.
+    pub fn module_args(mut self, a: &[&str]) -> Self {
+        self.module_args = a.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    /// Load this .so instead of the default module.
+    pub fn module(mut self, p: &Path) -> Self {
+        self.module = Some(p.to_path_buf());
+        self
+    }
+    /// Start a plain redis-server (built-in streams only).
+    pub fn no_module(mut self) -> Self {
+        self.no_module = true;
+        self
+    }
+    pub fn start(self) -> Server {
+        let src = if self.no_module { None } else { Some(self.module.clone().unwrap_or_else(require_module)) };
+        let dir = make_temp_dir();
+        // Copy the .so into the server's own dir: the original may be rebuilt (overwritten)
+        // while this server runs, and a loaded .so must never change under the server.
+        let module = src.map(|src| {
+            let dst = dir.join(src.file_name().unwrap_or_else(|| "module.so".as_ref()));
+            if let Err(e) = fs::copy(&src, &dst) {
+                let _ = fs::remove_dir_all(&dir);
+                panic!("copy {} -> {}: {e}", src.display(), dst.display());
+            }
+            dst
+        });
+        let mut s = Server {
+            child: None,
+            port: 0,
+            dir,
+            module,
+            builder: self,
+            log: PathBuf::new(),
+        };
+        s.log = s.dir.join("redis.log");
+        s.spawn_with_retries(None);
+        s
+    }
+}
+
+/// One redis-server child. Drop stops it (SIGTERM, then SIGKILL) and removes its temp dir.
+pub struct Server {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    module: Option<PathBuf>,
+    builder: ServerBuilder,
+    log: PathBuf,
+}
+
+impl Server {
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false }
+    }
+    /// A server with the default module and default arguments.
+    pub fn start() -> Server {
+        Server::builder().start()
+    }
+    /// A server without the module.
+    pub fn start_plain() -> Server {
+        Server::builder().no_module().start()
+    }
+
+    /// A second server (same module, same extra args) made a replica of `primary`; returns
+    /// once `master_link_status:up`.
+    pub fn replica_of(primary: &Server) -> Server {
+        let mut b = primary.builder.clone();
+        b.module = primary.module.clone();
+        let r = b.start();
+        let mut c = r.conn();
+        let rep = c.cmd(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+        assert!(!rep.is_error(), "REPLICAOF failed: {rep}");
+        r.wait_link_up(Duration::from_secs(30));
+        r
+    }
+
+    /// Waits until INFO replication says `master_link_status:up` (panics with the log on timeout).
+    pub fn wait_link_up(&self, timeout: Duration) {
+        let mut c = self.conn();
+        let t0 = Instant::now();
+        loop {
+            let info = c.cmd(&["INFO", "replication"]).text();
+            if info.contains("master_link_status:up") {
+                return;
+            }
+            if t0.elapsed() > timeout {
+                panic!("replica on port {} never linked up:\n{info}\n--- log ---\n{}", self.port, self.log_tail(60));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "--port".into(),
+            self.port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            self.dir.display().to_string(),
+            "--logfile".into(),
+            self.log.display().to_string(),
+            "--daemonize".into(),
+            "no".into(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--enable-module-command".into(),
+            "yes".into(),
+            "--protected-mode".into(),
+            "no".into(),
+            // Fast replication start (the default waits 5 s for more replicas) and fast shutdown.
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+            "--shutdown-timeout".into(),
+            "1".into(),
+        ];
+        if let Some(m) = &self.module {
+            a.push("--loadmodule".into());
+            a.push(m.display().to_string());
+            a.extend(self.builder.module_args.iter().cloned());
+        }
+        a.extend(self.builder.args.iter().cloned());
+        a
+    }
+
+    /// Spawns the child and waits for PING. A port race (EADDRINUSE) is retried on a new port;
+    /// `keep_port` tries that port first (restart).
+    fn spawn_with_retries(&mut self, keep_port: Option<u16>) {
+        let mut port = keep_port.unwrap_or_else(free_port);
+        for attempt in 0..6 {
+            self.port = port;
+            let log_len_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
+            let child = Command::new("redis-server")
+                .args(self.command_line())
+                .current_dir(&self.dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(
+                    fs::OpenOptions::new().create(true).append(true).open(self.dir.join("stderr.log")).unwrap(),
+                ))
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot spawn redis-server (installed? `make deps`): {e}"));
+            self.child = Some(child);
+            match self.wait_ready() {
+                Ok(()) => return,
+                Err(why) => {
+                    let log = fs::read_to_string(&self.log).unwrap_or_default();
+                    let new_log = log.get(log_len_before as usize..).unwrap_or(&log);
+                    self.stop();
+                    if new_log.contains("Address already in use") && attempt < 5 {
+                        port = free_port();
+                        continue;
+                    }
+                    let stderr = fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
+                    panic!(
+                        "redis-server did not start ({why}); args: {:?}\n--- log ---\n{}\n--- stderr ---\n{}",
+                        self.command_line(),
+                        tail(&log, 80),
+                        tail(&stderr, 40)
+                    );
+                }
+            }
+        }
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(st)) = child.try_wait() {
+                    return Err(format!("exited with {st}"));
+                }
+            }
+            if let Ok(mut c) = Conn::try_connect(self.port) {
+                c.set_timeout(Duration::from_secs(2));
+                if let Ok(Reply::Simple(s)) = c.try_cmd(&["PING"]) {
+                    if s == "PONG" {
+                        return Ok(());
+                    }
+                }
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                return Err(format!("no PONG within {:?}", START_TIMEOUT));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the child: SIGTERM, then SIGKILL after [`STOP_GRACE`]. Only our own child.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(None) = child.try_wait() {
+                // SAFETY-ish: kill(2) on our own child's pid, which we have not reaped yet.
+                unsafe {
+                    kill(child.id() as i32, SIGTERM);
+                }
+                let t0 = Instant::now();
+                let mut last_term = Instant::now();
+                loop {
+                    match child.try_wait() {
+                        Ok(Some(_)) => break,
+                        _ if t0.elapsed() > STOP_GRACE => {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            break;
+                        }
+                        _ => {
+                            // Redis refuses a shutdown in some states ("Writing initial AOF, can't
+                            // exit") and does not retry by itself: ask again now and then.
+                            if last_term.elapsed() > Duration::from_millis(250) {
+                                unsafe {
+                                    kill(child.id() as i32, SIGTERM);
+                                }
+                                last_term = Instant::now();
+                            }
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills the child with SIGKILL (crash simulation). The dir is kept.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server (SIGTERM: no RDB save since `save ""`, AOF is flushed) and starts it again
+    /// with the same dir, arguments and (if possible) port. For SAVE / AOF + restart tests.
+    pub fn restart(&mut self) {
+        self.stop();
+        let p = self.port;
+        self.spawn_with_retries(Some(p));
+    }
+
+    /// True while the child has not exited.
+    pub fn is_alive(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log(), lines)
+    }
+    pub fn log_contains(&self, needle: &str) -> bool {
+        self.log().contains(needle)
+    }
+    /// The copy of the module this server loaded (None for a plain server).
+    pub fn module(&self) -> Option<&Path> {
+        self.module.as_deref()
+    }
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if std::env::var_os("XSTREAM_KEEP_DIRS").is_some() {
+            report(&format!("kept server dir {}", self.dir.display()));
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn tail(s: &str, lines: usize) -> String {
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reply
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed RESP2/RESP3 reply. Doubles and big numbers keep their wire text (exact comparison).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// RESP2 `$-1` / `*-1`, RESP3 `_`.
+    Nil,
+    Array(Vec<Reply>),
+    Map(Vec<(Reply, Reply)>),
+    Set(Vec<Reply>),
+    Double(String),
+    Bool(bool),
+    /// `=` verbatim string: (3-letter format, text).
+    Verbatim(String, Vec<u8>),
+    BigNumber(String),
+    Push(Vec<Reply>),
+}
+
+impl Reply {
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+    pub fn is_nil(&self) -> bool {
+        matches!(self, Reply::Nil)
+    }
+    pub fn as_int(&self) -> i64 {
+        match self {
+            Reply::Int(i) => *i,
+            other => panic!("expected an integer reply, got {other}"),
+        }
+    }
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Reply::Bulk(b) | Reply::Verbatim(_, b) => Some(b),
+            Reply::Simple(s) | Reply::Error(s) => Some(s.as_bytes()),
+            _ => None,
+        }
+    }
+    /// The text of a string-ish reply (lossy UTF-8); panics on aggregates.
+    pub fn text(&self) -> String {
+        match self {
+            Reply::Bulk(b) | Reply::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Simple(s) | Reply::Error(s) | Reply::Double(s) | Reply::BigNumber(s) => s.clone(),
+            Reply::Int(i) => i.to_string(),
+            other => panic!("expected a string reply, got {other}"),
+        }
+    }
+    pub fn as_array(&self) -> &[Reply] {
+        match self {
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => v,
+            other => panic!("expected an array reply, got {other}"),
+        }
+    }
+    /// Looks up `name` in a map reply or a flat RESP2 `[k, v, k, v...]` array.
+    pub fn field(&self, name: &str) -> Option<&Reply> {
+        match self {
+            Reply::Map(kv) => kv.iter().find(|(k, _)| k.as_bytes() == Some(name.as_bytes())).map(|(_, v)| v),
+            Reply::Array(v) => v
+                .chunks(2)
+                .find(|c| c.len() == 2 && c[0].as_bytes() == Some(name.as_bytes()))
+                .map(|c| &c[1]),
+            _ => None,
+        }
+    }
+    /// Applies `f` to every Bulk string (recursively), e.g. to rename IDs.
+    pub fn map_bulks(&mut self, f: &dyn Fn(&[u8]) -> Option<Vec<u8>>) {
+        match self {
+            Reply::Bulk(b) => {
+                if let Some(n) = f(b) {
+                    *b = n;
+                }
+            }
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => v.iter_mut().for_each(|r| r.map_bulks(f)),
+            Reply::Map(kv) => kv.iter_mut().for_each(|(k, v)| {
+                k.map_bulks(f);
+                v.map_bulks(f)
+            }),
+            _ => {}
+        }
+    }
+    /// Replaces the value of field `name` in a map / flat array (e.g. mask a field).
+    pub fn set_field(&mut self, name: &str, val: Reply) {
+        match self {
+            Reply::Map(kv) => {
+                for (k, v) in kv.iter_mut() {
+                    if k.as_bytes() == Some(name.as_bytes()) {
+                        *v = val.clone();
+                    }
+                }
+            }
+            Reply::Array(v) => {
+                for c in v.chunks_mut(2) {
+                    if c.len() == 2 && c[0].as_bytes() == Some(name.as_bytes()) {
+                        c[1] = val.clone();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Simple(s) => write!(f, "+{s}"),
+            Reply::Error(s) => write!(f, "(error) {s}"),
+            Reply::Int(i) => write!(f, "(integer) {i}"),
+            Reply::Bulk(b) => write!(f, "\"{}\"", escape(b)),
+            Reply::Nil => write!(f, "(nil)"),
+            Reply::Double(d) => write!(f, "(double) {d}"),
+            Reply::Bool(b) => write!(f, "({b})"),
+            Reply::BigNumber(n) => write!(f, "(big) {n}"),
+            Reply::Verbatim(t, b) => write!(f, "(verbatim {t}) \"{}\"", escape(b)),
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
+                let tag = match self {
+                    Reply::Set(_) => "set",
+                    Reply::Push(_) => "push",
+                    _ => "",
+                };
+                write!(f, "{tag}[")?;
+                for (i, r) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{r}")?;
+                }
+                write!(f, "]")
+            }
+            Reply::Map(kv) => {
+                write!(f, "{{")?;
+                for (i, (k, v)) in kv.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// Printable form of arbitrary bytes (\xNN for non-printables).
+pub fn escape(b: &[u8]) -> String {
+    let mut s = String::new();
+    for &c in b {
+        match c {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s
+}
+
+/// Printable form of a command line.
+pub fn fmt_cmd<A: AsRef<[u8]>>(args: &[A]) -> String {
+    args.iter()
+        .map(|a| {
+            let a = a.as_ref();
+            if !a.is_empty() && a.iter().all(|&c| c.is_ascii_graphic() && c != b'"' && c != b'\\') {
+                String::from_utf8_lossy(a).into_owned()
+            } else {
+                format!("\"{}\"", escape(a))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conn
+// ---------------------------------------------------------------------------------------------
+
+/// A raw RESP client. Commands are sent as RESP arrays of bulk strings.
+pub struct Conn {
+    port: u16,
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+    pushes: Vec<(Reply, Vec<u8>)>,
+}
+
+impl Conn {
+    pub fn connect(port: u16) -> Conn {
+        Conn::try_connect(port).unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"))
+    }
+    pub fn try_connect(port: u16) -> io::Result<Conn> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(READ_TIMEOUT))?;
+        let r = BufReader::with_capacity(1 << 16, s.try_clone()?);
+        Ok(Conn { port, w: s, r, pushes: Vec::new() })
+    }
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    pub fn set_timeout(&mut self, t: Duration) {
+        let _ = self.w.set_read_timeout(Some(t));
+    }
+
+    /// Encodes a command as a RESP array of bulk strings.
+    pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            let a = a.as_ref();
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<()> {
+        self.w.write_all(&Conn::encode(args))
+    }
+    pub fn send_bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        self.w.write_all(b)
+    }
+
+    /// Reads one reply: (parsed, exact bytes). RESP3 push messages that arrive before it are
+    /// out of band: they are queued (see [`Conn::take_pushes`]), not returned as the reply.
+    pub fn read_reply(&mut self) -> io::Result<(Reply, Vec<u8>)> {
+        loop {
+            let mut raw = Vec::new();
+            let r = read_value(&mut self.r, &mut raw)?;
+            if let Reply::Push(_) = r {
+                self.pushes.push((r, raw));
+                continue;
+            }
+            return Ok((r, raw));
+        }
+    }
+
+    /// Reads the next push message (waiting for one if none is queued).
+    pub fn read_push(&mut self) -> io::Result<Reply> {
+        if !self.pushes.is_empty() {
+            return Ok(self.pushes.remove(0).0);
+        }
+        let mut raw = Vec::new();
+        read_value(&mut self.r, &mut raw)
+    }
+
+    /// The push messages queued so far (parsed, exact bytes).
+    pub fn take_pushes(&mut self) -> Vec<(Reply, Vec<u8>)> {
+        std::mem::take(&mut self.pushes)
+    }
+
+    pub fn try_cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<Reply> {
+        self.send(args)?;
+        Ok(self.read_reply()?.0)
+    }
+    pub fn try_raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<Vec<u8>> {
+        self.send(args)?;
+        Ok(self.read_reply()?.1)
+    }
+    pub fn try_cmd_raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<(Reply, Vec<u8>)> {
+        self.send(args)?;
+        self.read_reply()
+    }
+
+    /// Sends a command and returns its parsed reply (panics on I/O errors: server gone?).
+    pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Reply {
+        self.try_cmd(args)
+            .unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
+    }
+    /// `cmd_str("XADD k * a 1")`: arguments split on single spaces.
+    pub fn cmd_str(&mut self, line: &str) -> Reply {
+        let args: Vec<&str> = line.split(' ').filter(|s| !s.is_empty()).collect();
+        self.cmd(&args)
+    }
+    /// The exact reply bytes.
+    pub fn raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        self.try_raw(args)
+            .unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
+    }
+    pub fn cmd_raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> (Reply, Vec<u8>) {
+        self.try_cmd_raw(args)
+            .unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
+    }
+    /// Switches this connection to RESP3 (`HELLO 3`); returns the server's hello map.
+    pub fn hello3(&mut self) -> Reply {
+        let r = self.cmd(&["HELLO", "3"]);
+        assert!(matches!(r, Reply::Map(_)), "HELLO 3 did not return a map: {r}");
+        r
+    }
+    pub fn hello2(&mut self) -> Reply {
+        self.cmd(&["HELLO", "2"])
+    }
+    /// PING must answer PONG.
+    pub fn ping(&mut self) -> bool {
+        matches!(self.try_cmd(&["PING"]), Ok(Reply::Simple(ref s)) if s == "PONG")
+    }
+}
+
+fn read_line(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<String> {
+    let start = raw.len();
+    let n = r.read_until(b'\n', raw)?;
+    if n == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    let line = &raw[start..];
+    if line.len() < 2 || line[line.len() - 2] != b'\r' {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad line {:?}", escape(line))));
+    }
+    Ok(String::from_utf8_lossy(&line[..line.len() - 2]).into_owned())
+}
+
+fn parse_num<T: std::str::FromStr>(s: &str) -> io::Result<T> {
+    s.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("bad number {s:?}")))
+}
+
+fn read_blob(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len + 2];
+    r.read_exact(&mut buf)?;
+    raw.extend_from_slice(&buf);
+    if &buf[len..] != b"\r\n" {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "blob not terminated by CRLF"));
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+fn read_value(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<Reply> {
+    let line = read_line(r, raw)?;
+    let (t, rest) = line.split_at(1);
+    Ok(match t {
+        "+" => Reply::Simple(rest.to_string()),
+        "-" => Reply::Error(rest.to_string()),
+        ":" => Reply::Int(parse_num(rest)?),
+        "$" => {
+            let n: i64 = parse_num(rest)?;
+            if n < 0 {
+                Reply::Nil
+            } else {
+                Reply::Bulk(read_blob(r, raw, n as usize)?)
+            }
+        }
+        "!" => {
+            let n: usize = parse_num(rest)?;
+            Reply::Error(String::from_utf8_lossy(&read_blob(r, raw, n)?).into_owned())
+        }
+        "=" => {
+            let n: usize = parse_num(rest)?;
+            let b = read_blob(r, raw, n)?;
+            if b.len() >= 4 && b[3] == b':' {
+                Reply::Verbatim(String::from_utf8_lossy(&b[..3]).into_owned(), b[4..].to_vec())
+            } else {
+                Reply::Verbatim(String::new(), b)
+            }
+        }
+        "*" | "~" | ">" => {
+            let n: i64 = parse_num(rest)?;
+            if n < 0 {
+                Reply::Nil
+            } else {
+                let mut v = Vec::with_capacity((n as usize).min(1 << 16));
+                for _ in 0..n {
+                    v.push(read_value(r, raw)?);
+                }
+                match t {
+                    "*" => Reply::Array(v),
+                    "~" => Reply::Set(v),
+                    _ => Reply::Push(v),
+                }
+            }
+        }
+        "%" | "|" => {
+            let n: usize = parse_num(rest)?;
+            let mut v = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                let k = read_value(r, raw)?;
+                let val = read_value(r, raw)?;
+                v.push((k, val));
+            }
+            if t == "|" {
+                // Attribute: metadata for the reply that follows; return that reply.
+                return read_value(r, raw);
+            }
+            Reply::Map(v)
+        }
+        "_" => Reply::Nil,
+        "," => Reply::Double(rest.to_string()),
+        "#" => Reply::Bool(rest == "t"),
+        "(" => Reply::BigNumber(rest.to_string()),
+        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown RESP type {line:?}"))),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// PRNG
+// ---------------------------------------------------------------------------------------------
+
+/// SplitMix64: tiny, fast, deterministic. Not for cryptography.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    state: u64,
+    seed: u64,
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng { state: seed, seed }
+    }
+    /// Seed from env `XSTREAM_SEED` (decimal or 0x-hex), else from the clock; printed (with
+    /// `what`, e.g. the test name) so a failing run can be replayed with `XSTREAM_SEED=...`.
+    pub fn from_env(what: &str) -> Rng {
+        let seed = match std::env::var("XSTREAM_SEED") {
+            Ok(s) if !s.trim().is_empty() => {
+                let s = s.trim();
+                if let Some(h) = s.strip_prefix("0x") {
+                    u64::from_str_radix(h, 16).expect("XSTREAM_SEED: bad hex")
+                } else {
+                    s.parse().expect("XSTREAM_SEED: not a u64")
+                }
+            }
+            _ => {
+                let mut h = DefaultHasher::new();
+                SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos().hash(&mut h);
+                std::process::id().hash(&mut h);
+                what.hash(&mut h);
+                h.finish() % 1_000_000_000_000
+            }
+        };
+        report(&format!("{what}: XSTREAM_SEED={seed}"));
+        Rng::new(seed)
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0);
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// Uniform in lo..=hi.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    /// True with probability `pct`/100.
+    pub fn pct(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len() as u64) as usize]
+    }
+    /// Index chosen by weights.
+    pub fn weighted(&mut self, w: &[u64]) -> usize {
+        let total: u64 = w.iter().sum();
+        let mut x = self.below(total);
+        for (i, &wi) in w.iter().enumerate() {
+            if x < wi {
+                return i;
+            }
+            x -= wi;
+        }
+        w.len() - 1
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+    /// Printable alphanumeric string.
+    pub fn alnum(&mut self, n: usize) -> Vec<u8> {
+        const A: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        (0..n).map(|_| *self.pick(A)).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC64 (Jones) and DUMP payloads
+// ---------------------------------------------------------------------------------------------
+
+/// Reflected form of the Jones polynomial 0xad93d23594c935a9.
+const CRC64_JONES_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+
+fn crc64_table() -> &'static [u64; 256] {
+    static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [0u64; 256];
+        for (i, slot) in t.iter_mut().enumerate() {
+            let mut c = i as u64;
+            for _ in 0..8 {
+                c = if c & 1 == 1 { (c >> 1) ^ CRC64_JONES_REFLECTED } else { c >> 1 };
+            }
+            *slot = c;
+        }
+        t
+    })
+}
+
+/// CRC-64/Jones as in Redis's crc64.c (reflected in/out, init 0, no final xor).
+/// `crc64(0, b"123456789") == 0xe9c6d914c4b8d9ca`.
+pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+    let t = crc64_table();
+    for &b in data {
+        crc = t[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// A DUMP payload is `body | rdb version (2 bytes LE) | crc64 (8 bytes LE) of everything before`.
+/// Returns (body, rdb version), or None if too short or the CRC does not match.
+pub fn dump_split(payload: &[u8]) -> Option<(&[u8], u16)> {
+    if payload.len() < 10 {
+        return None;
+    }
+    let (head, crc) = payload.split_at(payload.len() - 8);
+    let want = u64::from_le_bytes(crc.try_into().unwrap());
+    if crc64(0, head) != want {
+        return None;
+    }
+    let (body, ver) = head.split_at(head.len() - 2);
+    Some((body, u16::from_le_bytes(ver.try_into().unwrap())))
+}
+
+/// Builds a DUMP payload from a body and RDB version, with a correct CRC64 footer.
+pub fn dump_build(body: &[u8], rdb_version: u16) -> Vec<u8> {
+    let mut v = body.to_vec();
+    v.extend_from_slice(&rdb_version.to_le_bytes());
+    let c = crc64(0, &v);
+    v.extend_from_slice(&c.to_le_bytes());
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers shared by the tests
+// ---------------------------------------------------------------------------------------------
+
+/// `CONFIG SET` the node limits on both sides: built-in `stream-node-max-*` and, if `module`,
+/// the module's `xstream.node-max-*`. Panics if any is refused.
+pub fn set_node_limits(c: &mut Conn, entries: u64, bytes: u64, module: bool) {
+    let e = entries.to_string();
+    let b = bytes.to_string();
+    let r = c.cmd(&["CONFIG", "SET", "stream-node-max-entries", &e, "stream-node-max-bytes", &b]);
+    assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET stream-node-max-*: {r}");
+    if module {
+        let r = c.cmd(&["CONFIG", "SET", "xstream.node-max-entries", &e, "xstream.node-max-bytes", &b]);
+        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-* {e} {b}: {r}");
+    }
+}
+
+/// Parses a stream ID "ms-seq" (or "ms").
+pub fn parse_id(s: &[u8]) -> Option<(u64, u64)> {
+    let s = std::str::from_utf8(s).ok()?;
+    let mut it = s.splitn(2, '-');
+    let ms = it.next()?.parse().ok()?;
+    let seq = match it.next() {
+        Some(x) => x.parse().ok()?,
+        None => 0,
+    };
+    Some((ms, seq))
+}
+
+pub fn fmt_id(id: (u64, u64)) -> String {
+    format!("{}-{}", id.0, id.1)
+}
+
+/// True if the bytes look like a complete stream ID `<u64>-<u64>`.
+pub fn looks_like_id(s: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(s) else { return false };
+    let Some((a, b)) = s.split_once('-') else { return false };
+    a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok()
+}
+
+/// Waits until INFO persistence shows no rewrite/save in progress (or panics after `timeout`).
+pub fn wait_persistence_idle(c: &mut Conn, timeout: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let info = c.cmd(&["INFO", "persistence"]).text();
+        let busy = ["aof_rewrite_in_progress:1", "aof_rewrite_scheduled:1", "rdb_bgsave_in_progress:1"]
+            .iter()
+            .any(|k| info.contains(k));
+        if !busy {
+            return;
+        }
+        if t0.elapsed() > timeout {
+            panic!("persistence still busy after {timeout:?}:\n{info}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads
+// ---------------------------------------------------------------------------------------------
+
+/// Command name for the built-in (`module == false`) or the module (`XADD` -> `XS.ADD`).
+pub fn xcmd(module: bool, builtin: &str) -> String {
+    if module {
+        format!("XS.{}", &builtin[1..])
+    } else {
+        builtin.to_string()
+    }
+}
+
+/// A random field value: integers of every listpack encoding size, short and long strings.
+pub fn random_value(rng: &mut Rng) -> Vec<u8> {
+    const INTS: &[&str] = &[
+        "0", "1", "-1", "127", "128", "4095", "4096", "-4096", "32767", "65536", "8388607", "8388608",
+        "2147483647", "-2147483648", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "01",
+    ];
+    match rng.weighted(&[30, 35, 5, 20, 8, 2]) {
+        0 => rng.pick(INTS).as_bytes().to_vec(),
+        1 => {
+            let n = rng.range(1, 12) as usize;
+            rng.alnum(n)
+        }
+        2 => Vec::new(),
+        3 => {
+            let n = rng.range(12, 120) as usize;
+            rng.alnum(n)
+        }
+        4 => {
+            let n = rng.range(1, 64) as usize;
+            rng.bytes(n)
+        }
+        _ => {
+            let n = rng.range(4000, 9000) as usize;
+            rng.alnum(n)
+        }
+    }
+}
+
+/// A reply-independent workload with explicit IDs: the same `rng` state gives the same command
+/// sequence whatever the server answers, so it can be applied to a built-in stream and to a
+/// module stream and the results compared. Adds (with reused field sets), deletes, trims
+/// (`=` and `~`, LIMIT), XSETID with ENTRIESADDED / MAXDELETEDID. Returns the IDs it added.
+pub fn explicit_workload(c: &mut Conn, rng: &mut Rng, module: bool, key: &str, ops: usize) -> Vec<(u64, u64)> {
+    let add = xcmd(module, "XADD");
+    let mut last = (rng.range(1, 1000), 0u64);
+    let mut ids: Vec<(u64, u64)> = Vec::new();
+    let mut fields: Vec<Vec<u8>> = vec![b"f".to_vec()];
+    let mut added = 0u64;
+    for _ in 0..ops {
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        match rng.weighted(&[75, 13, 6, 2, 4]) {
+            0 => {
+                args.push(add.clone().into_bytes());
+                args.push(key.as_bytes().to_vec());
+                if rng.pct(8) {
+                    let n = (added / 2).max(1);
+                    let t = match rng.below(3) {
+                        0 => vec!["MAXLEN".to_string(), "~".to_string(), rng.range(n / 2, n * 2).to_string()],
+                        1 => vec!["MAXLEN".to_string(), "=".to_string(), rng.range(n / 2, n * 2).to_string()],
+                        _ => {
+                            let id = if ids.is_empty() { (0, 0) } else { ids[rng.below(ids.len() as u64) as usize] };
+                            vec!["MINID".to_string(), "~".to_string(), fmt_id(id)]
+                        }
+                    };
+                    args.extend(t.into_iter().map(|s| s.into_bytes()));
+                    if args[2] == b"MAXLEN" && args[3] == b"~" && rng.pct(30) {
+                        args.push(b"LIMIT".to_vec());
+                        args.push(rng.range(0, 50).to_string().into_bytes());
+                    }
+                }
+                last = if rng.pct(50) { (last.0, last.1 + rng.range(1, 3)) } else { (last.0 + rng.range(1, 3), rng.below(3)) };
+                args.push(fmt_id(last).into_bytes());
+                if !rng.pct(60) {
+                    let n = *rng.pick(&[1usize, 1, 2, 3, 5]);
+                    fields = (0..n).map(|i| format!("{}{}", *rng.pick(&["f", "g", "name", "x"]), i % 2).into_bytes()).collect();
+                }
+                for f in &fields {
+                    args.push(f.clone());
+                    args.push(random_value(rng));
+                }
+                ids.push(last);
+                added += 1;
+            }
+            1 => {
+                args.push(xcmd(module, "XDEL").into_bytes());
+                args.push(key.as_bytes().to_vec());
+                for _ in 0..rng.range(1, 4) {
+                    let id = if ids.is_empty() { (1, 1) } else { ids[rng.below(ids.len() as u64) as usize] };
+                    args.push(fmt_id(id).into_bytes());
+                }
+            }
+            2 => {
+                args.push(xcmd(module, "XTRIM").into_bytes());
+                args.push(key.as_bytes().to_vec());
+                if rng.pct(50) {
+                    args.push(b"MAXLEN".to_vec());
+                    args.push(if rng.pct(50) { b"~".to_vec() } else { b"=".to_vec() });
+                    args.push(rng.range(added / 3, added + 1).to_string().into_bytes());
+                } else {
+                    args.push(b"MINID".to_vec());
+                    args.push(if rng.pct(50) { b"~".to_vec() } else { b"=".to_vec() });
+                    let id = if ids.is_empty() { (0, 0) } else { ids[rng.below((ids.len() as u64 / 4).max(1)) as usize] };
+                    args.push(fmt_id(id).into_bytes());
+                }
+            }
+            3 => {
+                // XSETID forward, with metadata.
+                last = (last.0 + rng.range(1, 5), 0);
+                args.push(xcmd(module, "XSETID").into_bytes());
+                args.push(key.as_bytes().to_vec());
+                args.push(fmt_id(last).into_bytes());
+                args.push(b"ENTRIESADDED".to_vec());
+                added += rng.below(3);
+                args.push((added + 1000).to_string().into_bytes());
+                args.push(b"MAXDELETEDID".to_vec());
+                let md = if ids.is_empty() { (0, 0) } else { ids[rng.below(ids.len() as u64) as usize] };
+                args.push(fmt_id(md).into_bytes());
+            }
+            _ => {
+                args.push(xcmd(module, "XRANGE").into_bytes());
+                args.push(key.as_bytes().to_vec());
+                args.push(b"-".to_vec());
+                args.push(b"+".to_vec());
+                args.push(b"COUNT".to_vec());
+                args.push(b"3".to_vec());
+            }
+        }
+        c.cmd(&args);
+    }
+    ids
+}
+
+/// Snapshot of one key for before/after comparisons: exact reply bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeySnap {
+    pub digest: Vec<u8>,
+    pub range: Vec<u8>,
+    pub info: Vec<u8>,
+    pub len: Vec<u8>,
+}
+
+pub fn snap(c: &mut Conn, module: bool, key: &str) -> KeySnap {
+    KeySnap {
+        digest: c.raw(&["DEBUG", "DIGEST-VALUE", key]),
+        range: c.raw(&[&xcmd(module, "XRANGE"), key, "-", "+"]),
+        info: c.raw(&[&xcmd(module, "XINFO"), "STREAM", key]),
+        len: c.raw(&[&xcmd(module, "XLEN"), key]),
+    }
+}
