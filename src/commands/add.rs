@@ -5,7 +5,7 @@
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
 use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
 /// XADD / XTRIM options.
@@ -161,12 +161,12 @@ pub fn run(c: &Ctx) -> Result<()> {
     let id_text = id.to_bytes();
     c.reply_bulk(&id_text);
     c.signal_modified(1);
-    c.notify("xadd", 1);
+    c.notify(c"xadd", 1);
 
     let mut threshold = None;
     if let Some(t) = &args.trim {
         if s.trim(t) > 0 {
-            c.notify("xtrim", 1);
+            c.notify(c"xtrim", 1);
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));
@@ -179,15 +179,15 @@ pub fn run(c: &Ctx) -> Result<()> {
     if !auto_id && threshold.is_none() {
         c.replicate_verbatim();
     } else {
-        let mut argv: Vec<&[u8]> = (1..c.argc()).map(|i| c.arg(i)).collect();
+        let mut argv: Vec<Arg> = (1..c.argc()).map(Arg::Orig).collect();
         if let Some(th) = &threshold {
-            argv[args.trim_arg_idx - 2] = b"=";
-            argv[args.trim_arg_idx - 1] = th;
+            argv[args.trim_arg_idx - 2] = Arg::New(b"=");
+            argv[args.trim_arg_idx - 1] = Arg::New(th);
         }
         if auto_id {
-            argv[idpos - 1] = &id_text;
+            argv[idpos - 1] = Arg::New(&id_text);
         }
-        c.replicate("XS.ADD", &argv);
+        c.replicate(c"XS.ADD", &argv);
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let deleted = s.delete_ids(&ids);
     if deleted > 0 {
         c.signal_modified(1);
-        c.notify("xdel", 1);
+        c.notify(c"xdel", 1);
         c.replicate_verbatim();
     }
     c.reply_int(deleted as i64);

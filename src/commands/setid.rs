@@ -56,7 +56,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     c.reply_ok();
     // The built-in XSETID notifies but does not call signalModifiedKey.
-    c.notify("xsetid", 1);
+    c.notify(c"xsetid", 1);
     c.replicate_verbatim();
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use super::add::{exact_threshold, parse_add_or_trim};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
 
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, _) = parse_add_or_trim(c, false)?;
@@ -19,15 +19,15 @@ pub fn run(c: &Ctx) -> Result<()> {
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     let deleted = s.trim(&t);
     if deleted > 0 {
-        c.notify("xtrim", 1);
+        c.notify(c"xtrim", 1);
         // Propagation: only when something changed; an approximate trim goes out
         // as the exact one with the same result.
         if t.approx {
             let th = exact_threshold(s, &t);
-            let mut argv: Vec<&[u8]> = (1..c.argc()).map(|i| c.arg(i)).collect();
-            argv[args.trim_arg_idx - 2] = b"=";
-            argv[args.trim_arg_idx - 1] = &th;
-            c.replicate("XS.TRIM", &argv);
+            let mut argv: Vec<Arg> = (1..c.argc()).map(Arg::Orig).collect();
+            argv[args.trim_arg_idx - 2] = Arg::New(b"=");
+            argv[args.trim_arg_idx - 1] = Arg::New(&th);
+            c.replicate(c"XS.TRIM", &argv);
         } else {
             c.replicate_verbatim();
         }

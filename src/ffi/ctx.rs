@@ -7,6 +7,7 @@ use super::api;
 use crate::listpack::Value;
 use crate::stream::Stream;
 use redis_module::raw;
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_long};
 use std::ptr;
 
@@ -23,6 +24,15 @@ pub enum KeyKind {
     Empty,
     Stream,
     Other,
+}
+
+/// An argument of a propagated command.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// The client's argument at this index, passed through.
+    Orig(usize),
+    /// New bytes.
+    New(&'a [u8]),
 }
 
 /// An open key; closed on drop.
@@ -180,34 +190,39 @@ impl Ctx {
         unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
     }
 
-    /// Propagates `cmd args...` to replicas and the AOF.
-    pub fn replicate(&self, cmd: &str, args: &[&[u8]]) {
-        let strings: Vec<*mut raw::RedisModuleString> = args
-            .iter()
-            // SAFETY: creating a string from a valid buffer; freed below.
-            .map(|a| unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), a.as_ptr().cast(), a.len()) })
-            .collect();
-        let c = cstring(cmd);
-        // SAFETY: "v" takes (RedisModuleString **, size_t); Redis takes its own
-        // references to the strings, so ours can be freed afterwards.
-        unsafe {
-            api!(RedisModule_Replicate)(self.ctx, c.as_ptr(), c"v".as_ptr(), strings.as_ptr(), strings.len());
+    /// Propagates `cmd args...` to replicas and the AOF. Arguments the client
+    /// sent are passed by reference (Redis takes its own references); only new
+    /// ones are created.
+    pub fn replicate(&self, cmd: &CStr, args: &[Arg]) {
+        let mut strings: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(args.len());
+        for a in args {
+            strings.push(match a {
+                Arg::Orig(i) => self.arg_string(*i),
+                // SAFETY: creating a string from a valid buffer; freed below.
+                Arg::New(b) => unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) },
+            });
         }
-        for s in strings {
-            // SAFETY: created above with a NULL ctx, so we own it.
-            unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+        // SAFETY: "v" takes (RedisModuleString **, size_t); Redis takes its own
+        // references to the strings, so the ones we created can be freed afterwards.
+        unsafe {
+            api!(RedisModule_Replicate)(self.ctx, cmd.as_ptr(), c"v".as_ptr(), strings.as_ptr(), strings.len());
+        }
+        for (a, s) in args.iter().zip(strings) {
+            if let Arg::New(_) = a {
+                // SAFETY: created above with a NULL ctx, so we own it.
+                unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+            }
         }
     }
 
     /// Keyspace event of class `t` (streams) on key argument `i`.
-    pub fn notify(&self, event: &str, i: usize) {
-        let c = cstring(event);
+    pub fn notify(&self, event: &CStr, i: usize) {
         // SAFETY: valid ctx, NUL-terminated event, live key argument.
         unsafe {
             api!(RedisModule_NotifyKeyspaceEvent)(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_STREAM as c_int,
-                c.as_ptr(),
+                event.as_ptr(),
                 self.arg_string(i),
             )
         };
