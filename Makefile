@@ -63,7 +63,7 @@ run: deps build
 test: deps build
 	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
 	XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
-		$(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+		$(CARGO) test --release --no-fail-fast -- --test-threads=$(TEST_THREADS)
 
 # Long differential runs, one seed each (a failure prints its XSTREAM_SEED for replay).
 soak: deps build

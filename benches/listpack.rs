@@ -4,7 +4,8 @@
 //!
 //! Run: cargo bench --bench listpack
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
 use xstream::listpack::{Listpack, Value};
 
 /// 100 small elements shaped like stream entries: flags, ms-diff, seq-diff,

@@ -21,8 +21,12 @@
 //! same random values per run (and changed now and then during the run), so node splits and
 //! approximate trims are compared too.
 //!
-//! Env: XSTREAM_SEED, XSTREAM_DIFF_OPS (RESP2 ops, default 8000), XSTREAM_DIFF_OPS3 (RESP3 ops,
-//! default 2500).
+//! Env: XSTREAM_SEED (replay), XSTREAM_DIFF_OPS (RESP2 ops, default 8000), XSTREAM_DIFF_OPS3 (RESP3
+//! ops, default 2500), XSTREAM_DIFF_SEGMENTS (default 4), XSTREAM_DIFF_LOG=path (write side A's
+//! commands as RESP), XSTREAM_DIFF_STATS=1 (reply histogram), XSTREAM_DIFF_STRICT_NAMES=1 (do
+//! not map `'xs.add'` to `'xadd'` in error messages and `XS.INFO` to `XINFO` in errors and XINFO
+//! HELP: by default those naming differences, which Redis itself formats, are accepted), XSTREAM_DIFF_MAX=N (go on until N distinct differences,
+//! then list them all; default 1).
 
 mod common;
 
@@ -125,7 +129,10 @@ fn lit<T: AsRef<[u8]>>(s: T) -> Tok {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 struct Gen {
@@ -134,20 +141,91 @@ struct Gen {
     auto_count: usize,
 }
 
-const FIELD_NAMES: &[&str] = &["f", "g", "field", "a", "b", "1", "2", "-3", "", "name", "temperature"];
+const FIELD_NAMES: &[&str] = &[
+    "f",
+    "g",
+    "field",
+    "a",
+    "b",
+    "1",
+    "2",
+    "-3",
+    "",
+    "name",
+    "temperature",
+];
 const INT_VALUES: &[&str] = &[
-    "0", "1", "-1", "12", "127", "128", "255", "256", "4095", "4096", "-4096", "65535", "65536", "-65536",
-    "8388607", "8388608", "2147483647", "2147483648", "-2147483648", "9223372036854775807",
-    "-9223372036854775808", "9223372036854775808", "18446744073709551615", "01", "-0", "+1", " 1", "1.5",
-    "1e3", "0x10",
+    "0",
+    "1",
+    "-1",
+    "12",
+    "127",
+    "128",
+    "255",
+    "256",
+    "4095",
+    "4096",
+    "-4096",
+    "65535",
+    "65536",
+    "-65536",
+    "8388607",
+    "8388608",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "18446744073709551615",
+    "01",
+    "-0",
+    "+1",
+    " 1",
+    "1.5",
+    "1e3",
+    "0x10",
 ];
 const BAD_IDS: &[&str] = &[
-    "abc", "1-", "-1", "1-2-3", "1.5", "18446744073709551616-0", "0-18446744073709551616", "", "-", "+",
-    "*-1", "1-*-", " 1", "1 ", "0x10", "1e3", "-0", "+1", "1-+1", "1--1", "*-*", "**", "1-a", "a-1",
-    "99999999999999999999", "1-2 ", "\x001-1",
+    "abc",
+    "1-",
+    "-1",
+    "1-2-3",
+    "1.5",
+    "18446744073709551616-0",
+    "0-18446744073709551616",
+    "",
+    "-",
+    "+",
+    "*-1",
+    "1-*-",
+    " 1",
+    "1 ",
+    "0x10",
+    "1e3",
+    "-0",
+    "+1",
+    "1-+1",
+    "1--1",
+    "*-*",
+    "**",
+    "1-a",
+    "a-1",
+    "99999999999999999999",
+    "1-2 ",
+    "\x001-1",
 ];
-const BAD_COUNTS: &[&str] =
-    &["abc", "1.0", "9223372036854775808", "-9223372036854775809", "", " 1", "1 ", "0x1", "+1"];
+const BAD_COUNTS: &[&str] = &[
+    "abc",
+    "1.0",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "",
+    " 1",
+    "1 ",
+    "0x1",
+    "+1",
+];
 
 impl Gen {
     fn id_str(id: (u64, u64)) -> Vec<u8> {
@@ -252,7 +330,11 @@ impl Gen {
                     b"0-0".to_vec()
                 } else {
                     let m = self.rng.below(ms.saturating_add(1));
-                    let s = if m == ms { self.rng.below(seq.saturating_add(1)) } else { self.rng.below(10) };
+                    let s = if m == ms {
+                        self.rng.below(seq.saturating_add(1))
+                    } else {
+                        self.rng.below(10)
+                    };
                     Self::id_str((m, s))
                 }
             }
@@ -270,7 +352,10 @@ impl Gen {
             215..=219 => format!("{U64MAX}-*").into_bytes(),
             220..=239 => format!("{}-{U64MAX}", ms.saturating_add(self.rng.below(2))).into_bytes(),
             240..=279 => self.bad_id(),
-            280..=309 => ms.saturating_add(self.rng.below(3)).to_string().into_bytes(),
+            280..=309 => ms
+                .saturating_add(self.rng.below(3))
+                .to_string()
+                .into_bytes(),
             _ => Self::id_str(self.next_id(last)),
         }
     }
@@ -283,7 +368,11 @@ impl Gen {
         }
         let n = ks.ids.len() as u64;
         // Prefer recent IDs: they are more likely still in the stream.
-        let i = if self.rng.pct(60) { n - 1 - self.rng.below(n.min(80)) } else { self.rng.below(n) };
+        let i = if self.rng.pct(60) {
+            n - 1 - self.rng.below(n.min(80))
+        } else {
+            self.rng.below(n)
+        };
         let (ms, seq) = ks.ids[i as usize];
         match self.rng.below(10) {
             0 => (ms, seq.saturating_add(1)),
@@ -379,7 +468,11 @@ impl Gen {
                 0..=79 => fmt_id(self.some_id(k)).into_bytes(),
                 80..=89 => self.some_id(k).0.to_string().into_bytes(),
                 90..=94 => self.bad_id(),
-                _ => self.rng.pick(&["0", "0-0", "-", "+", U64MAX]).as_bytes().to_vec(),
+                _ => self
+                    .rng
+                    .pick(&["0", "0-0", "-", "+", U64MAX])
+                    .as_bytes()
+                    .to_vec(),
             };
             out.push(Tok::Lit(t));
         }
@@ -416,11 +509,18 @@ fn live(c: &mut Conn, key: &[u8]) -> Option<Live> {
     if r.is_error() {
         return None;
     }
-    let id = |name: &str| r.field(name).and_then(|v| v.as_bytes().and_then(parse_id)).unwrap_or((0, 0));
+    let id = |name: &str| {
+        r.field(name)
+            .and_then(|v| v.as_bytes().and_then(parse_id))
+            .unwrap_or((0, 0))
+    };
     Some(Live {
         len: r.field("length").map(|v| v.as_int() as u64).unwrap_or(0),
         last: id("last-generated-id"),
-        entries_added: r.field("entries-added").map(|v| v.as_int() as u64).unwrap_or(0),
+        entries_added: r
+            .field("entries-added")
+            .map(|v| v.as_int() as u64)
+            .unwrap_or(0),
         max_deleted: id("max-deleted-entry-id"),
     })
 }
@@ -436,6 +536,10 @@ struct Runner {
     resp3: bool,
     oplog: Option<std::fs::File>,
     all_limits: Vec<String>,
+    /// (signature, full report) of each distinct difference.
+    diffs: Vec<(String, String)>,
+    diff_count: usize,
+    max_diffs: usize,
 }
 
 impl Runner {
@@ -444,8 +548,16 @@ impl Runner {
     }
 
     fn pick_node_limits(&mut self) -> (u64, u64) {
-        let e = if self.gen.rng.pct(35) { self.gen.rng.range(1, 10) } else { self.gen.rng.range(1, 100) };
-        let b = if self.gen.rng.pct(40) { 0 } else { self.gen.rng.range(64, 4096) };
+        let e = if self.gen.rng.pct(35) {
+            self.gen.rng.range(1, 10)
+        } else {
+            self.gen.rng.range(1, 100)
+        };
+        let b = if self.gen.rng.pct(40) {
+            0
+        } else {
+            self.gen.rng.range(64, 4096)
+        };
         (e, b)
     }
 
@@ -464,7 +576,8 @@ impl Runner {
         self.auto = AutoIds::default();
         self.limits = self.pick_node_limits();
         self.apply_limits();
-        self.history.push_back("   (new segment: all pairs deleted)".into());
+        self.history
+            .push_back("   (new segment: all pairs deleted)".into());
     }
 
     fn log_cmd(&mut self, args: &[Vec<u8>]) {
@@ -477,11 +590,19 @@ impl Runner {
 
     fn apply_limits(&mut self) {
         let (e, b) = self.limits;
-        let cfg = ["CONFIG", "SET", "stream-node-max-entries", &e.to_string(), "stream-node-max-bytes", &b.to_string()]
-            .map(|s| s.as_bytes().to_vec());
+        let cfg = [
+            "CONFIG",
+            "SET",
+            "stream-node-max-entries",
+            &e.to_string(),
+            "stream-node-max-bytes",
+            &b.to_string(),
+        ]
+        .map(|s| s.as_bytes().to_vec());
         self.log_cmd(&cfg);
         set_node_limits(&mut self.conn, e, b, self.sides.module);
-        self.history.push_back(format!("   (node limits: entries={e} bytes={b})"));
+        self.history
+            .push_back(format!("   (node limits: entries={e} bytes={b})"));
         self.all_limits.push(format!("{e}/{b}"));
     }
 
@@ -492,7 +613,7 @@ impl Runner {
             1 => FUTURE_KEY,
             2 => AUTO_KEY,
             3 => MISSING_KEY,
-            4 => usize::MAX, // WRONGTYPE on the string key
+            4 => usize::MAX,     // WRONGTYPE on the string key
             _ => usize::MAX - 1, // cross-type
         };
         if k == AUTO_KEY {
@@ -517,12 +638,30 @@ impl Runner {
             let i = self.gen.rng.below(EXPLICIT_KEYS as u64) as usize;
             let toks = match self.gen.rng.below(5) {
                 0 => vec![Tok::Cmd("XLEN"), Tok::OtherKey(i)],
-                1 => vec![Tok::Cmd("XRANGE"), Tok::OtherKey(i), lit("-"), lit("+"), lit("COUNT"), lit("3")],
+                1 => vec![
+                    Tok::Cmd("XRANGE"),
+                    Tok::OtherKey(i),
+                    lit("-"),
+                    lit("+"),
+                    lit("COUNT"),
+                    lit("3"),
+                ],
                 2 => vec![Tok::Cmd("XREVRANGE"), Tok::OtherKey(i), lit("+"), lit("-")],
                 3 => vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::OtherKey(i)],
-                _ => vec![Tok::Cmd("XADD"), Tok::OtherKey(i), lit("NOMKSTREAM"), lit("1-1"), lit("f"), lit("v")],
+                _ => vec![
+                    Tok::Cmd("XADD"),
+                    Tok::OtherKey(i),
+                    lit("NOMKSTREAM"),
+                    lit("1-1"),
+                    lit("f"),
+                    lit("v"),
+                ],
             };
-            return Op { toks, kind: Kind::Other, auto: false };
+            return Op {
+                toks,
+                kind: Kind::Other,
+                auto: false,
+            };
         }
         self.gen_key_op(k)
     }
@@ -530,7 +669,10 @@ impl Runner {
     /// One command on explicit-ID pair `k` (or the missing pair).
     fn gen_key_op(&mut self, k: usize) -> Op {
         let missing = k == MISSING_KEY;
-        let mut which = self.gen.rng.weighted(&[450, 40, 180, 60, 35, 40, 60, 20, 3, 5]);
+        let mut which = self
+            .gen
+            .rng
+            .weighted(&[450, 40, 180, 60, 35, 40, 60, 20, 3, 5]);
         if self.gen.keys[k].last.0 == u64::MAX && self.gen.rng.pct(20) {
             which = 8; // the key has exhausted its IDs: usually start it over
         }
@@ -542,7 +684,9 @@ impl Runner {
                 // XADD key [NOMKSTREAM] [trim] id field value ...
                 let star_ok = k == FUTURE_KEY && {
                     let ka = self.key_a(k);
-                    live(&mut self.conn, &ka).map(|l| l.last.0 > now_ms() + 86_400_000).unwrap_or(false)
+                    live(&mut self.conn, &ka)
+                        .map(|l| l.last.0 > now_ms() + 86_400_000)
+                        .unwrap_or(false)
                 };
                 let want_trim = self.gen.rng.pct(18);
                 let len = if want_trim {
@@ -555,7 +699,11 @@ impl Runner {
                 toks.push(Tok::Cmd("XADD"));
                 toks.push(key);
                 if missing || g.rng.pct(8) {
-                    toks.push(lit(if g.rng.pct(90) { "NOMKSTREAM" } else { "nomkstream" }));
+                    toks.push(lit(if g.rng.pct(90) {
+                        "NOMKSTREAM"
+                    } else {
+                        "nomkstream"
+                    }));
                 }
                 if want_trim {
                     let t = g.trim_clause(k, len, false);
@@ -580,7 +728,10 @@ impl Runner {
                 let mut b = g.range_bound(k);
                 if g.rng.pct(65) {
                     // Mostly well-ordered intervals.
-                    if let (Some(x), Some(y)) = (parse_id(a.strip_prefix(b"(").unwrap_or(&a)), parse_id(b.strip_prefix(b"(").unwrap_or(&b))) {
+                    if let (Some(x), Some(y)) = (
+                        parse_id(a.strip_prefix(b"(").unwrap_or(&a)),
+                        parse_id(b.strip_prefix(b"(").unwrap_or(&b)),
+                    ) {
                         if x > y {
                             std::mem::swap(&mut a, &mut b);
                         }
@@ -657,11 +808,16 @@ impl Runner {
                     20..=49 => fmt_id(g.next_id(last)).into_bytes(),
                     50..=64 => fmt_id(g.some_id(k)).into_bytes(),
                     65..=69 => g.bad_id(),
-                    70..=74 => last.0.saturating_add(g.rng.below(2)).to_string().into_bytes(),
+                    70..=74 => last
+                        .0
+                        .saturating_add(g.rng.below(2))
+                        .to_string()
+                        .into_bytes(),
                     75..=79 => b"0-0".to_vec(),
                     80..=82 => format!("{U64MAX}-{U64MAX}").into_bytes(),
                     83..=85 => b"*".to_vec(),
-                    _ => fmt_id((last.0.saturating_add(g.rng.range(1, 1000)), g.rng.below(3))).into_bytes(),
+                    _ => fmt_id((last.0.saturating_add(g.rng.range(1, 1000)), g.rng.below(3)))
+                        .into_bytes(),
                 };
                 toks = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
                 let mut opts: Vec<Vec<Tok>> = Vec::new();
@@ -674,7 +830,14 @@ impl Runner {
                         8 => g.rng.pick(BAD_COUNTS).to_string(),
                         _ => added.saturating_add(g.rng.below(1000)).to_string(),
                     };
-                    opts.push(vec![lit(if g.rng.pct(90) { "ENTRIESADDED" } else { "entriesadded" }), lit(n)]);
+                    opts.push(vec![
+                        lit(if g.rng.pct(90) {
+                            "ENTRIESADDED"
+                        } else {
+                            "entriesadded"
+                        }),
+                        lit(n),
+                    ]);
                 }
                 if g.rng.pct(30) {
                     let m: Vec<u8> = match g.rng.below(10) {
@@ -686,7 +849,14 @@ impl Runner {
                         8 => b"0-0".to_vec(),
                         _ => format!("{U64MAX}-{U64MAX}").into_bytes(),
                     };
-                    opts.push(vec![lit(if g.rng.pct(90) { "MAXDELETEDID" } else { "maxdeletedid" }), Tok::Lit(m)]);
+                    opts.push(vec![
+                        lit(if g.rng.pct(90) {
+                            "MAXDELETEDID"
+                        } else {
+                            "maxdeletedid"
+                        }),
+                        Tok::Lit(m),
+                    ]);
                 }
                 if opts.len() == 2 && g.rng.pct(30) {
                     opts.swap(0, 1);
@@ -714,7 +884,13 @@ impl Runner {
                     89..=90 => vec![Tok::Cmd("XINFO"), lit("FOO"), key],
                     91..=92 => vec![Tok::Cmd("XINFO"), lit("HELP")],
                     93 => vec![Tok::Cmd("XINFO"), lit("help")],
-                    94..=95 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL"), lit("COUNT")],
+                    94..=95 => vec![
+                        Tok::Cmd("XINFO"),
+                        lit("STREAM"),
+                        key,
+                        lit("FULL"),
+                        lit("COUNT"),
+                    ],
                     96 => vec![Tok::Cmd("XINFO"), lit("HELP"), lit("x")],
                     _ => vec![Tok::Cmd("XINFO"), lit(""), key],
                 };
@@ -750,12 +926,19 @@ impl Runner {
         if missing {
             // Never create the missing key: only ops that cannot create it reach it.
             if let (Some(Tok::Cmd("XADD")), true) = (toks.first(), toks.len() >= 2) {
-                if !toks.iter().any(|t| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM"))) {
+                if !toks
+                    .iter()
+                    .any(|t| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
+                {
                     toks.insert(2, lit("NOMKSTREAM"));
                 }
             }
         }
-        Op { toks, kind, auto: false }
+        Op {
+            toks,
+            kind,
+            auto: false,
+        }
     }
 
     /// One command on the auto-ID pair.
@@ -780,7 +963,9 @@ impl Runner {
                 }
                 match g.rng.below(100) {
                     0..=9 => t.extend([lit("MAXLEN"), lit(g.rng.below(50).to_string())]),
-                    10..=19 => t.extend([lit("MAXLEN"), lit("="), lit(g.rng.below(200).to_string())]),
+                    10..=19 => {
+                        t.extend([lit("MAXLEN"), lit("="), lit(g.rng.below(200).to_string())])
+                    }
                     20..=24 => {
                         t.extend([lit("MINID"), lit("=")]);
                         t.push(aid(g, false));
@@ -848,7 +1033,11 @@ impl Runner {
                 vec![lit("DEL"), key]
             }
         };
-        Op { toks, kind, auto: true }
+        Op {
+            toks,
+            kind,
+            auto: true,
+        }
     }
 
     /// Updates the model from side A's reply.
@@ -890,7 +1079,27 @@ impl Runner {
         }
     }
 
-    fn fail(&self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], note: &str) -> ! {
+    /// Records a difference. Stops the run (panics with every recorded difference) once
+    /// `XSTREAM_DIFF_MAX` distinct ones (default 1) are recorded; identical signatures (command,
+    /// kind of both replies) are counted once.
+    fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], note: &str) {
+        let class = |x: &[u8]| -> String {
+            if x.starts_with(b"-") {
+                trunc(&escape(x), 90)
+            } else {
+                format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
+            }
+        };
+        let sig = format!(
+            "{} | A {} | B {}",
+            String::from_utf8_lossy(&ca[0]),
+            class(ba),
+            class(bb)
+        );
+        self.diff_count += 1;
+        if self.diffs.iter().any(|(s, _)| *s == sig) {
+            return;
+        }
         let mut msg = String::new();
         msg.push_str(&format!(
             "\nDIFFERENCE at op #{i} (seed {}, {}, node limits entries={} bytes={}){note}\n",
@@ -899,15 +1108,43 @@ impl Runner {
             self.limits.0,
             self.limits.1
         ));
-        msg.push_str(&format!("  A: {}\n  B: {}\n", trunc(&fmt_cmd(ca), 400), trunc(&fmt_cmd(cb), 400)));
-        msg.push_str(&format!("  A reply: {}\n  B reply: {}\n", trunc(&escape(ba), 3000), trunc(&escape(bb), 3000)));
+        msg.push_str(&format!(
+            "  A: {}\n  B: {}\n",
+            trunc(&fmt_cmd(ca), 400),
+            trunc(&fmt_cmd(cb), 400)
+        ));
+        msg.push_str(&format!(
+            "  A reply: {}\n  B reply: {}\n",
+            trunc(&escape(ba), 3000),
+            trunc(&escape(bb), 3000)
+        ));
         msg.push_str("  recent ops (side A):\n");
         for h in &self.history {
             msg.push_str(&format!("    {h}\n"));
         }
-        msg.push_str(&format!("  replay: XSTREAM_SEED={} cargo test --release --test differential\n", self.seed));
-        report(&msg);
-        panic!("{msg}");
+        msg.push_str(&format!(
+            "  replay: XSTREAM_SEED={} cargo test --release --test differential\n",
+            self.seed
+        ));
+        if self.max_diffs > 1 {
+            report(&msg);
+        }
+        self.diffs.push((sig, msg));
+        if self.diffs.len() >= self.max_diffs {
+            self.give_up("stopped at");
+        }
+    }
+
+    fn give_up(&self, how: &str) -> ! {
+        let sigs: Vec<String> = self.diffs.iter().map(|(s, _)| format!("  {s}")).collect();
+        panic!(
+            "differential: {how} {} difference(s), {} distinct (seed {}):\n{}\n{}",
+            self.diff_count,
+            self.diffs.len(),
+            self.seed,
+            sigs.join("\n"),
+            self.diffs.first().map(|(_, m)| m.as_str()).unwrap_or("")
+        );
     }
 }
 
@@ -928,7 +1165,10 @@ fn trunc(s: &str, n: usize) -> String {
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Runs the differential on `server`; returns (ops, differences = 0 or panics).
@@ -936,10 +1176,20 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
     let rng = Rng::from_env(what);
     let seed = rng.seed();
     let mut conn = server.conn();
-    assert_eq!(conn.cmd(&["SET", "str", "hello"]), Reply::Simple("OK".into()));
-    let sides = Sides { prefix: if module { ["n", "m"] } else { ["n", "a"] }, module };
+    assert_eq!(
+        conn.cmd(&["SET", "str", "hello"]),
+        Reply::Simple("OK".into())
+    );
+    let sides = Sides {
+        prefix: if module { ["n", "m"] } else { ["n", "a"] },
+        module,
+    };
     let mut r = Runner {
-        gen: Gen { rng, keys: vec![KeyState::default(); NKEYS], auto_count: 0 },
+        gen: Gen {
+            rng,
+            keys: vec![KeyState::default(); NKEYS],
+            auto_count: 0,
+        },
         sides,
         auto: AutoIds::default(),
         conn,
@@ -949,7 +1199,11 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
         resp3: false,
         // XSTREAM_DIFF_LOG=path: every side-A command (and CONFIG SET), RESP-encoded, for replay.
         all_limits: Vec::new(),
-        oplog: std::env::var_os("XSTREAM_DIFF_LOG").map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
+        diffs: Vec::new(),
+        diff_count: 0,
+        max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
+        oplog: std::env::var_os("XSTREAM_DIFF_LOG")
+            .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
     };
     r.limits = r.pick_node_limits();
     r.apply_limits();
@@ -963,6 +1217,9 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
     let mut done = 0usize;
     let (mut errors, mut auto_ops, mut max_len) = (0usize, 0usize, 0i64);
     let stats = std::env::var_os("XSTREAM_DIFF_STATS").is_some();
+    // The only difference allowed by design: Redis formats error texts with the command's own
+    // name ('xs.add' vs 'xadd', `Try XS.INFO HELP`). XSTREAM_DIFF_STRICT_NAMES=1 compares them too.
+    let loose_names = std::env::var_os("XSTREAM_DIFF_STRICT_NAMES").is_none();
     let mut hist: std::collections::BTreeMap<String, usize> = Default::default();
     for i in 0..n2 + n3 {
         if i == n2 {
@@ -978,12 +1235,38 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
         let cb = r.sides.render(&op, 1, &r.auto);
         r.log_cmd(&ca);
         let (ra, ba) = r.conn.cmd_raw(&ca);
-        let (rb, bb) = r.conn.cmd_raw(&cb);
+        let (mut rb, mut bb) = r.conn.cmd_raw(&cb);
+        let is_help = ca
+            .get(1)
+            .map(|a| a.eq_ignore_ascii_case(b"HELP"))
+            .unwrap_or(false);
+        if loose_names && (bb.starts_with(b"-") || is_help) {
+            // Accept 'xs.add' for 'xadd' in error messages (see loose_names above).
+            let t = String::from_utf8_lossy(&bb)
+                .replace("'xs.", "'x")
+                .replace("XS.INFO", "XINFO");
+            bb = t.into_bytes();
+            match &mut rb {
+                Reply::Error(e) | Reply::Simple(e) => {
+                    *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
+                }
+                Reply::Array(v) => {
+                    for x in v.iter_mut() {
+                        if let Reply::Simple(e) = x {
+                            *e = e.replace("XS.INFO", "XINFO");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
         if op.auto {
             auto_ops += 1;
             let mut na = ra.clone();
             let mut nb = rb.clone();
-            let same = if matches!(op.kind, Kind::Add(_)) && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_))) {
+            let same = if matches!(op.kind, Kind::Add(_))
+                && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_)))
+            {
                 // `*` on both sides: compare the shape (both IDs, increasing); the pair is recorded.
                 looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap())
             } else {
@@ -1005,14 +1288,24 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
                 xb.map_bulks(&|b: &[u8]| map.get(b).cloned());
                 let ids = |x: &Reply| -> String {
                     match x {
-                        Reply::Array(v) => v.iter().map(|e| e.as_array()[0].text()).collect::<Vec<_>>().join(" "),
+                        Reply::Array(v) => v
+                            .iter()
+                            .map(|e| e.as_array()[0].text())
+                            .collect::<Vec<_>>()
+                            .join(" "),
                         o => o.to_string(),
                     }
                 };
                 let pairs: Vec<String> = (0..r.gen.auto_count)
                     .rev()
                     .take(12)
-                    .map(|j| format!("{}={}", escape(&r.auto.ids[0][j]), escape(&r.auto.ids[1][j])))
+                    .map(|j| {
+                        format!(
+                            "{}={}",
+                            escape(&r.auto.ids[0][j]),
+                            escape(&r.auto.ids[1][j])
+                        )
+                    })
                     .collect();
                 let note = format!(
                     " [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
@@ -1022,7 +1315,7 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
                 );
                 r.fail(i, &ca, &cb, &ba, &bb, &note);
             }
-        } else if ba != bb {
+        } else if ba != bb && !stale_errno_case(&ca, &ba, &bb) {
             r.fail(i, &ca, &cb, &ba, &bb, "");
         }
         if ra.is_error() {
@@ -1043,7 +1336,11 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
             *hist.entry(what).or_insert(0usize) += 1;
         }
         r.observe(&op, &ra, &rb);
-        r.history.push_back(format!("#{i} {} -> {}", trunc(&fmt_cmd(&ca), 200), trunc(&escape(&ba), 200)));
+        r.history.push_back(format!(
+            "#{i} {} -> {}",
+            trunc(&fmt_cmd(&ca), 200),
+            trunc(&escape(&ba), 200)
+        ));
         if r.history.len() > HISTORY {
             r.history.pop_front();
         }
@@ -1055,7 +1352,11 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
             vec![Tok::Cmd("XRANGE"), Tok::Key(k), lit("-"), lit("+")],
             vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k)],
         ] {
-            let op = Op { toks, kind: Kind::Other, auto: k == AUTO_KEY };
+            let op = Op {
+                toks,
+                kind: Kind::Other,
+                auto: k == AUTO_KEY,
+            };
             let ca = r.sides.render(&op, 0, &r.auto);
             let cb = r.sides.render(&op, 1, &r.auto);
             let (mut ra, ba) = r.conn.cmd_raw(&ca);
@@ -1080,10 +1381,15 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
     for (k, v) in &hist {
         report(&format!("  {v:6} {k}"));
     }
+    if !r.diffs.is_empty() {
+        r.give_up("found");
+    }
     let lens: Vec<String> = (0..NKEYS)
         .map(|k| {
             let ka = r.key_a(k);
-            live(&mut r.conn, &ka).map(|l| l.len.to_string()).unwrap_or_else(|| "-".into())
+            live(&mut r.conn, &ka)
+                .map(|l| l.len.to_string())
+                .unwrap_or_else(|| "-".into())
         })
         .collect();
     report(&format!(
@@ -1091,7 +1397,9 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
         r.all_limits.join(", "),
         lens.join("/")
     ));
-    report(&format!("differential: {done} ops, 0 differences (seed {seed})"));
+    report(&format!(
+        "differential: {done} ops, 0 differences (seed {seed})"
+    ));
     done
 }
 
@@ -1109,7 +1417,21 @@ fn differential_module() {
     let server = Server::start();
     let mut c = server.conn();
     let list = format!("{}", c.cmd(&["MODULE", "LIST"]));
-    assert!(list.contains("xstream"), "module xstream not loaded: {list}");
+    assert!(
+        list.contains("xstream"),
+        "module xstream not loaded: {list}"
+    );
     let n = run(&server, true, "differential built-in vs xstream");
     assert!(n >= 5000);
+}
+
+/// `XADD k <ms>-* ...` when the last ID is `<ms>-18446744073709551615`: Redis 7.0 returns
+/// C_ERR without setting errno and picks its error text from a stale errno, so it answers
+/// either message depending on what failed before. Either answer is accepted from both sides.
+fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
+    const EDOM: &[u8] = b"-ERR The ID specified in XADD is equal or smaller than the target stream top item\r\n";
+    const ERANGE: &[u8] = b"-ERR Elements are too large to be stored\r\n";
+    let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
+    let auto_seq = ca.iter().any(|a| a.ends_with(b"-*"));
+    is_add && auto_seq && (ba == EDOM || ba == ERANGE) && (bb == EDOM || bb == ERANGE)
 }

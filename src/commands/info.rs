@@ -1,96 +1,243 @@
-//! XS.INFO STREAM key [FULL [COUNT count]] and XS.INFO HELP.
+//! XS.INFO STREAM key [FULL [COUNT count]], XS.INFO GROUPS key,
+//! XS.INFO CONSUMERS key group, XS.INFO HELP.
 //!
 //! A container command like the built-in XINFO, so unknown subcommands and
-//! arity errors come from Redis in the built-in's words.
+//! arity errors come from Redis in the built-in's words. Reply shapes are those
+//! of Redis 7.0 (the 7.2 additions `inactive` / `active-time` are not emitted).
 
-use super::{is_kw, parse_ll};
+use super::{cstr, is_kw, parse_ll};
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
-use crate::stream::StreamId;
+use crate::stream::{Group, Meta, Stream, StreamId, ENTRIES_READ_INVALID};
 
-pub fn run_help(c: &Ctx) -> Result<()> {
-    const HELP: &[&str] = &[
-        "CONSUMERS <key> <groupname>",
-        "    Show consumers of <groupname>.",
-        "GROUPS <key>",
-        "    Show the stream consumer groups.",
-        "STREAM <key> [FULL [COUNT <count>]",
-        "    Show information about the stream.",
-    ];
-    let cmd = String::from_utf8_lossy(super::cstr(c.arg(0))).to_uppercase();
-    c.reply_array(HELP.len() + 3);
+/// addReplyHelp: a header naming the command as typed, the lines, and the HELP footer.
+pub fn reply_help(c: &Ctx, lines: &[&str]) {
+    let cmd = String::from_utf8_lossy(cstr(c.arg(0))).to_uppercase();
+    c.reply_array(lines.len() + 3);
     c.reply_simple(&format!("{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
-    for line in HELP {
+    for line in lines {
         c.reply_simple(line);
     }
     c.reply_simple("HELP");
-    c.reply_simple("    Print this help.");
+    c.reply_simple("    Prints this help.");
+}
+
+pub fn run_help(c: &Ctx) -> Result<()> {
+    reply_help(
+        c,
+        &[
+            "CONSUMERS <key> <groupname>",
+            "    Show consumers of <groupname>.",
+            "GROUPS <key>",
+            "    Show the stream consumer groups.",
+            "STREAM <key> [FULL [COUNT <count>]",
+            "    Show information about the stream.",
+        ],
+    );
     Ok(())
 }
 
-fn subcommand_syntax_error(c: &Ctx) -> Error {
-    let cmd = String::from_utf8_lossy(super::cstr(c.arg(0))).to_uppercase();
-    let sub = String::from_utf8_lossy(super::cstr(c.arg(1)));
-    let sub: String = sub.chars().take(128).collect();
+/// addReplySubcommandSyntaxError.
+pub fn subcommand_syntax_error(c: &Ctx) -> Error {
+    let cmd = String::from_utf8_lossy(cstr(c.arg(0))).to_uppercase();
+    let sub: String = String::from_utf8_lossy(cstr(c.arg(1))).chars().take(128).collect();
     Error::Full(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {cmd} HELP."))
 }
 
-pub fn run_stream(c: &Ctx) -> Result<()> {
+/// Opens key argument 2 for reading, with XINFO's errors.
+fn with_stream(c: &Ctx, f: impl FnOnce(&Stream) -> Result<()>) -> Result<()> {
     let key = c.key(2, false);
-    let s = match key.kind() {
-        KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Other => return Err(Error::WrongType),
-        KeyKind::Stream => key.stream().ok_or(Error::WrongType)?,
-    };
-    let optc = c.argc() - 3;
-    let mut full = false;
-    let mut _count: i64 = 10;
-    if optc > 0 {
-        if optc != 1 && optc != 3 {
-            return Err(subcommand_syntax_error(c));
+    match key.kind() {
+        KeyKind::Empty => Err(Error::NoSuchKey),
+        KeyKind::Other => Err(Error::WrongType),
+        KeyKind::Stream => f(key.stream().ok_or(Error::WrongType)?),
+    }
+}
+
+fn reply_entries_read(c: &Ctx, g: &Group) {
+    if g.entries_read != ENTRIES_READ_INVALID {
+        c.reply_int(g.entries_read);
+    } else {
+        c.reply_null();
+    }
+}
+
+fn reply_lag(c: &Ctx, meta: &Meta, g: &Group) {
+    match meta.lag(g) {
+        Some(l) => c.reply_int(l),
+        None => c.reply_null(),
+    }
+}
+
+pub fn run_groups(c: &Ctx) -> Result<()> {
+    with_stream(c, |s| {
+        let meta = s.meta();
+        let Some(mut it) = s.groups_iter() else {
+            c.reply_array(0);
+            return Ok(());
+        };
+        c.reply_array(s.group_count());
+        while let Some((name, g)) = it.next() {
+            c.reply_map(6);
+            c.reply_bulk(b"name");
+            c.reply_bulk(name);
+            c.reply_bulk(b"consumers");
+            c.reply_int(g.consumer_count() as i64);
+            c.reply_bulk(b"pending");
+            c.reply_int(g.pel.len() as i64);
+            c.reply_bulk(b"last-delivered-id");
+            c.reply_id(g.last_id);
+            c.reply_bulk(b"entries-read");
+            reply_entries_read(c, g);
+            c.reply_bulk(b"lag");
+            reply_lag(c, &meta, g);
         }
-        if !is_kw(c.arg(3), "full") {
-            return Err(subcommand_syntax_error(c));
+        Ok(())
+    })
+}
+
+pub fn run_consumers(c: &Ctx) -> Result<()> {
+    with_stream(c, |s| {
+        let gname = c.arg(3);
+        let g = s.group(gname).ok_or_else(|| super::group::nogroup_for_key(gname, c.arg(2)))?;
+        c.reply_array(g.consumer_count());
+        let now = c.now_ms() as i64;
+        let mut it = g.consumers();
+        while let Some((_, cons)) = it.next_consumer() {
+            c.reply_map(3);
+            c.reply_bulk(b"name");
+            c.reply_bulk(&cons.name);
+            c.reply_bulk(b"pending");
+            c.reply_int(cons.pel.len() as i64);
+            c.reply_bulk(b"idle");
+            c.reply_int((now - cons.seen_time).max(0));
         }
-        if optc == 3 {
-            if !is_kw(c.arg(4), "count") {
+        Ok(())
+    })
+}
+
+pub fn run_stream(c: &Ctx) -> Result<()> {
+    with_stream(c, |s| {
+        let optc = c.argc() - 3;
+        let mut full = false;
+        let mut count: i64 = 10;
+        if optc > 0 {
+            if optc != 1 && optc != 3 {
                 return Err(subcommand_syntax_error(c));
             }
-            _count = parse_ll(c.arg(5))?;
-            if _count < 0 {
-                _count = 10;
+            if !is_kw(c.arg(3), "full") {
+                return Err(subcommand_syntax_error(c));
+            }
+            if optc == 3 {
+                if !is_kw(c.arg(4), "count") {
+                    return Err(subcommand_syntax_error(c));
+                }
+                count = parse_ll(c.arg(5))?;
+                if count < 0 {
+                    count = 10;
+                }
+            }
+            full = true;
+        }
+        c.reply_map(if full { 9 } else { 10 });
+        c.reply_bulk(b"length");
+        c.reply_int(s.length as i64);
+        c.reply_bulk(b"radix-tree-keys");
+        c.reply_int(s.rax_keys() as i64);
+        c.reply_bulk(b"radix-tree-nodes");
+        c.reply_int(s.rax_nodes() as i64);
+        c.reply_bulk(b"last-generated-id");
+        c.reply_id(s.last_id);
+        c.reply_bulk(b"max-deleted-entry-id");
+        c.reply_id(s.max_deleted_entry_id);
+        c.reply_bulk(b"entries-added");
+        c.reply_int(s.entries_added as i64);
+        c.reply_bulk(b"recorded-first-entry-id");
+        c.reply_id(s.first_id);
+        if !full {
+            c.reply_bulk(b"groups");
+            c.reply_int(s.group_count() as i64);
+            c.reply_bulk(b"first-entry");
+            if super::range::reply_entries(c, s, StreamId::MIN, StreamId::MAX, 1, false) == 0 {
+                c.reply_null();
+            }
+            c.reply_bulk(b"last-entry");
+            if super::range::reply_entries(c, s, StreamId::MIN, StreamId::MAX, 1, true) == 0 {
+                c.reply_null();
+            }
+            return Ok(());
+        }
+        let count = count as u64;
+        c.reply_bulk(b"entries");
+        super::range::reply_range(c, s, StreamId::MIN, StreamId::MAX, count, false);
+        c.reply_bulk(b"groups");
+        let meta = s.meta();
+        let Some(mut it) = s.groups_iter() else {
+            c.reply_array(0);
+            return Ok(());
+        };
+        c.reply_array(s.group_count());
+        while let Some((name, g)) = it.next() {
+            c.reply_map(7);
+            c.reply_bulk(b"name");
+            c.reply_bulk(name);
+            c.reply_bulk(b"last-delivered-id");
+            c.reply_id(g.last_id);
+            c.reply_bulk(b"entries-read");
+            reply_entries_read(c, g);
+            c.reply_bulk(b"lag");
+            reply_lag(c, &meta, g);
+            c.reply_bulk(b"pel-count");
+            c.reply_int(g.pel.len() as i64);
+            c.reply_bulk(b"pending");
+            c.reply_array_postponed();
+            let mut n = 0u64;
+            let mut p = g.pel.iter();
+            while let Some((k, nack)) = p.next() {
+                if count != 0 && n == count {
+                    break;
+                }
+                c.reply_array(4);
+                c.reply_id(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
+                c.reply_bulk(g.owner_name(nack));
+                c.reply_int(nack.delivery_time);
+                c.reply_int(nack.delivery_count as i64);
+                n += 1;
+            }
+            c.set_array_len(n as usize);
+            c.reply_bulk(b"consumers");
+            c.reply_array(g.consumer_count());
+            let mut ci = g.consumers();
+            while let Some((_, cons)) = ci.next_consumer() {
+                c.reply_map(4);
+                c.reply_bulk(b"name");
+                c.reply_bulk(&cons.name);
+                c.reply_bulk(b"seen-time");
+                c.reply_int(cons.seen_time);
+                c.reply_bulk(b"pel-count");
+                c.reply_int(cons.pel.len() as i64);
+                c.reply_bulk(b"pending");
+                c.reply_array_postponed();
+                let mut n = 0u64;
+                let mut p = cons.pel.iter();
+                while let Some((k, _)) = p.next() {
+                    if count != 0 && n == count {
+                        break;
+                    }
+                    let nack = g.pel.get(k).copied().unwrap_or(crate::stream::Nack {
+                        delivery_time: 0,
+                        delivery_count: 0,
+                        owner: 0,
+                    });
+                    c.reply_array(3);
+                    c.reply_id(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
+                    c.reply_int(nack.delivery_time);
+                    c.reply_int(nack.delivery_count as i64);
+                    n += 1;
+                }
+                c.set_array_len(n as usize);
             }
         }
-        full = true;
-    }
-    if full {
-        // FULL needs consumer groups; it arrives with them.
-        return Err(Error::Err("XS.INFO STREAM FULL is not supported yet"));
-    }
-    c.reply_map(10);
-    c.reply_bulk(b"length");
-    c.reply_int(s.length as i64);
-    c.reply_bulk(b"radix-tree-keys");
-    c.reply_int(s.rax_keys() as i64);
-    c.reply_bulk(b"radix-tree-nodes");
-    c.reply_int(s.rax_nodes() as i64);
-    c.reply_bulk(b"last-generated-id");
-    c.reply_bulk(&s.last_id.to_bytes());
-    c.reply_bulk(b"max-deleted-entry-id");
-    c.reply_bulk(&s.max_deleted_entry_id.to_bytes());
-    c.reply_bulk(b"entries-added");
-    c.reply_int(s.entries_added as i64);
-    c.reply_bulk(b"recorded-first-entry-id");
-    c.reply_bulk(&s.first_id.to_bytes());
-    c.reply_bulk(b"groups");
-    c.reply_int(0);
-    c.reply_bulk(b"first-entry");
-    if super::range::reply_entries(c, s, StreamId::MIN, StreamId::MAX, 1, false) == 0 {
-        c.reply_null();
-    }
-    c.reply_bulk(b"last-entry");
-    if super::range::reply_entries(c, s, StreamId::MIN, StreamId::MAX, 1, true) == 0 {
-        c.reply_null();
-    }
-    Ok(())
+        Ok(())
+    })
 }

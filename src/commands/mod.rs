@@ -7,11 +7,16 @@
 use crate::ffi::register::{Command, KeyAt};
 use redis_module::raw;
 
+pub mod ack;
 pub mod add;
+pub mod claim;
 pub mod del;
+pub mod group;
 pub mod info;
 pub mod len;
+pub mod pending;
 pub mod range;
+pub mod read;
 pub mod setid;
 pub mod trim;
 #[cfg(feature = "test-hooks")]
@@ -27,17 +32,37 @@ command_entry!(xs_del, del::run);
 command_entry!(xs_trim, trim::run);
 command_entry!(xs_setid, setid::run);
 command_entry!(xs_info_stream, info::run_stream);
+command_entry!(xs_info_groups, info::run_groups);
+command_entry!(xs_info_consumers, info::run_consumers);
 command_entry!(xs_info_help, info::run_help);
+command_entry!(xs_read, read::run_read);
+command_entry!(xs_readgroup, read::run_readgroup);
+command_entry!(xs_group, group::run);
+command_entry!(xs_group_help, group::run_help);
+command_entry!(xs_ack, ack::run);
+command_entry!(xs_pending, pending::run);
+command_entry!(xs_claim, claim::run_claim);
+command_entry!(xs_autoclaim, claim::run_autoclaim);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_panic, debug::run_panic);
 
 const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
+const RW_INSERT: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT;
 const RW_DELETE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE;
 const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
 const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
 
 const fn key1(flags: u32) -> Option<KeyAt> {
-    Some(KeyAt { pos: 1, flags })
+    Some(KeyAt { pos: 1, flags, after_streams: false })
+}
+
+const fn key2(flags: u32) -> Option<KeyAt> {
+    Some(KeyAt { pos: 2, flags, after_streams: false })
+}
+
+/// Keys after STREAMS, searched from `from`.
+const fn streams(from: i32, flags: u32) -> Option<KeyAt> {
+    Some(KeyAt { pos: from, flags, after_streams: true })
 }
 
 /// Every command: name, flags, arity and key spec as the built-in twin's
@@ -57,10 +82,33 @@ pub static COMMANDS: &[Command] = &[
         arity: -2,
         key: None,
         subcommands: &[
-            Command { name: "stream", func: Some(xs_info_stream), flags: "readonly", arity: -3, key: Some(KeyAt { pos: 2, flags: RO_ACCESS }), subcommands: &[] },
+            Command { name: "consumers", func: Some(xs_info_consumers), flags: "readonly", arity: 4, key: key2(RO_ACCESS), subcommands: &[] },
+            Command { name: "groups", func: Some(xs_info_groups), flags: "readonly", arity: 3, key: key2(RO_ACCESS), subcommands: &[] },
             Command { name: "help", func: Some(xs_info_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
+            Command { name: "stream", func: Some(xs_info_stream), flags: "readonly", arity: -3, key: key2(RO_ACCESS), subcommands: &[] },
         ],
     },
+    Command { name: "xs.read", func: Some(xs_read), flags: "readonly blocking", arity: -4, key: streams(1, RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.readgroup", func: Some(xs_readgroup), flags: "write blocking", arity: -7, key: streams(4, RO_ACCESS), subcommands: &[] },
+    Command {
+        name: "xs.group",
+        func: None,
+        flags: "",
+        arity: -2,
+        key: None,
+        subcommands: &[
+            Command { name: "create", func: Some(xs_group), flags: "write deny-oom", arity: -5, key: key2(RW_INSERT), subcommands: &[] },
+            Command { name: "createconsumer", func: Some(xs_group), flags: "write deny-oom", arity: 5, key: key2(RW_INSERT), subcommands: &[] },
+            Command { name: "delconsumer", func: Some(xs_group), flags: "write", arity: 5, key: key2(RW_DELETE), subcommands: &[] },
+            Command { name: "destroy", func: Some(xs_group), flags: "write", arity: 4, key: key2(RW_DELETE), subcommands: &[] },
+            Command { name: "help", func: Some(xs_group_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
+            Command { name: "setid", func: Some(xs_group), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
+        ],
+    },
+    Command { name: "xs.ack", func: Some(xs_ack), flags: "write fast", arity: -4, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
 ];

@@ -63,20 +63,22 @@ pub fn reply_range(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u
     n
 }
 
+/// Emits one entry: `[id, [field, value, ...]]`.
+pub fn reply_entry(c: &Ctx, e: &crate::stream::Entry<'_>) {
+    c.reply_array(2);
+    c.reply_id(e.id());
+    c.reply_array(e.numfields() * 2);
+    e.for_each_field(|f, v| {
+        c.reply_value(f);
+        c.reply_value(v);
+    });
+}
+
 /// Emits the entries themselves (no enclosing array).
 pub fn reply_entries(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u64, rev: bool) -> u64 {
     let mut n = 0u64;
-    let mut idbuf = Vec::with_capacity(44);
     for e in s.range(start, end, rev) {
-        c.reply_array(2);
-        idbuf.clear();
-        e.id().write_to(&mut idbuf);
-        c.reply_bulk(&idbuf);
-        c.reply_array(e.numfields() * 2);
-        e.for_each_field(|f, v| {
-            c.reply_value(f);
-            c.reply_value(v);
-        });
+        reply_entry(c, &e);
         n += 1;
         if count != 0 && n == count {
             break;

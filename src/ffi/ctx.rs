@@ -85,6 +85,23 @@ impl Ctx {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
     }
 
+    /// The client speaks RESP3.
+    pub fn is_resp3(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
+    }
+
+    /// Called from a Lua script (the built-in's CLIENT_SCRIPT).
+    pub fn in_script(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_LUA != 0
+    }
+
+    /// The client may not block (MULTI, scripts, DENY_BLOCKING).
+    pub fn deny_blocking(&self) -> bool {
+        self.flags()
+            & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING | raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA)
+            != 0
+    }
+
     /// Wall clock in milliseconds (the built-in's `mstime()`).
     pub fn now_ms(&self) -> u64 {
         // SAFETY: no arguments; plain clock read.
@@ -142,6 +159,24 @@ impl Ctx {
     pub fn set_array_len(&self, len: usize) {
         // SAFETY: a postponed array is open (caller's contract).
         unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, len as c_long) };
+    }
+
+    /// A map whose length is set later with [`set_map_len`](Self::set_map_len).
+    pub fn reply_map_postponed(&self) {
+        // SAFETY: valid ctx; the caller sets the length before returning.
+        unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long) };
+    }
+
+    pub fn set_map_len(&self, len: usize) {
+        // SAFETY: a postponed map is open (caller's contract).
+        unsafe { api!(RedisModule_ReplySetMapLength)(self.ctx, len as c_long) };
+    }
+
+    /// A stream ID as a bulk string.
+    pub fn reply_id(&self, id: crate::stream::StreamId) {
+        let mut buf = [0u8; 44];
+        let n = id.write_to_slice(&mut buf);
+        self.reply_bulk(&buf[..n]);
     }
 
     /// A map (RESP3) or a flat array of 2*len (RESP2), as the built-in's addReplyMapLen.

@@ -14,11 +14,14 @@ pub type Handler = fn(&Ctx) -> Result<(), Error>;
 /// The C entry point Redis calls.
 pub type CmdFunc = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
-/// One key at a fixed position, with ACL / cluster flags (REDISMODULE_CMD_KEY_*).
+/// Where a command's keys are, with ACL / cluster flags (REDISMODULE_CMD_KEY_*).
 #[derive(Clone, Copy, Debug)]
 pub struct KeyAt {
+    /// The key's index, or (with `after_streams`) where the search for STREAMS starts.
     pub pos: i32,
     pub flags: u32,
+    /// XREAD-style: the keys are the first half of the arguments after `STREAMS`.
+    pub after_streams: bool,
 }
 
 /// A row of the command table.
@@ -63,12 +66,21 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command) -> Result<(), String
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     if let Some(k) = c.key {
         specs[0].flags = u64::from(k.flags);
-        specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        specs[0].bs.index.pos = k.pos;
         specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        specs[0].fk.range.lastkey = 0;
         specs[0].fk.range.keystep = 1;
-        specs[0].fk.range.limit = 0;
+        if k.after_streams {
+            specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+            specs[0].bs.keyword.keyword = c"STREAMS".as_ptr();
+            specs[0].bs.keyword.startfrom = k.pos;
+            // Up to the last argument, one key in two: the first half.
+            specs[0].fk.range.lastkey = -1;
+            specs[0].fk.range.limit = 2;
+        } else {
+            specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+            specs[0].bs.index.pos = k.pos;
+            specs[0].fk.range.lastkey = 0;
+            specs[0].fk.range.limit = 0;
+        }
     }
     // SAFETY: as above, zero is valid for every field.
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
@@ -89,8 +101,8 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command) -> Result<(), String
 
 fn key_range(c: &Command) -> (c_int, c_int, c_int) {
     match c.key {
-        Some(k) => (k.pos, k.pos, 1),
-        None => (0, 0, 0),
+        Some(k) if !k.after_streams => (k.pos, k.pos, 1),
+        _ => (0, 0, 0),
     }
 }
 

@@ -381,12 +381,19 @@ impl Listpack {
 
     /// The element before `off` (lpPrev), found through the backlen that ends
     /// at `off`; None at the start. `off` may be the terminator's offset.
+    #[inline]
     pub fn prev(&self, off: usize) -> Option<usize> {
         if off <= HDR_SIZE || off > self.eof_offset() {
             return None;
         }
-        let l = encoding::decode_backlen(&self.buf, off)?;
-        let p = off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?;
+        let last = self.buf[off - 1];
+        let p = if last & 0x80 == 0 {
+            // Fast path: a 1-byte backlen (entries of up to 127 bytes).
+            (off - 1).checked_sub(usize::from(last))?
+        } else {
+            let l = encoding::decode_backlen(&self.buf, off)?;
+            off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
+        };
         if p < HDR_SIZE { None } else { Some(p) }
     }
 

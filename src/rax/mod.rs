@@ -88,12 +88,21 @@
 //!
 //! # Representation
 //!
-//! Nodes live in an arena (`Vec<Node>`, 12 bytes each, addressed by `u32`, freed slots reused
-//! through a free list); the root is always slot 0 (replacing a node reuses its slot, so no
-//! parent link ever needs fixing). A node's bytes and child indices live in one block: up to
-//! 1280 bytes in a shared word-aligned pool with per-size free lists, larger (long compressed
-//! runs only) in a box of their own. Values live in a separate slab so nodes that are not keys
-//! pay nothing for them. Every walk is iterative; nothing recurses, dropping included.
+//! The logical tree above is exactly rax's; its physical form is compact:
+//!
+//! * Nodes live in an arena (`Vec<Node>`, 12 bytes each: flags+size, value slot, block
+//!   offset; addressed by `u32`, freed slots reused through a free list). The root is always
+//!   slot 0: replacing a node (a split, a merge) reuses its slot, so parent links stay valid.
+//! * A node's bytes and child references live in one block: up to 1280 bytes in a shared
+//!   word-aligned pool with per-size free lists, larger ones (long compressed runs only) in a
+//!   box of their own.
+//! * Values live in a slab (`Vec<Option<V>>` + free list), so nodes that are not keys pay
+//!   nothing for them.
+//! * A *leaf* (childless key node, one per key in most trees) has no arena slot at all: its
+//!   parent's child reference is the value slot tagged with `LEAF`. It gets a slot when it
+//!   gains a child and gives it back when it loses its last one. Counts are unaffected.
+//!
+//! Every walk is iterative; nothing recurses, dropping included.
 
 use std::fmt;
 
@@ -570,50 +579,55 @@ impl<V> Rax<V> {
 
     /// Links `child` under byte `c` of normal node `h` (which has no child `c`).
     fn add_child(&mut self, h: u32, c: u8, child: u32) {
-        let n = self.nd(h);
-        let size = n.size();
-        let mut keys = [0u8; 257];
-        let mut kids = [0u32; 257];
-        {
-            let b = self.block(n);
-            keys[..size].copy_from_slice(&b[..size]);
-            let base = pad4(size);
-            for (k, kid) in kids[..size].iter_mut().enumerate() {
-                *kid = rd32(b, base + 4 * k);
-            }
-        }
-        let pos = keys[..size].iter().position(|&k| k > c).unwrap_or(size);
-        keys.copy_within(pos..size, pos + 1);
-        kids.copy_within(pos..size, pos + 1);
-        keys[pos] = c;
-        kids[pos] = child;
-        Self::write_node(&mut self.nodes, &mut self.store, h, false, &keys[..size + 1], &kids[..size + 1]);
+        let pos = self.data(self.nd(h)).partition_point(|&k| k < c);
+        self.splice_children(h, pos, Some((c, child)));
     }
 
     /// Unlinks child number `k` of `h` (`raxRemoveChild`): a compressed node becomes a
     /// childless normal node.
     fn remove_child(&mut self, h: u32, k: usize) {
-        let n = self.nd(h);
-        if n.compr() {
+        if self.nd(h).compr() {
             Self::write_node(&mut self.nodes, &mut self.store, h, false, &[], &[]);
-            return;
+        } else {
+            self.splice_children(h, k, None);
         }
+    }
+
+    /// Rebuilds normal node `h` with child `(label, ref)` inserted at position `pos`, or with
+    /// the child at `pos` removed, copying the old block through the scratch buffer.
+    fn splice_children(&mut self, h: u32, pos: usize, ins: Option<(u8, u32)>) {
+        let n = self.nd(h);
         let size = n.size();
-        let mut keys = [0u8; 256];
-        let mut kids = [0u32; 256];
-        let mut m = 0;
-        {
-            let b = self.block(n);
-            let base = pad4(size);
-            for j in 0..size {
-                if j != k {
-                    keys[m] = b[j];
-                    kids[m] = rd32(b, base + 4 * j);
-                    m += 1;
-                }
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.clear();
+        sc.extend_from_slice(self.block(n));
+        let old_base = pad4(size);
+        let new_size = if ins.is_some() { size + 1 } else { size - 1 };
+        let meta = new_size as u32;
+        let len = block_len(meta);
+        self.store.free(n.off, n.block_len());
+        let off = self.store.alloc(len);
+        let b = self.store.get_mut(off, len);
+        let base = pad4(new_size);
+        let (keys, kids) = (&sc[..size], &sc[old_base..old_base + 4 * size]);
+        b[..pos].copy_from_slice(&keys[..pos]);
+        b[base..base + 4 * pos].copy_from_slice(&kids[..4 * pos]);
+        match ins {
+            Some((c, child)) => {
+                b[pos] = c;
+                b[pos + 1..new_size].copy_from_slice(&keys[pos..]);
+                wr32(b, base + 4 * pos, child);
+                b[base + 4 * pos + 4..].copy_from_slice(&kids[4 * pos..]);
+            }
+            None => {
+                b[pos..new_size].copy_from_slice(&keys[pos + 1..]);
+                b[base + 4 * pos..].copy_from_slice(&kids[4 * pos + 4..]);
             }
         }
-        Self::write_node(&mut self.nodes, &mut self.store, h, false, &keys[..m], &kids[..m]);
+        let node = &mut self.nodes[h as usize];
+        node.meta = meta;
+        node.off = off;
+        self.put_scratch(sc);
     }
 
     // ----------------------------------------------------------------- walks

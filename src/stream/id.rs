@@ -95,6 +95,32 @@ impl StreamId {
         push_u64(out, self.seq);
     }
 
+    /// Writes the `ms-seq` form into `buf` (at least 41 bytes) and returns its length.
+    pub fn write_to_slice(self, buf: &mut [u8; 44]) -> usize {
+        let mut n = 0;
+        for (i, part) in [self.ms, self.seq].into_iter().enumerate() {
+            if i == 1 {
+                buf[n] = b'-';
+                n += 1;
+            }
+            let mut digits = [0u8; 20];
+            let mut d = digits.len();
+            let mut v = part;
+            loop {
+                d -= 1;
+                digits[d] = b'0' + (v % 10) as u8;
+                v /= 10;
+                if v == 0 {
+                    break;
+                }
+            }
+            let len = digits.len() - d;
+            buf[n..n + len].copy_from_slice(&digits[d..]);
+            n += len;
+        }
+        n
+    }
+
     pub fn to_bytes(self) -> Vec<u8> {
         let mut v = Vec::with_capacity(41);
         self.write_to(&mut v);

@@ -15,10 +15,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod group;
 pub mod id;
 pub mod node;
 pub mod validate;
 
+pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID};
 pub use id::{SeqGiven, StreamId};
 
 use crate::listpack::{Listpack, Value};
@@ -99,6 +101,72 @@ pub struct Stream {
     pub max_deleted_entry_id: StreamId,
     /// Entries ever added.
     pub entries_added: u64,
+    /// Consumer groups by name (allocated with the first group).
+    pub groups: Option<Box<Groups>>,
+}
+
+/// The metadata the group read counters are computed from (copied so that the
+/// entries can be read while a group is updated).
+#[derive(Clone, Copy, Debug)]
+pub struct Meta {
+    pub length: u64,
+    pub last_id: StreamId,
+    pub first_id: StreamId,
+    pub max_deleted_entry_id: StreamId,
+    pub entries_added: u64,
+}
+
+impl Meta {
+    /// streamRangeHasTombstones: may an XDEL'd entry lie in [start, end]?
+    pub fn range_has_tombstones(&self, start: StreamId, end: StreamId) -> bool {
+        if self.length == 0 || self.max_deleted_entry_id.is_zero() {
+            return false;
+        }
+        if self.first_id > self.max_deleted_entry_id {
+            return false;
+        }
+        start <= self.max_deleted_entry_id && self.max_deleted_entry_id <= end
+    }
+
+    /// streamEstimateDistanceFromFirstEverEntry: the logical read counter of `id`,
+    /// or ENTRIES_READ_INVALID when it cannot be known.
+    pub fn estimate_distance(&self, id: StreamId) -> i64 {
+        if self.entries_added == 0 {
+            return 0;
+        }
+        if self.length == 0 && id <= self.last_id {
+            return self.entries_added as i64;
+        }
+        if id == self.last_id {
+            return self.entries_added as i64;
+        } else if id > self.last_id {
+            return ENTRIES_READ_INVALID;
+        }
+        if self.max_deleted_entry_id.is_zero() || self.max_deleted_entry_id < self.first_id {
+            if id < self.first_id {
+                return (self.entries_added - self.length) as i64;
+            } else if id == self.first_id {
+                return (self.entries_added - self.length + 1) as i64;
+            }
+        }
+        ENTRIES_READ_INVALID
+    }
+
+    /// streamReplyWithCGLag: the group's lag, or None (reply nil) when unknown.
+    pub fn lag(&self, g: &Group) -> Option<i64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(g.last_id, StreamId::MAX) {
+            return Some(self.entries_added as i64 - g.entries_read);
+        }
+        let read = self.estimate_distance(g.last_id);
+        if read != ENTRIES_READ_INVALID {
+            Some(self.entries_added as i64 - read)
+        } else {
+            None
+        }
+    }
 }
 
 impl Stream {
@@ -137,6 +205,13 @@ impl Stream {
     /// Bytes used: nodes (allocated listpack bytes) plus the tree.
     pub fn mem_bytes(&self) -> usize {
         let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes();
+        if let Some(g) = &self.groups {
+            total += g.mem_bytes();
+            let mut it = g.iter();
+            while let Some((k, grp)) = it.next() {
+                total += k.len() + grp.mem_bytes();
+            }
+        }
         let mut it = self.rax.iter();
         while let Some((_, lp)) = it.next() {
             total += lp.alloc_bytes();
@@ -158,6 +233,9 @@ impl Stream {
             IdSpec::AutoSeq(ms) => {
                 if self.last_id.ms == ms {
                     if self.last_id.seq == u64::MAX {
+                        // The built-in returns C_ERR here without setting errno, so its
+                        // reply depends on a stale errno ("equal or smaller" after an
+                        // earlier EDOM, "too large" otherwise). We give the meaningful one.
                         return Err(AddError::IdNotGreater);
                     }
                     StreamId { ms, seq: self.last_id.seq + 1 }
@@ -255,18 +333,18 @@ impl Stream {
 
     /// Iterates live entries with `start <= id <= end`, forwards or backwards.
     pub fn range(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
-        RangeIter::new(self, start, end, rev, true)
+        RangeIter::new(&self.rax, start, end, rev, true)
     }
 
     /// Like [`range`](Self::range) but tombstones are returned too.
     pub fn range_with_tombstones(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
-        RangeIter::new(self, start, end, rev, false)
+        RangeIter::new(&self.rax, start, end, rev, false)
     }
 
     /// The first (or last) entry ID, tombstones included or not; when there is
     /// none: MAX for the first, MIN for the last (streamGetEdgeID).
     pub fn edge_id(&self, first: bool, skip_tombstones: bool) -> StreamId {
-        let mut it = RangeIter::new(self, StreamId::MIN, StreamId::MAX, !first, skip_tombstones);
+        let mut it = RangeIter::new(&self.rax, StreamId::MIN, StreamId::MAX, !first, skip_tombstones);
         match it.next_entry() {
             Some(e) => e.id(),
             None if first => StreamId::MAX,
@@ -420,6 +498,119 @@ impl Stream {
     pub fn last_valid_id(&self) -> StreamId {
         self.edge_id(false, true)
     }
+
+    pub fn meta(&self) -> Meta {
+        Meta {
+            length: self.length,
+            last_id: self.last_id,
+            first_id: self.first_id,
+            max_deleted_entry_id: self.max_deleted_entry_id,
+            entries_added: self.entries_added,
+        }
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.groups.as_ref().map_or(0, |g| g.len())
+    }
+
+    pub fn group(&self, name: &[u8]) -> Option<&Group> {
+        self.groups.as_ref()?.get(name)
+    }
+
+    pub fn group_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
+        self.groups.as_mut()?.get_mut(name)
+    }
+
+    /// Creates a group; false if the name exists (streamCreateCG).
+    pub fn create_group(&mut self, name: &[u8], last_id: StreamId, entries_read: i64) -> bool {
+        let groups = self.groups.get_or_insert_with(Default::default);
+        groups.try_insert(name, Group::new(last_id, entries_read)).is_ok()
+    }
+
+    pub fn destroy_group(&mut self, name: &[u8]) -> bool {
+        self.groups.as_mut().and_then(|g| g.remove(name)).is_some()
+    }
+
+    /// Groups in name order.
+    pub fn groups_iter(&self) -> Option<crate::rax::Iter<'_, Group>> {
+        self.groups.as_ref().map(|g| g.iter())
+    }
+
+    /// A `>` read of group `gname` by consumer `slot` (streamReplyWithRange with a
+    /// group): entries after `start`, at most `count` (0 = all). For each entry,
+    /// advances the group's last ID and read counter, records the delivery in the
+    /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`. Returns
+    /// (entries, whether the group's last ID changed).
+    pub fn read_group_new(
+        &mut self,
+        gname: &[u8],
+        slot: u32,
+        start: StreamId,
+        count: u64,
+        noack: bool,
+        now: i64,
+        mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId),
+    ) -> (u64, bool) {
+        let meta = self.meta();
+        let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
+        let mut n = 0u64;
+        let mut last_changed = false;
+        for e in RangeIter::new(&self.rax, start, StreamId::MAX, false, true) {
+            let id = e.id();
+            if id > g.last_id {
+                if g.entries_read != ENTRIES_READ_INVALID && !meta.range_has_tombstones(id, StreamId::MAX) {
+                    g.entries_read += 1;
+                } else if meta.entries_added != 0 {
+                    g.entries_read = meta.estimate_distance(id);
+                }
+                g.last_id = id;
+                last_changed = true;
+            }
+            let nack = if noack { None } else { Some(g.deliver_new(id, slot, now)) };
+            emit(e, nack, g.last_id);
+            n += 1;
+            if count != 0 && n == count {
+                break;
+            }
+        }
+        (n, last_changed)
+    }
+
+    /// A history read (XREADGROUP with an ID): the consumer's pending entries from
+    /// `start`, at most `count` (0 = all). Each one still in the stream counts as a
+    /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile.
+    pub fn read_group_history(
+        &mut self,
+        gname: &[u8],
+        slot: u32,
+        start: StreamId,
+        count: u64,
+        now: i64,
+        mut emit: impl FnMut(StreamId, Option<Entry<'_>>),
+    ) -> u64 {
+        let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
+        let Some(c) = g.consumer(slot) else { return 0 };
+        // IDs first (bounded by the consumer's PEL), then entries and NACK updates.
+        let mut ids = Vec::new();
+        let mut it = group::pel_from(&c.pel, start);
+        while let Some((k, _)) = it.next() {
+            if count != 0 && ids.len() as u64 == count {
+                break;
+            }
+            ids.push(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
+        }
+        for &id in &ids {
+            let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
+            if entry.is_some() {
+                if let Some(nack) = g.pel.get_mut(&id.to_be_bytes()) {
+                    nack.delivery_time = now;
+                    nack.delivery_count = nack.delivery_count.wrapping_add(1);
+                }
+            }
+            emit(id, entry);
+        }
+        ids.len() as u64
+    }
 }
 
 /// Appends one entry's elements (flags, deltas, [numfields, fields], values, lp-count).
@@ -511,20 +702,20 @@ pub struct RangeIter<'a> {
 }
 
 impl<'a> RangeIter<'a> {
-    fn new(s: &'a Stream, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
+    fn new(rax: &'a Rax<Listpack>, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
         // Position on the node that may hold the first element, as the built-in:
         // seek "<=" the bound, or the first/last node when none is below it.
         let (bound, edge) = if rev { (end, SeekOp::Last) } else { (start, SeekOp::First) };
         let mut nodes;
         let mut first = None;
         if !bound.is_zero() {
-            nodes = s.rax.seek(SeekOp::Le, &bound.to_be_bytes());
+            nodes = rax.seek(SeekOp::Le, &bound.to_be_bytes());
             first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
             if first.is_none() {
-                nodes = s.rax.seek(edge, &[]);
+                nodes = rax.seek(edge, &[]);
             }
         } else {
-            nodes = s.rax.seek(edge, &[]);
+            nodes = rax.seek(edge, &[]);
         }
         if first.is_none() {
             first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));

@@ -141,7 +141,9 @@ fn run_model(seed: u64, ops: usize) {
                     }
                     IdSpec::Explicit(id) => id,
                 };
-                if want > m.last_id {
+                if matches!(spec, IdSpec::AutoSeq(ms) if ms == m.last_id.ms && m.last_id.seq == u64::MAX) {
+                    assert_eq!(got, Err(AddError::IdNotGreater));
+                } else if want > m.last_id {
                     assert_eq!(got, Ok(want));
                     m.entries.push((want, f.clone()));
                     m.last_id = want;

@@ -1,0 +1,35 @@
+//! XS.ACK key group id [id ...]
+
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::stream::StreamId;
+
+pub fn run(c: &Ctx) -> Result<()> {
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Empty => {
+            c.reply_int(0);
+            return Ok(());
+        }
+        KeyKind::Stream => {}
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let Some(g) = s.group_mut(c.arg(2)) else {
+        c.reply_int(0);
+        return Ok(());
+    };
+    // All IDs are parsed before any is acknowledged (bounded by argc).
+    let mut ids = Vec::with_capacity(c.argc().saturating_sub(3));
+    for i in 3..c.argc() {
+        ids.push(StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?.0);
+    }
+    let acked = ids.iter().filter(|&&id| g.ack(id)).count();
+    c.reply_int(acked as i64);
+    // Propagated as is when it changed something; the built-in XACK neither
+    // notifies nor signals the key.
+    if acked > 0 {
+        c.replicate_verbatim();
+    }
+    Ok(())
+}

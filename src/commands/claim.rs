@@ -1,0 +1,320 @@
+//! XS.CLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME ms]
+//!          [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]
+//! XS.AUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID]
+//!
+//! Replication (COMPAT.md §4): never the command itself; each claimed PEL entry
+//! goes out as `XS.CLAIM key group consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID
+//! LASTID group-last-id`, which sets the replica's NACK exactly. A PEL entry whose
+//! stream entry is gone goes out the same way (the replica, not finding the
+//! entry either, drops its NACK).
+
+use super::{cstr, is_kw, parse_ll};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::stream::{ClaimCount, Nack, StreamId};
+
+/// Propagates one NACK's state in the XCLAIM form.
+pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u8], id: StreamId, nack: &Nack, group_last: StreamId) {
+    let id_text = id.to_bytes();
+    let time = nack.delivery_time.to_string();
+    let count = nack.delivery_count.to_string();
+    let last = group_last.to_bytes();
+    c.replicate(
+        c"XS.CLAIM",
+        &[
+            Arg::Orig(key_arg),
+            Arg::Orig(group_arg),
+            Arg::New(consumer),
+            Arg::New(b"0"),
+            Arg::New(&id_text),
+            Arg::New(b"TIME"),
+            Arg::New(time.as_bytes()),
+            Arg::New(b"RETRYCOUNT"),
+            Arg::New(count.as_bytes()),
+            Arg::New(b"FORCE"),
+            Arg::New(b"JUSTID"),
+            Arg::New(b"LASTID"),
+            Arg::New(&last),
+        ],
+    );
+}
+
+/// Propagates a group's last ID and read counter (XGROUP SETID ... ENTRIESREAD).
+pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: StreamId, entries_read: i64) {
+    let last = last.to_bytes();
+    let er = entries_read.to_string();
+    c.replicate(
+        c"XS.GROUP",
+        &[
+            Arg::New(b"SETID"),
+            Arg::Orig(key_arg),
+            Arg::Orig(group_arg),
+            Arg::New(&last),
+            Arg::New(b"ENTRIESREAD"),
+            Arg::New(er.as_bytes()),
+        ],
+    );
+}
+
+fn nogroup(c: &Ctx) -> Error {
+    Error::Full(format!(
+        "NOGROUP No such key '{}' or consumer group '{}'",
+        String::from_utf8_lossy(cstr(c.arg(1))),
+        String::from_utf8_lossy(cstr(c.arg(2)))
+    ))
+}
+
+/// getLongLongFromObjectOrReply with a custom message.
+fn ll_or(arg: &[u8], msg: &'static str) -> Result<i64> {
+    parse_ll(arg).map_err(|_| Error::Err(msg))
+}
+
+pub fn run_claim(c: &Ctx) -> Result<()> {
+    let mut key = c.key(1, true);
+    if key.kind() == KeyKind::Other {
+        return Err(Error::WrongType);
+    }
+    let gname = c.arg(2);
+    if key.stream().and_then(|s| s.group(gname)).is_none() {
+        return Err(nogroup(c));
+    }
+    let minidle = ll_or(c.arg(4), "Invalid min-idle-time argument for XCLAIM")?.max(0);
+    // IDs up to the first argument that is not one; options after.
+    let mut ids = Vec::new();
+    let mut j = 5;
+    while j < c.argc() {
+        match StreamId::parse(c.arg(j), 0, true, false) {
+            Some((id, _)) => ids.push((id, j)),
+            None => break,
+        }
+        j += 1;
+    }
+    let now = c.now_ms() as i64;
+    let mut retrycount: i64 = -1;
+    let mut deliverytime: i64 = -1;
+    let mut force = false;
+    let mut justid = false;
+    let mut last_id = StreamId::MIN;
+    while j < c.argc() {
+        let moreargs = c.argc() - 1 - j;
+        let opt = c.arg(j);
+        if is_kw(opt, "FORCE") {
+            force = true;
+        } else if is_kw(opt, "JUSTID") {
+            justid = true;
+        } else if is_kw(opt, "IDLE") && moreargs > 0 {
+            j += 1;
+            deliverytime = now.wrapping_sub(ll_or(c.arg(j), "Invalid IDLE option argument for XCLAIM")?);
+        } else if is_kw(opt, "TIME") && moreargs > 0 {
+            j += 1;
+            deliverytime = ll_or(c.arg(j), "Invalid TIME option argument for XCLAIM")?;
+        } else if is_kw(opt, "RETRYCOUNT") && moreargs > 0 {
+            j += 1;
+            retrycount = ll_or(c.arg(j), "Invalid RETRYCOUNT option argument for XCLAIM")?;
+        } else if is_kw(opt, "LASTID") && moreargs > 0 {
+            j += 1;
+            last_id = StreamId::parse(c.arg(j), 0, true, false).ok_or(Error::InvalidId)?.0;
+        } else {
+            return Err(Error::Full(format!(
+                "ERR Unrecognized XCLAIM option '{}'",
+                String::from_utf8_lossy(cstr(opt))
+            )));
+        }
+        j += 1;
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let mut propagate_last_id = false;
+    {
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        if last_id > g.last_id {
+            g.last_id = last_id;
+            propagate_last_id = true;
+        }
+    }
+    if deliverytime == -1 || deliverytime < 0 || deliverytime > now {
+        deliverytime = now;
+    }
+    let name = c.arg(3);
+    let mut slot: Option<u32> = None;
+    c.reply_array_postponed();
+    let mut n = 0usize;
+    for &(id, _) in &ids {
+        let exists = s.contains(id);
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        let nack = g.nack(id).copied();
+        if !exists {
+            if let Some(nk) = nack {
+                let owner = g.owner_name(&nk).to_vec();
+                propagate_xclaim(c, 1, 2, &owner, id, &nk, g.last_id);
+                propagate_last_id = false;
+                g.ack(id);
+            }
+            continue;
+        }
+        if nack.is_none() && !force {
+            continue;
+        }
+        if let Some(nk) = nack {
+            if minidle != 0 && now - nk.delivery_time < minidle {
+                continue;
+            }
+        }
+        let sl = match slot {
+            Some(sl) => sl,
+            None => {
+                let sl = match g.lookup_consumer(name, Some(now)) {
+                    Some(sl) => sl,
+                    None => {
+                        let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
+                        c.notify(c"xgroup-createconsumer", 1);
+                        sl
+                    }
+                };
+                slot = Some(sl);
+                sl
+            }
+        };
+        let rule = if retrycount >= 0 {
+            ClaimCount::Set(retrycount as u64)
+        } else if !justid {
+            ClaimCount::Increment
+        } else {
+            ClaimCount::Keep
+        };
+        let Some(updated) = g.claim(id, sl, deliverytime, rule, true) else { continue };
+        let glast = g.last_id;
+        if justid {
+            c.reply_id(id);
+        } else {
+            super::range::reply_entries(c, s, id, id, 1, false);
+        }
+        n += 1;
+        propagate_xclaim(c, 1, 2, name, id, &updated, glast);
+        propagate_last_id = false;
+    }
+    if propagate_last_id {
+        if let Some(g) = s.group(gname) {
+            propagate_group_id(c, 1, 2, g.last_id, g.entries_read);
+        }
+    }
+    c.set_array_len(n);
+    Ok(())
+}
+
+/// The largest COUNT XAUTOCLAIM accepts (LONG_MAX / max(sizeof(streamID), 10)).
+const AUTOCLAIM_COUNT_MAX: i64 = i64::MAX / 16;
+/// Entries examined per entry claimed at most (attempts_factor).
+const AUTOCLAIM_ATTEMPTS_FACTOR: i64 = 10;
+
+pub fn run_autoclaim(c: &Ctx) -> Result<()> {
+    let minidle = ll_or(c.arg(4), "Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
+    let (start, ex) = StreamId::parse_interval(c.arg(5), 0).ok_or(Error::InvalidId)?;
+    let start = if ex { start.next().ok_or(Error::Err("invalid start ID for the interval"))? } else { start };
+    let mut count: i64 = 100;
+    let mut justid = false;
+    let mut j = 6;
+    while j < c.argc() {
+        let moreargs = c.argc() - 1 - j;
+        let opt = c.arg(j);
+        if is_kw(opt, "COUNT") && moreargs > 0 {
+            count = match parse_ll(c.arg(j + 1)) {
+                Ok(v) if (1..=AUTOCLAIM_COUNT_MAX).contains(&v) => v,
+                _ => return Err(Error::Err("COUNT must be > 0")),
+            };
+            j += 1;
+        } else if is_kw(opt, "JUSTID") {
+            justid = true;
+        } else {
+            return Err(Error::Syntax);
+        }
+        j += 1;
+    }
+    let mut key = c.key(1, true);
+    if key.kind() == KeyKind::Other {
+        return Err(Error::WrongType);
+    }
+    let gname = c.arg(2);
+    if key.stream().and_then(|s| s.group(gname)).is_none() {
+        return Err(nogroup(c));
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let now = c.now_ms() as i64;
+    let name = c.arg(3);
+    let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_FACTOR);
+    // The deleted IDs are collected while the claimed entries are replied; the
+    // vector grows with what is found (never preallocated from COUNT).
+    let mut deleted: Vec<StreamId> = Vec::new();
+    let mut slot: Option<u32> = None;
+    // The cursor (reply[0]) is only known at the end: the claimed IDs are
+    // collected (bounded by the PEL) and their entries replied after it.
+    let mut claimed: Vec<StreamId> = Vec::new();
+    // Where the next PEL lookup starts; None once the last possible ID was seen.
+    let mut cursor = Some(start);
+    let next_cursor;
+    loop {
+        let g = s.group(gname).ok_or_else(|| nogroup(c))?;
+        let next = cursor.and_then(|from| {
+            let mut it = crate::stream::group::pel_from(&g.pel, from);
+            it.next().map(|(k, n)| (StreamId::from_be_bytes(k).unwrap_or_default(), *n))
+        });
+        if attempts == 0 || count == 0 {
+            next_cursor = next.map_or(StreamId::MIN, |(id, _)| id);
+            break;
+        }
+        attempts -= 1;
+        let Some((id, nack)) = next else {
+            next_cursor = StreamId::MIN;
+            break;
+        };
+        cursor = id.next();
+        if !s.contains(id) {
+            let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+            let owner = g.owner_name(&nack).to_vec();
+            propagate_xclaim(c, 1, 2, &owner, id, &nack, g.last_id);
+            g.ack(id);
+            deleted.push(id);
+            count -= 1;
+            continue;
+        }
+        if minidle != 0 && now - nack.delivery_time < minidle {
+            continue;
+        }
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        let sl = match slot {
+            Some(sl) => sl,
+            None => {
+                let sl = match g.lookup_consumer(name, Some(now)) {
+                    Some(sl) => sl,
+                    None => {
+                        let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
+                        c.notify(c"xgroup-createconsumer", 1);
+                        sl
+                    }
+                };
+                slot = Some(sl);
+                sl
+            }
+        };
+        let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
+        let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };
+        let glast = g.last_id;
+        claimed.push(id);
+        count -= 1;
+        propagate_xclaim(c, 1, 2, name, id, &updated, glast);
+    }
+    c.reply_array(3);
+    c.reply_id(next_cursor);
+    c.reply_array(claimed.len());
+    for &id in &claimed {
+        if justid {
+            c.reply_id(id);
+        } else {
+            super::range::reply_entries(c, s, id, id, 1, false);
+        }
+    }
+    c.reply_array(deleted.len());
+    for &id in &deleted {
+        c.reply_id(id);
+    }
+    Ok(())
+}

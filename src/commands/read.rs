@@ -1,0 +1,247 @@
+//! XS.READ [COUNT count] [BLOCK ms] STREAMS key [key ...] id [id ...]
+//! XS.READGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]
+//!
+//! One parser and one serving loop for both, as the built-in xreadCommand.
+//! Blocking (BLOCK when nothing can be served) is not implemented yet: such a
+//! call gets an error rather than a silent wrong answer.
+//!
+//! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
+//! propagated. Each entry delivered to a PEL goes out as XS.CLAIM ... LASTID; a
+//! NOACK read that moved the group goes out as XS.GROUP SETID ... ENTRIESREAD; a
+//! consumer created by a NOACK read as XS.GROUP CREATECONSUMER (otherwise the
+//! XS.CLAIM creates it on the replica).
+
+use super::claim::{propagate_group_id, propagate_xclaim};
+use super::{cstr, is_kw, parse_ll};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::stream::StreamId;
+
+pub fn run_read(c: &Ctx) -> Result<()> {
+    run_generic(c, false)
+}
+
+pub fn run_readgroup(c: &Ctx) -> Result<()> {
+    run_generic(c, true)
+}
+
+/// How a stream's ID argument was given.
+#[derive(Clone, Copy)]
+enum ReadFrom {
+    /// Entries greater than this ID (`$` resolved, or an explicit ID).
+    After(StreamId),
+    /// `>`: entries never delivered to the group.
+    New,
+}
+
+fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
+    let argc = c.argc();
+    let mut timeout: i64 = -1;
+    let mut count: i64 = 0;
+    let mut streams_arg = 0;
+    let mut streams_count = 0;
+    let mut noack = false;
+    let mut group_arg = None;
+    let mut i = 1;
+    while i < argc {
+        let moreargs = argc - i - 1;
+        let o = c.arg(i);
+        if is_kw(o, "BLOCK") && moreargs > 0 {
+            if c.in_script() {
+                return Err(Error::Full(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(cstr(c.arg(0)))
+                )));
+            }
+            i += 1;
+            timeout = parse_ll(c.arg(i)).map_err(|_| Error::Err("timeout is not an integer or out of range"))?;
+            if timeout < 0 {
+                return Err(Error::Err("timeout is negative"));
+            }
+        } else if is_kw(o, "COUNT") && moreargs > 0 {
+            i += 1;
+            count = parse_ll(c.arg(i))?.max(0);
+        } else if is_kw(o, "STREAMS") && moreargs > 0 {
+            streams_arg = i + 1;
+            streams_count = argc - streams_arg;
+            if streams_count % 2 != 0 {
+                return Err(Error::Err(
+                    "Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                ));
+            }
+            streams_count /= 2;
+            break;
+        } else if is_kw(o, "GROUP") && moreargs >= 2 {
+            if !xreadgroup {
+                return Err(Error::Err("The GROUP option is only supported by XREADGROUP. You called XREAD instead."));
+            }
+            group_arg = Some(i + 1);
+            i += 2;
+        } else if is_kw(o, "NOACK") {
+            if !xreadgroup {
+                return Err(Error::Err("The NOACK option is only supported by XREADGROUP. You called XREAD instead."));
+            }
+            noack = true;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    if streams_arg == 0 {
+        return Err(Error::Syntax);
+    }
+    if xreadgroup && group_arg.is_none() {
+        return Err(Error::Err("Missing GROUP option for XREADGROUP"));
+    }
+    let gname = group_arg.map(|g| c.arg(g));
+    let consumer_name = group_arg.map(|g| c.arg(g + 1)).unwrap_or(&[]);
+
+    // First pass: types, groups and IDs, before anything is served.
+    // Bounded by argc: one element per key the client sent.
+    let mut from = Vec::with_capacity(streams_count);
+    for k in 0..streams_count {
+        let key_idx = streams_arg + k;
+        let id_idx = key_idx + streams_count;
+        let key = c.key(key_idx, false);
+        let kind = key.kind();
+        if kind == KeyKind::Other {
+            return Err(Error::WrongType);
+        }
+        if let Some(g) = gname {
+            if key.stream().and_then(|s| s.group(g)).is_none() {
+                return Err(Error::Full(format!(
+                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                    String::from_utf8_lossy(cstr(c.arg(key_idx))),
+                    String::from_utf8_lossy(cstr(g))
+                )));
+            }
+        }
+        let arg = c.arg(id_idx);
+        if cstr(arg) == b"$" {
+            if xreadgroup {
+                return Err(Error::Err(
+                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
+                ));
+            }
+            from.push(ReadFrom::After(key.stream().map_or(StreamId::MIN, |s| s.last_id)));
+            continue;
+        } else if cstr(arg) == b">" {
+            if !xreadgroup {
+                return Err(Error::Err(
+                    "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
+                ));
+            }
+            from.push(ReadFrom::New);
+            continue;
+        }
+        let (id, _) = StreamId::parse(arg, 0, true, false).ok_or(Error::InvalidId)?;
+        from.push(ReadFrom::After(id));
+    }
+
+    // Second pass: serve what can be served now.
+    let resp3 = c.is_resp3();
+    let now = c.now_ms() as i64;
+    let mut served = 0usize;
+    for (k, rf) in from.iter().enumerate() {
+        let key_idx = streams_arg + k;
+        let mut key = c.key(key_idx, xreadgroup);
+        let Some(s) = key.stream_mut() else { continue };
+        let (serve, start, history) = match (gname, *rf) {
+            (Some(_), ReadFrom::After(id)) => (true, id, true),
+            (Some(g), ReadFrom::New) => {
+                let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
+                (s.length > 0 && s.last_valid_id() > last, last, false)
+            }
+            (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
+            (None, ReadFrom::New) => (false, StreamId::MAX, false),
+        };
+        if !serve {
+            continue;
+        }
+        served += 1;
+        if served == 1 {
+            if resp3 {
+                c.reply_map_postponed();
+            } else {
+                c.reply_array_postponed();
+            }
+        }
+        // streamIncrID wraps the last possible ID to 0-0, and so do we.
+        let start = start.next().unwrap_or(StreamId::MIN);
+        if !resp3 {
+            c.reply_array(2);
+        }
+        c.reply_bulk(c.arg(key_idx));
+        let Some(g) = gname else {
+            super::range::reply_range(c, s, start, StreamId::MAX, count as u64, false);
+            continue;
+        };
+        // The consumer: looked up (seen now) or created.
+        let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
+        let slot = match grp.lookup_consumer(consumer_name, Some(now)) {
+            Some(sl) => sl,
+            None => {
+                let sl = grp.create_consumer(consumer_name, now).ok_or(Error::Err("cannot create consumer"))?;
+                c.notify(c"xgroup-createconsumer", key_idx);
+                if noack {
+                    c.replicate(
+                        c"XS.GROUP",
+                        &[
+                            Arg::New(b"CREATECONSUMER"),
+                            Arg::Orig(key_idx),
+                            Arg::Orig(group_arg.unwrap_or(0)),
+                            Arg::Orig(group_arg.unwrap_or(0) + 1),
+                        ],
+                    );
+                }
+                sl
+            }
+        };
+        if let Some(cons) = grp.consumer_mut(slot) {
+            cons.active_time = now;
+        }
+        c.reply_array_postponed();
+        if history {
+            let n = s.read_group_history(g, slot, start, count as u64, now, |id, e| match e {
+                Some(e) => super::range::reply_entry(c, &e),
+                None => {
+                    c.reply_array(2);
+                    c.reply_id(id);
+                    c.reply_null_array();
+                }
+            });
+            c.set_array_len(n as usize);
+        } else {
+            let ga = group_arg.unwrap_or(0);
+            let (n, moved) = s.read_group_new(g, slot, start, count as u64, noack, now, |e, nack, glast| {
+                super::range::reply_entry(c, &e);
+                if let Some(nk) = nack {
+                    propagate_xclaim(c, key_idx, ga, consumer_name, e.id(), &nk, glast);
+                }
+            });
+            c.set_array_len(n as usize);
+            if noack && moved {
+                if let Some(grp) = s.group(g) {
+                    propagate_group_id(c, key_idx, ga, grp.last_id, grp.entries_read);
+                }
+            }
+        }
+    }
+    if served > 0 {
+        if resp3 {
+            c.set_map_len(served);
+        } else {
+            c.set_array_len(served);
+        }
+        return Ok(());
+    }
+    if timeout != -1 {
+        if c.deny_blocking() {
+            c.reply_null_array();
+            return Ok(());
+        }
+        return Err(Error::Err("xstream: BLOCK is not supported yet (no data to serve now)"));
+    }
+    c.reply_null_array();
+    Ok(())
+}
