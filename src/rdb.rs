@@ -11,7 +11,7 @@
 
 use crate::listpack::Listpack;
 use crate::stream::validate::validate_stream;
-use crate::stream::{Stream, StreamId};
+use crate::stream::{Stream, StreamId, ENTRIES_READ_INVALID};
 
 /// The encoding version written by this build (the data type's encver).
 pub const ENCVER: i32 = 1;
@@ -67,7 +67,15 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// u64 last-id.ms ; u64 last-id.seq
 /// u64 first-id.ms ; u64 first-id.seq
 /// u64 max-deleted-id.ms ; u64 max-deleted-id.seq
-/// u64 group-count (0: consumer groups are not encoded by this version yet)
+/// u64 group-count
+///   group-count × {
+///     bytes name ; u64 last-id.ms ; u64 last-id.seq ; u64 entries-read (i64, -1 = unknown)
+///     u64 pel-count ; pel-count × { bytes id (16) ; u64 delivery-time (i64 ms) ; u64 delivery-count }
+///     u64 consumer-count ; consumer-count × {
+///       bytes name ; u64 seen-time (i64) ; u64 active-time (i64, -1 = never)
+///       u64 pel-count ; pel-count × { bytes id (16) }   (each one a NACK of the group PEL)
+///     }
+///   }
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
@@ -80,7 +88,33 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
     put_id(out, s.last_id);
     put_id(out, s.first_id);
     put_id(out, s.max_deleted_entry_id);
-    out.put_u64(0);
+    out.put_u64(s.group_count() as u64);
+    if let Some(mut it) = s.groups_iter() {
+        while let Some((name, g)) = it.next() {
+            out.put_bytes(name);
+            put_id(out, g.last_id);
+            out.put_u64(g.entries_read as u64);
+            out.put_u64(g.pel.len() as u64);
+            let mut p = g.pel.iter();
+            while let Some((k, n)) = p.next() {
+                out.put_bytes(k);
+                out.put_u64(n.delivery_time as u64);
+                out.put_u64(n.delivery_count);
+            }
+            out.put_u64(g.consumer_count() as u64);
+            let mut ci = g.consumers();
+            while let Some((_, c)) = ci.next_consumer() {
+                out.put_bytes(&c.name);
+                out.put_u64(c.seen_time as u64);
+                out.put_u64(c.active_time as u64);
+                out.put_u64(c.pel.len() as u64);
+                let mut p = c.pel.iter();
+                while let Some((k, _)) = p.next() {
+                    out.put_bytes(k);
+                }
+            }
+        }
+    }
 }
 
 /// Reads a stream written with encoding `encver`.
@@ -113,8 +147,41 @@ fn load_v1(inp: &mut impl RdbIn) -> Result<Stream, LoadError> {
     s.first_id = get_id(inp)?;
     s.max_deleted_entry_id = get_id(inp)?;
     let groups = inp.get_u64()?;
-    if groups != 0 {
-        return Err(invalid("consumer groups are not supported by this build"));
+    for _ in 0..groups {
+        let name = inp.get_bytes()?;
+        let last_id = get_id(inp)?;
+        let entries_read = inp.get_u64()? as i64;
+        if entries_read < ENTRIES_READ_INVALID {
+            return Err(invalid("bad entries-read"));
+        }
+        if !s.create_group(&name, last_id, entries_read) {
+            return Err(invalid("duplicate group name"));
+        }
+        let g = s.group_mut(&name).ok_or_else(|| invalid("group vanished"))?;
+        let pel = inp.get_u64()?;
+        for _ in 0..pel {
+            let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("PEL ID is not 16 bytes"))?;
+            let time = inp.get_u64()? as i64;
+            let count = inp.get_u64()?;
+            if !g.load_nack(id, time, count) {
+                return Err(invalid("duplicate PEL entry"));
+            }
+        }
+        let consumers = inp.get_u64()?;
+        for _ in 0..consumers {
+            let cname = inp.get_bytes()?;
+            let seen = inp.get_u64()? as i64;
+            let active = inp.get_u64()? as i64;
+            let slot = g.load_consumer(&cname, seen, active).ok_or_else(|| invalid("duplicate consumer name"))?;
+            let cpel = inp.get_u64()?;
+            for _ in 0..cpel {
+                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("PEL ID is not 16 bytes"))?;
+                if !g.load_owner(slot, id) {
+                    return Err(invalid("consumer PEL entry not in the group PEL, or owned twice"));
+                }
+            }
+        }
+        g.check().map_err(invalid)?;
     }
     validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
     Ok(s)
@@ -177,6 +244,15 @@ mod tests {
         }
         s.delete_ids(&[StreamId::new(5, 0), StreamId::new(1, 0)]);
         s.trim(&Trim { strategy: TrimStrategy::MaxLen(15), approx: false, limit: 0 });
+        s.create_group(b"g1", StreamId::new(9, 0), 7);
+        s.create_group(b"g2", StreamId::MIN, ENTRIES_READ_INVALID);
+        let g = s.group_mut(b"g1").unwrap();
+        let a = g.create_consumer(b"alice", 100).unwrap();
+        let b = g.create_consumer(b"bob", 200).unwrap();
+        g.create_consumer(b"idle", 300).unwrap();
+        g.deliver_new(StreamId::new(6, 0), a, 1000);
+        g.deliver_new(StreamId::new(7, 0), b, 1001);
+        g.deliver_new(StreamId::new(8, 0), a, 1002);
         s
     }
 
@@ -194,6 +270,13 @@ mod tests {
         assert_eq!((s.length, s.last_id, s.first_id, s.max_deleted_entry_id, s.entries_added),
                    (t.length, t.last_id, t.first_id, t.max_deleted_entry_id, t.entries_added));
         assert_eq!(s.rax_nodes(), t.rax_nodes());
+        let (ga, gb) = (s.group(b"g1").unwrap(), t.group(b"g1").unwrap());
+        assert_eq!((ga.last_id, ga.entries_read, ga.pel.len(), ga.consumer_count()),
+                   (gb.last_id, gb.entries_read, gb.pel.len(), gb.consumer_count()));
+        let n = gb.nack(StreamId::new(8, 0)).unwrap();
+        assert_eq!((n.delivery_time, n.delivery_count, gb.owner_name(n)), (1002, 1, &b"alice"[..]));
+        assert_eq!(t.group(b"g2").unwrap().entries_read, ENTRIES_READ_INVALID);
+        gb.check().unwrap();
     }
 
     #[test]

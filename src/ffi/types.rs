@@ -121,14 +121,39 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 
 /// Emits `cmd key args...` into the AOF being rewritten.
 fn emit(aof: *mut raw::RedisModuleIO, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
+    emit_sub(aof, cmd, None, key, args)
+}
+
+/// Emits `cmd [sub] key args...` (a subcommand goes before the key, as XGROUP's).
+fn emit_sub(
+    aof: *mut raw::RedisModuleIO,
+    cmd: &std::ffi::CStr,
+    sub: Option<&std::ffi::CStr>,
+    key: *mut raw::RedisModuleString,
+    args: &[&[u8]],
+) {
     let strings: Vec<*mut raw::RedisModuleString> = args
         .iter()
         // SAFETY: creating strings from valid buffers; freed below.
         .map(|a| unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), a.as_ptr().cast(), a.len()) })
         .collect();
-    // SAFETY: "sv" = the key as a RedisModuleString, then (RedisModuleString **, size_t).
-    // The key goes with "s" (it is a stack object in the rewrite child: PLATFORM.md).
-    unsafe { api!(RedisModule_EmitAOF)(aof, cmd.as_ptr(), c"sv".as_ptr(), key, strings.as_ptr(), strings.len()) };
+    // SAFETY: "sv" = the key as a RedisModuleString, then (RedisModuleString **, size_t);
+    // "csv" puts a C string first. The key goes with "s" (it is a stack object in the
+    // rewrite child: PLATFORM.md).
+    unsafe {
+        match sub {
+            None => api!(RedisModule_EmitAOF)(aof, cmd.as_ptr(), c"sv".as_ptr(), key, strings.as_ptr(), strings.len()),
+            Some(sub) => api!(RedisModule_EmitAOF)(
+                aof,
+                cmd.as_ptr(),
+                c"csv".as_ptr(),
+                sub.as_ptr(),
+                key,
+                strings.as_ptr(),
+                strings.len(),
+            ),
+        }
+    };
     for s in strings {
         // SAFETY: created above with a NULL ctx: ours to free.
         unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
@@ -164,6 +189,35 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         let added = s.entries_added.to_string();
         let maxdel = s.max_deleted_entry_id.to_bytes();
         emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
+        // Groups: XS.GROUP CREATE with ENTRIESREAD, one XS.CLAIM ... JUSTID FORCE per
+        // pending entry (as the built-in, NACKs of deleted entries do not survive the
+        // replay), XS.GROUP CREATECONSUMER for consumers without pending entries.
+        let Some(mut groups) = s.groups_iter() else { return };
+        while let Some((gname, g)) = groups.next() {
+            let gl = g.last_id.to_bytes();
+            let er = g.entries_read.to_string();
+            emit_sub(aof, c"XS.GROUP", Some(c"CREATE"), key, &[gname, &gl, b"ENTRIESREAD", er.as_bytes()]);
+            let mut cons = g.consumers();
+            while let Some((_, c)) = cons.next_consumer() {
+                if c.pel.is_empty() {
+                    emit_sub(aof, c"XS.GROUP", Some(c"CREATECONSUMER"), key, &[gname, &c.name]);
+                    continue;
+                }
+                let mut p = c.pel.iter();
+                while let Some((k, _)) = p.next() {
+                    let Some(n) = g.pel.get(k) else { continue };
+                    let id = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN).to_bytes();
+                    let time = n.delivery_time.to_string();
+                    let count = n.delivery_count.to_string();
+                    emit(
+                        aof,
+                        c"XS.CLAIM",
+                        key,
+                        &[gname, &c.name, b"0", &id, b"TIME", time.as_bytes(), b"RETRYCOUNT", count.as_bytes(), b"JUSTID", b"FORCE"],
+                    );
+                }
+            }
+        }
     })
 }
 
@@ -213,6 +267,29 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         }
         // SAFETY: valid digest handle.
         unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        // Groups: names, positions, PELs with owners, consumers with their PELs.
+        // Seen/active times are left out: they are not replicated by the built-in
+        // either (a replica or an AOF replay sets them to its own clock).
+        let Some(mut groups) = s.groups_iter() else { return };
+        while let Some((gname, g)) = groups.next() {
+            add(gname);
+            add(&g.last_id.to_be_bytes());
+            add(&g.entries_read.to_be_bytes());
+            let mut p = g.pel.iter();
+            while let Some((k, n)) = p.next() {
+                add(k);
+                add(&n.delivery_time.to_be_bytes());
+                add(&n.delivery_count.to_be_bytes());
+                add(g.owner_name(n));
+            }
+            let mut cons = g.consumers();
+            while let Some((_, c)) = cons.next_consumer() {
+                add(&c.name);
+                add(&(c.pel.len() as u64).to_be_bytes());
+            }
+            // SAFETY: valid digest handle.
+            unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        }
     })
 }
 

@@ -213,6 +213,38 @@ impl Group {
         self.consumer(n.owner).map_or(&[][..], |c| &c.name[..])
     }
 
+    // ---- loading (rdb) -------------------------------------------------------
+
+    /// Adds a NACK without owner (loading); false if the ID is already pending.
+    pub fn load_nack(&mut self, id: StreamId, delivery_time: i64, delivery_count: u64) -> bool {
+        self.pel
+            .try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER })
+            .is_ok()
+    }
+
+    /// Adds a consumer (loading); None if the name exists.
+    pub fn load_consumer(&mut self, name: &[u8], seen_time: i64, active_time: i64) -> Option<u32> {
+        let slot = self.create_consumer(name, seen_time)?;
+        if let Some(c) = self.consumer_mut(slot) {
+            c.active_time = active_time;
+        }
+        Some(slot)
+    }
+
+    /// Gives the loaded NACK `id` to consumer `slot`; false unless the NACK exists
+    /// and has no owner yet.
+    pub fn load_owner(&mut self, slot: u32, id: StreamId) -> bool {
+        let key = id.to_be_bytes();
+        match self.pel.get_mut(&key) {
+            Some(n) if n.owner == NO_OWNER => n.owner = slot,
+            _ => return false,
+        }
+        match self.consumer_mut(slot) {
+            Some(c) => c.pel.try_insert(&key, ()).is_ok(),
+            None => false,
+        }
+    }
+
     /// Checks the invariants linking the group PEL and the consumers' PELs.
     pub fn check(&self) -> Result<(), &'static str> {
         let mut owned = 0usize;

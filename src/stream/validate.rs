@@ -153,5 +153,10 @@ pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
     if s.entries_added < s.length {
         return Err(Invalid("entries_added below length"));
     }
+    if let Some(mut it) = s.groups_iter() {
+        while let Some((_, g)) = it.next() {
+            g.check().map_err(Invalid)?;
+        }
+    }
     Ok(())
 }
