@@ -189,5 +189,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
         c.replicate(c"XS.ADD", &argv);
     }
+    // Blocked readers of this key are served after this command.
+    c.signal_ready(1);
     Ok(())
 }

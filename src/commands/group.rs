@@ -120,6 +120,8 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.reply_int(1);
             c.notify(c"xgroup-destroy", 2);
             c.replicate_verbatim();
+            // Readers blocked on this group learn it is gone (NOGROUP).
+            c.signal_ready(2);
         } else {
             c.reply_int(0);
         }

@@ -1,9 +1,9 @@
 //! XS.READ [COUNT count] [BLOCK ms] STREAMS key [key ...] id [id ...]
 //! XS.READGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]
 //!
-//! One parser and one serving loop for both, as the built-in xreadCommand.
-//! Blocking (BLOCK when nothing can be served) is not implemented yet: such a
-//! call gets an error rather than a silent wrong answer.
+//! One parser and one serving loop for both, as the built-in xreadCommand. With
+//! BLOCK and nothing to serve, the client blocks on its keys (src/ffi/blocking.rs)
+//! and is served by [`serve_blocked`] when a write signals one of them.
 //!
 //! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
 //! propagated. Each entry delivered to a PEL goes out as XS.CLAIM ... LASTID; a
@@ -25,8 +25,22 @@ pub fn run_readgroup(c: &Ctx) -> Result<()> {
     run_generic(c, true)
 }
 
+/// Entries served to a blocked XREAD when it gave no COUNT (XREAD_BLOCKED_DEFAULT_COUNT).
+const BLOCKED_COUNT_DEFAULT: u64 = 1000;
+
+/// What a blocked reader waits for (the built-in's c->bpop for streams).
+#[derive(Debug)]
+pub struct BlockState {
+    streams_arg: usize,
+    /// Per key argument: what it waits after (`$` resolved when blocking).
+    from: Vec<ReadFrom>,
+    count: u64,
+    noack: bool,
+    group_arg: Option<usize>,
+}
+
 /// How a stream's ID argument was given.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum ReadFrom {
     /// Entries greater than this ID (`$` resolved, or an explicit ID).
     After(StreamId),
@@ -94,7 +108,6 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         return Err(Error::Err("Missing GROUP option for XREADGROUP"));
     }
     let gname = group_arg.map(|g| c.arg(g));
-    let consumer_name = group_arg.map(|g| c.arg(g + 1)).unwrap_or(&[]);
 
     // First pass: types, groups and IDs, before anything is served.
     // Bounded by argc: one element per key the client sent.
@@ -176,56 +189,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             super::range::reply_range(c, s, start, StreamId::MAX, count as u64, false);
             continue;
         };
-        // The consumer: looked up (seen now) or created.
-        let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
-        let slot = match grp.lookup_consumer(consumer_name, Some(now)) {
-            Some(sl) => sl,
-            None => {
-                let sl = grp.create_consumer(consumer_name, now).ok_or(Error::Err("cannot create consumer"))?;
-                c.notify(c"xgroup-createconsumer", key_idx);
-                if noack {
-                    c.replicate(
-                        c"XS.GROUP",
-                        &[
-                            Arg::New(b"CREATECONSUMER"),
-                            Arg::Orig(key_idx),
-                            Arg::Orig(group_arg.unwrap_or(0)),
-                            Arg::Orig(group_arg.unwrap_or(0) + 1),
-                        ],
-                    );
-                }
-                sl
-            }
-        };
-        if let Some(cons) = grp.consumer_mut(slot) {
-            cons.active_time = now;
-        }
-        c.reply_array_postponed();
-        if history {
-            let n = s.read_group_history(g, slot, start, count as u64, now, |id, e| match e {
-                Some(e) => super::range::reply_entry(c, &e),
-                None => {
-                    c.reply_array(2);
-                    c.reply_id(id);
-                    c.reply_null_array();
-                }
-            });
-            c.set_array_len(n as usize);
-        } else {
-            let ga = group_arg.unwrap_or(0);
-            let (n, moved) = s.read_group_new(g, slot, start, count as u64, noack, now, |e, nack, glast| {
-                super::range::reply_entry(c, &e);
-                if let Some(nk) = nack {
-                    propagate_xclaim(c, key_idx, ga, consumer_name, e.id(), &nk, glast);
-                }
-            });
-            c.set_array_len(n as usize);
-            if noack && moved {
-                if let Some(grp) = s.group(g) {
-                    propagate_group_id(c, key_idx, ga, grp.last_id, grp.entries_read);
-                }
-            }
-        }
+        serve_group_new(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, now)?;
     }
     if served > 0 {
         if resp3 {
@@ -240,8 +204,127 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             c.reply_null_array();
             return Ok(());
         }
-        return Err(Error::Err("xstream: BLOCK is not supported yet (no data to serve now)"));
+        let state = BlockState {
+            streams_arg,
+            from,
+            count: if count > 0 { count as u64 } else { BLOCKED_COUNT_DEFAULT },
+            noack,
+            group_arg,
+        };
+        let keys: Vec<usize> = (streams_arg..streams_arg + streams_count).collect();
+        if !crate::ffi::blocking::block_on_keys(c, &keys, timeout, state) {
+            return Err(Error::Err("cannot block the client"));
+        }
+        return Ok(());
     }
     c.reply_null_array();
     Ok(())
+}
+
+/// Serves a group read on one stream: the consumer is looked up (seen now) or
+/// created, then history or new entries are replied and recorded.
+#[allow(clippy::too_many_arguments)]
+fn serve_group_new(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    group_arg: usize,
+    key_idx: usize,
+    start: StreamId,
+    count: u64,
+    noack: bool,
+    history: bool,
+    now: i64,
+) -> Result<()> {
+    let consumer_name = c.arg(group_arg + 1);
+    let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
+    let slot = match grp.lookup_consumer(consumer_name, Some(now)) {
+        Some(sl) => sl,
+        None => {
+            let sl = grp.create_consumer(consumer_name, now).ok_or(Error::Err("cannot create consumer"))?;
+            c.notify(c"xgroup-createconsumer", key_idx);
+            if noack {
+                c.replicate(
+                    c"XS.GROUP",
+                    &[Arg::New(b"CREATECONSUMER"), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
+                );
+            }
+            sl
+        }
+    };
+    if let Some(cons) = grp.consumer_mut(slot) {
+        cons.active_time = now;
+    }
+    c.reply_array_postponed();
+    if history {
+        let n = s.read_group_history(g, slot, start, count, now, |id, e| match e {
+            Some(e) => super::range::reply_entry(c, &e),
+            None => {
+                c.reply_array(2);
+                c.reply_id(id);
+                c.reply_null_array();
+            }
+        });
+        c.set_array_len(n as usize);
+    } else {
+        let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, |e, nack, glast| {
+            super::range::reply_entry(c, &e);
+            if let Some(nk) = nack {
+                propagate_xclaim(c, key_idx, group_arg, consumer_name, e.id(), &nk, glast);
+            }
+        });
+        c.set_array_len(n as usize);
+        if noack && moved {
+            if let Some(grp) = s.group(g) {
+                propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
+/// Returns false to keep it blocked.
+pub fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
+    // The first occurrence of the key wins, as in blockForKeys.
+    let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
+    let key_idx = st.streams_arg + k;
+    let gname = st.group_arg.map(|g| c.arg(g));
+    let mut key = c.key(key_idx, gname.is_some());
+    let Some(s) = key.stream_mut() else { return false };
+    let gt = match (gname, st.from[k]) {
+        (Some(g), _) => match s.group(g) {
+            Some(grp) => grp.last_id,
+            None => {
+                c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
+                return true;
+            }
+        },
+        (None, ReadFrom::After(id)) => id,
+        (None, ReadFrom::New) => return false,
+    };
+    if s.last_id <= gt {
+        return false;
+    }
+    let start = gt.next().unwrap_or(StreamId::MIN);
+    if c.is_resp3() {
+        c.reply_map(1);
+    } else {
+        c.reply_array(1);
+        c.reply_array(2);
+    }
+    c.reply_bulk(ready_key);
+    match (gname, st.group_arg) {
+        (Some(g), Some(ga)) => {
+            let now = c.now_ms() as i64;
+            if let Err(e) = serve_group_new(c, s, g, ga, key_idx, start, st.count, st.noack, false, now) {
+                // Cannot happen (the group was just found); keep the reply well formed.
+                c.reply_error(&e.message());
+            }
+        }
+        _ => {
+            super::range::reply_range(c, s, start, StreamId::MAX, st.count, false);
+        }
+    }
+    true
 }

@@ -263,6 +263,12 @@ impl Ctx {
         };
     }
 
+    /// Wakes clients blocked on key argument `i` (served after the command).
+    pub fn signal_ready(&self, i: usize) {
+        // SAFETY: valid ctx and key argument.
+        unsafe { api!(RedisModule_SignalKeyAsReady)(self.ctx, self.arg_string(i)) };
+    }
+
     /// signalModifiedKey (WATCH, client-side caching) on key argument `i`.
     pub fn signal_modified(&self, i: usize) {
         // SAFETY: valid ctx and key argument.

@@ -8,6 +8,7 @@
 //! - `register`: command creation, arity and key specs.
 
 pub mod alloc;
+pub mod blocking;
 pub mod ctx;
 pub mod fence;
 pub mod register;

@@ -10,6 +10,9 @@
 
 #![allow(dead_code)]
 
+/// Exact RESP trees and clock normalisation for the consumer-group tests.
+pub mod groups;
+
 use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::fs;
