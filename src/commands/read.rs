@@ -46,6 +46,8 @@ enum ReadFrom {
     After(StreamId),
     /// `>`: entries never delivered to the group.
     New,
+    /// `+` (7.4): the last entry now; when blocking, entries after this last ID.
+    Last(StreamId),
 }
 
 fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
@@ -146,6 +148,15 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             }
             from.push(ReadFrom::New);
             continue;
+        } else if cstr(arg) == b"+" {
+            // Redis 7.4: `+` reads the last entry (COMPAT.md §3).
+            if xreadgroup {
+                return Err(Error::Err(
+                    "The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set.",
+                ));
+            }
+            from.push(ReadFrom::Last(key.stream().map_or(StreamId::MIN, |s| s.last_id)));
+            continue;
         }
         let (id, _) = StreamId::parse(arg, 0, true, false).ok_or(Error::InvalidId)?;
         from.push(ReadFrom::After(id));
@@ -166,7 +177,11 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
                 (s.length > 0 && s.last_valid_id() > last, last, false)
             }
             (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
-            (None, ReadFrom::New) => (false, StreamId::MAX, false),
+            (None, ReadFrom::Last(_)) if s.length > 0 => {
+                // Served from the last live entry itself, one entry.
+                (true, s.last_valid_id().prev().unwrap_or(StreamId::MAX), false)
+            }
+            (_, ReadFrom::New) | (_, ReadFrom::Last(_)) => (false, StreamId::MAX, false),
         };
         if !serve {
             continue;
@@ -186,7 +201,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         }
         c.reply_bulk(c.arg(key_idx));
         let Some(g) = gname else {
-            super::range::reply_range(c, s, start, StreamId::MAX, count as u64, false);
+            let n = if matches!(rf, ReadFrom::Last(_)) { 1 } else { count as u64 };
+            super::range::reply_range(c, s, start, StreamId::MAX, n, false);
             continue;
         };
         serve_group_new(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, now)?;
@@ -204,6 +220,14 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             c.reply_null_array();
             return Ok(());
         }
+        // A `+` that found nothing waits like `$`.
+        let from = from
+            .into_iter()
+            .map(|f| match f {
+                ReadFrom::Last(id) => ReadFrom::After(id),
+                other => other,
+            })
+            .collect();
         let state = BlockState {
             streams_arg,
             from,
@@ -300,7 +324,7 @@ pub fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
                 return true;
             }
         },
-        (None, ReadFrom::After(id)) => id,
+        (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
         (None, ReadFrom::New) => return false,
     };
     if s.last_id <= gt {
