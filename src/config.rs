@@ -7,17 +7,33 @@
 //! the data is propagated as explicit commands (approximate trims go out exact).
 
 use crate::stream::{NodeLimits, NODE_BYTES_DEFAULT, NODE_ENTRIES_DEFAULT};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// Entries per node (live + deleted) before a new node is started; 0 = no cap.
 pub static NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 /// Bytes per node before a new node is started; 0 = only the 1 GB hard cap.
 pub static NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);
 
-/// The limits in force now.
+/// `takeover yes`: serve the standard command names (XADD ...) through a command
+/// filter, propagate with them, and follow the server's stream-node-* configs.
+/// Set at load only (module argument or `xstream.takeover` in redis.conf).
+pub static TAKEOVER: AtomicBool = AtomicBool::new(false);
+
+/// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
+pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
+pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);
+
+/// The limits in force now: the server's in takeover mode, ours otherwise.
 pub fn limits() -> NodeLimits {
-    NodeLimits {
-        entries_max: NODE_MAX_ENTRIES.load(Ordering::Relaxed),
-        bytes_max: NODE_MAX_BYTES.load(Ordering::Relaxed),
+    if TAKEOVER.load(Ordering::Relaxed) {
+        NodeLimits {
+            entries_max: SERVER_NODE_MAX_ENTRIES.load(Ordering::Relaxed),
+            bytes_max: SERVER_NODE_MAX_BYTES.load(Ordering::Relaxed),
+        }
+    } else {
+        NodeLimits {
+            entries_max: NODE_MAX_ENTRIES.load(Ordering::Relaxed),
+            bytes_max: NODE_MAX_BYTES.load(Ordering::Relaxed),
+        }
     }
 }

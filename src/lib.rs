@@ -8,6 +8,7 @@
 //! - Every entry point from Redis runs inside the panic fence (`ffi::fence`).
 
 pub mod listpack;
+pub mod native;
 pub mod rax;
 pub mod rdb;
 pub mod stream;
@@ -35,6 +36,13 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    if config::TAKEOVER.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Err(e) = ffi::takeover::start(ctx.ctx) {
+            ctx.log_warning(&format!("xstream: takeover: {e}"));
+            return Status::Err;
+        }
+        ctx.log_notice("xstream: takeover on: XADD, XREAD, ... are served by the module");
+    }
     Status::Ok
 }
 
@@ -50,7 +58,9 @@ redis_module! {
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
         ],
         string: [],
-        bool: [],
+        bool: [
+            ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
+        ],
         enum: [],
         module_args_as_configuration: true,
     ]

@@ -7,7 +7,7 @@ use crate::stream::StreamId;
 pub fn run(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
     match key.kind() {
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Empty => {
             c.reply_int(0);
             return Ok(());

@@ -129,7 +129,7 @@ pub fn run(c: &Ctx) -> Result<()> {
 
     let mut key = c.key(1, true);
     match key.kind() {
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Empty if args.no_mkstream => {
             c.reply_null();
             return Ok(());

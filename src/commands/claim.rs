@@ -72,7 +72,7 @@ fn ll_or(arg: &[u8], msg: &'static str) -> Result<i64> {
 pub fn run_claim(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
     if key.kind() == KeyKind::Other {
-        return Err(Error::WrongType);
+        return Err(key.wrong_type());
     }
     let gname = c.arg(2);
     if key.stream().and_then(|s| s.group(gname)).is_none() {
@@ -231,7 +231,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     }
     let mut key = c.key(1, true);
     if key.kind() == KeyKind::Other {
-        return Err(Error::WrongType);
+        return Err(key.wrong_type());
     }
     let gname = c.arg(2);
     if key.stream().and_then(|s| s.group(gname)).is_none() {

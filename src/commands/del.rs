@@ -11,7 +11,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.reply_int(0);
             return Ok(());
         }
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Stream => {}
     }
     // Every ID is checked before anything is deleted: no partial execution.

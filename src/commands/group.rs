@@ -67,7 +67,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     let mut key = c.key(2, true);
     match key.kind() {
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Empty if !mkstream => {
             return Err(Error::Err(
                 "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",

@@ -49,7 +49,7 @@ fn with_stream(c: &Ctx, f: impl FnOnce(&Stream) -> Result<()>) -> Result<()> {
     let key = c.key(2, false);
     match key.kind() {
         KeyKind::Empty => Err(Error::NoSuchKey),
-        KeyKind::Other => Err(Error::WrongType),
+        KeyKind::Other => Err(key.wrong_type()),
         KeyKind::Stream => f(key.stream().ok_or(Error::WrongType)?),
     }
 }

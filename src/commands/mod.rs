@@ -14,6 +14,7 @@ pub mod del;
 pub mod group;
 pub mod info;
 pub mod len;
+pub mod migrate;
 pub mod pending;
 pub mod range;
 pub mod read;
@@ -40,6 +41,8 @@ command_entry!(xs_readgroup, read::run_readgroup);
 command_entry!(xs_group, group::run);
 command_entry!(xs_group_help, group::run_help);
 command_entry!(xs_ack, ack::run);
+command_entry!(xs_import, migrate::run_import);
+command_entry!(xs_export, migrate::run_export);
 command_entry!(xs_pending, pending::run);
 command_entry!(xs_claim, claim::run_claim);
 command_entry!(xs_autoclaim, claim::run_autoclaim);
@@ -109,6 +112,8 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
+    Command { name: "xs.import", func: Some(xs_import), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
 ];

@@ -36,7 +36,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     let key = c.key(1, false);
     if key.kind() == KeyKind::Other {
-        return Err(Error::WrongType);
+        return Err(key.wrong_type());
     }
     let gname = c.arg(2);
     let Some(g) = key.stream().and_then(|s| s.group(gname)) else {

@@ -43,7 +43,7 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
             c.reply_array(0);
             return Ok(());
         }
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Stream => key.stream().ok_or(Error::WrongType)?,
     };
     if count == 0 {

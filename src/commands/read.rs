@@ -120,7 +120,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let key = c.key(key_idx, false);
         let kind = key.kind();
         if kind == KeyKind::Other {
-            return Err(Error::WrongType);
+            return Err(key.wrong_type());
         }
         if let Some(g) = gname {
             if key.stream().and_then(|s| s.group(g)).is_none() {

@@ -35,7 +35,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
     match key.kind() {
         KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;

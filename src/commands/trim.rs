@@ -13,7 +13,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.reply_int(0);
             return Ok(());
         }
-        KeyKind::Other => return Err(Error::WrongType),
+        KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;

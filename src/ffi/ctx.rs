@@ -219,8 +219,21 @@ impl Ctx {
 
     // ---- propagation and events ---------------------------------------------
 
-    /// Propagates the command as received.
+    /// Propagates the command exactly as received, whatever the mode.
+    pub fn replicate_verbatim_as_is(&self) {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
+    }
+
+    /// Propagates the command as received (under its standard name in takeover mode).
     pub fn replicate_verbatim(&self) {
+        if super::takeover::active() {
+            if let Some(std) = super::takeover::standard_name_for(self.arg(0)) {
+                let args: Vec<Arg> = (1..self.argc).map(Arg::Orig).collect();
+                self.replicate_raw(std, &args);
+                return;
+            }
+        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
     }
@@ -228,7 +241,11 @@ impl Ctx {
     /// Propagates `cmd args...` to replicas and the AOF. Arguments the client
     /// sent are passed by reference (Redis takes its own references); only new
     /// ones are created.
-    pub fn replicate(&self, cmd: &CStr, args: &[Arg]) {
+    pub fn replicate(&self, cmd: &'static CStr, args: &[Arg]) {
+        self.replicate_raw(super::takeover::propagation_name(cmd), args);
+    }
+
+    fn replicate_raw(&self, cmd: &CStr, args: &[Arg]) {
         let mut strings: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(args.len());
         for a in args {
             strings.push(match a {
@@ -263,6 +280,65 @@ impl Ctx {
         };
     }
 
+    /// `DUMP key` (key argument `i`) through RM_Call: the payload, or None when
+    /// the key does not exist. Not propagated.
+    pub fn call_dump(&self, i: usize) -> Result<Option<Vec<u8>>, String> {
+        // SAFETY: "s" takes one RedisModuleString (a live argument); the reply is
+        // read and freed before returning.
+        unsafe {
+            let r = api!(RedisModule_Call)(self.ctx, c"DUMP".as_ptr(), c"s".as_ptr(), self.arg_string(i));
+            if r.is_null() {
+                return Err("DUMP failed".into());
+            }
+            let t = api!(RedisModule_CallReplyType)(r) as isize;
+            let out = if t == raw::REDISMODULE_REPLY_STRING {
+                let mut len = 0usize;
+                let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
+                Ok(Some(if p.is_null() { Vec::new() } else { std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec() }))
+            } else if t == raw::REDISMODULE_REPLY_NULL {
+                Ok(None)
+            } else {
+                Err("DUMP did not return a payload".into())
+            };
+            api!(RedisModule_FreeCallReply)(r);
+            out
+        }
+    }
+
+    /// `RESTORE key ttl payload REPLACE` through RM_Call (not propagated).
+    pub fn call_restore(&self, i: usize, ttl_ms: i64, payload: &[u8]) -> Result<(), String> {
+        let ttl = ttl_ms.to_string();
+        // SAFETY: "sbbc": a live argument string, two (ptr, len) buffers valid for the
+        // call, a NUL-terminated C string; the reply is freed before returning.
+        unsafe {
+            let r = api!(RedisModule_Call)(
+                self.ctx,
+                c"RESTORE".as_ptr(),
+                c"sbbc".as_ptr(),
+                self.arg_string(i),
+                ttl.as_ptr(),
+                ttl.len(),
+                payload.as_ptr(),
+                payload.len(),
+                c"REPLACE".as_ptr(),
+            );
+            if r.is_null() {
+                return Err("RESTORE failed".into());
+            }
+            let t = api!(RedisModule_CallReplyType)(r) as isize;
+            let out = if t == raw::REDISMODULE_REPLY_ERROR {
+                let mut len = 0usize;
+                let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
+                let msg = if p.is_null() { String::new() } else { String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned() };
+                Err(msg)
+            } else {
+                Ok(())
+            };
+            api!(RedisModule_FreeCallReply)(r);
+            out
+        }
+    }
+
     /// Wakes clients blocked on key argument `i` (served after the command).
     pub fn signal_ready(&self, i: usize) {
         // SAFETY: valid ctx and key argument.
@@ -293,6 +369,22 @@ impl Key<'_> {
         } else {
             KeyKind::Other
         }
+    }
+
+    /// The error for a key of another type: WRONGTYPE, or in takeover mode for a
+    /// built-in stream, an error pointing at XS.IMPORT (never silent WRONGTYPE:
+    /// the user's data is there, in the other format).
+    pub fn wrong_type(&self) -> crate::error::Error {
+        if super::takeover::active() && !self.key.is_null() {
+            // SAFETY: key is an open key.
+            let t = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
+            if t == raw::REDISMODULE_KEYTYPE_STREAM {
+                return crate::error::Error::Full(
+                    "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands".into(),
+                );
+            }
+        }
+        crate::error::Error::WrongType
     }
 
     /// The stream, if the key holds one of ours.
@@ -327,6 +419,40 @@ impl Key<'_> {
 
     pub fn ctx(&self) -> &Ctx {
         self.ctx
+    }
+
+    /// Whether the key holds a built-in Redis stream.
+    pub fn is_native_stream(&self) -> bool {
+        // SAFETY: key is an open key (or null, checked).
+        !self.key.is_null() && unsafe { api!(RedisModule_KeyType)(self.key) } as isize == raw::REDISMODULE_KEYTYPE_STREAM
+    }
+
+    /// Remaining time to live in ms, or None.
+    pub fn ttl_ms(&self) -> Option<i64> {
+        if self.key.is_null() {
+            return None;
+        }
+        // SAFETY: open key.
+        let t = unsafe { api!(RedisModule_GetExpire)(self.key) };
+        if t == raw::REDISMODULE_NO_EXPIRE as i64 { None } else { Some(t) }
+    }
+
+    pub fn set_ttl_ms(&self, ms: i64) {
+        // SAFETY: open writable key.
+        unsafe { api!(RedisModule_SetExpire)(self.key, ms) };
+    }
+
+    /// Replaces whatever the key holds with our stream.
+    pub fn replace_with_stream(&mut self, s: Stream) -> bool {
+        let b = Box::into_raw(Box::new(s));
+        // SAFETY: as in create_stream; SetValue deletes the old value first.
+        let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
+        if rc != raw::REDISMODULE_OK as c_int {
+            // SAFETY: Redis did not take the value.
+            drop(unsafe { Box::from_raw(b) });
+            return false;
+        }
+        true
     }
 }
 

@@ -6,12 +6,15 @@
 //! - `ctx`: the safe surface command handlers use (args, keys, replies, propagation).
 //! - `types`: the data type and its callbacks.
 //! - `register`: command creation, arity and key specs.
+//! - `blocking`: blocked readers (BlockClientOnKeys).
+//! - `takeover`: the command filter serving the standard names.
 
 pub mod alloc;
 pub mod blocking;
 pub mod ctx;
 pub mod fence;
 pub mod register;
+pub mod takeover;
 pub mod types;
 
 /// Calls a module API function pointer, panicking (inside the fence) if the

@@ -120,18 +120,19 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 }
 
 /// Emits `cmd key args...` into the AOF being rewritten.
-fn emit(aof: *mut raw::RedisModuleIO, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
+fn emit(aof: *mut raw::RedisModuleIO, cmd: &'static std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
     emit_sub(aof, cmd, None, key, args)
 }
 
 /// Emits `cmd [sub] key args...` (a subcommand goes before the key, as XGROUP's).
 fn emit_sub(
     aof: *mut raw::RedisModuleIO,
-    cmd: &std::ffi::CStr,
+    cmd: &'static std::ffi::CStr,
     sub: Option<&std::ffi::CStr>,
     key: *mut raw::RedisModuleString,
     args: &[&[u8]],
 ) {
+    let cmd = super::takeover::propagation_name(cmd);
     let strings: Vec<*mut raw::RedisModuleString> = args
         .iter()
         // SAFETY: creating strings from valid buffers; freed below.

@@ -102,7 +102,8 @@
 //!   parent's child reference is the value slot tagged with `LEAF`. It gets a slot when it
 //!   gains a child and gives it back when it loses its last one. Counts are unaffected.
 //!
-//! Every walk is iterative; nothing recurses, dropping included.
+//! Every walk is iterative; nothing recurses, dropping included. Indices are `u32` (with one
+//! tag bit), which bounds a tree to 2^31 keys and 2^31 nodes and 16 GiB of pooled blocks.
 
 use std::fmt;
 
@@ -191,6 +192,15 @@ impl Node {
     }
 }
 
+/// Makes room for `extra` more elements, growing by a quarter rather than doubling, so that
+/// large arenas carry at most ~25% spare capacity.
+#[inline]
+fn reserve<T>(v: &mut Vec<T>, extra: usize) {
+    if v.capacity() - v.len() < extra {
+        v.reserve_exact(extra.max(v.capacity() / 4).max(8));
+    }
+}
+
 #[inline]
 fn pad4(n: usize) -> usize {
     (n + 3) & !3
@@ -268,6 +278,7 @@ impl Store {
                 }
             }
             let off = self.pool.len() / 4;
+            reserve(&mut self.pool, words * 4);
             self.pool.resize(self.pool.len() + words * 4, 0);
             off as u32
         } else {
@@ -520,6 +531,7 @@ impl<V> Rax<V> {
             self.nodes[idx as usize] = Node::EMPTY;
             idx
         } else {
+            reserve(&mut self.nodes, 1);
             self.nodes.push(Node::EMPTY);
             (self.nodes.len() - 1) as u32
         }
@@ -545,6 +557,7 @@ impl<V> Rax<V> {
             self.values[s as usize] = Some(value);
             s
         } else {
+            reserve(&mut self.values, 1);
             self.values.push(Some(value));
             (self.values.len() - 1) as u32
         }

@@ -547,7 +547,7 @@ fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-/// Replays a trace recorded from a real redis-server (see the golden generator script):
+/// Replays a trace recorded from a real redis-server by `src/rax/redis_trace.py`:
 /// `N name` starts a stream, `A hex` / `D hex` add / delete a key, `C keys nodes` are the
 /// server's `radix-tree-keys` / `radix-tree-nodes` after the previous op.
 fn replay_trace(text: &str) -> usize {
@@ -676,14 +676,17 @@ fn mem_report() {
         r.insert(&id(1_700_000_000_000 + i, 0), i);
     }
     report("seq (ms-0)", &r, t.elapsed());
+    let t = std::time::Instant::now();
     let mut r = Rax::new();
     for i in 0..1_000_000u64 {
         r.insert(&id(1_700_000_000_000 + i, 0), ());
     }
     report("seq (ms-0), V=()", &r, t.elapsed());
+    let t = std::time::Instant::now();
     let mut r = Rax::new();
     for i in 0..1_000_000u64 {
         r.insert(&id(1_700_000_000_000 + i / 10, i % 10), [0u64; 3]);
     }
     report("10 per ms, V=[u64;3]", &r, t.elapsed());
 }
+

@@ -384,6 +384,33 @@ impl Normalizer {
                 .unwrap_or(false);
             let pairs = &self.key_pairs;
             let loose = self.loose_names;
+            if reads {
+                // The key names: [[key, entries], ...] (RESP2) or {key: entries} (RESP3).
+                let rename = |x: &mut Node| {
+                    if let Some(b) = x.str_bytes().map(|b| b.to_vec()) {
+                        if let Some((_, a)) = pairs.iter().find(|(kb, _)| *kb == b) {
+                            set_str(x, a.clone());
+                        }
+                    }
+                };
+                match n.t {
+                    b'*' => {
+                        for e in n.kids.iter_mut() {
+                            if e.t == b'*' && e.kids.len() == 2 {
+                                rename(&mut e.kids[0]);
+                            }
+                        }
+                    }
+                    b'%' => {
+                        for (j, e) in n.kids.iter_mut().enumerate() {
+                            if j % 2 == 0 {
+                                rename(e);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
             n.walk_mut(&mut |x: &mut Node| {
                 if x.is_error() {
                     let mut s = x.str_bytes().unwrap_or_default().to_vec();
@@ -400,12 +427,6 @@ impl Normalizer {
                         s = loosen(&s);
                     }
                     set_str(x, s);
-                } else if reads && x.t == b'$' {
-                    if let Some(b) = &x.blob {
-                        if let Some((_, a)) = pairs.iter().find(|(kb, _)| kb == b) {
-                            set_str(x, a.clone());
-                        }
-                    }
                 } else if loose && is_help && x.t == b'+' {
                     let s = loosen(&x.head);
                     set_str(x, s);
