@@ -564,11 +564,14 @@ class Bench:
             self.results.append({"id": wid, "title": wid, "kind": "info", "unit": "", "group": "error",
                                  "runs": {}, "note": "", "skipped": f"error: {type(e).__name__}: {e}",
                                  "metrics": [], "summary": {}})
-            try:
-                self.ctl.close()
-            except Exception:
-                pass
+            for c in (self.ctl, self.mon):
+                try:
+                    c.close()
+                except Exception:
+                    pass
             self.ctl = Redis(self.port)
+            self.mon = Redis(self.port)
+            self._watch = []
 
     # ========================================================================================
     # Workloads
@@ -880,7 +883,7 @@ class Bench:
             return m
 
         self.guarded(wid, lambda: self.record(
-            wid, f"XTRIM MAXLEN = {big // 2:,} of a {big:,}-entry stream (one call)", "speed", "ms",
+            wid, f"XTRIM MAXLEN = {big // 2:,} of a {big:,}-entry stream (one call)", "speed", "us",
             self.interleave(wid, run_trim), "delete", note="the stream is a COPY of xb:<arm>:big, made before the timing"))
 
         wid = "xdel-10k"

@@ -176,6 +176,8 @@ struct Waiter {
     id: i64,
     what: String,
     done: bool,
+    /// Recorded by a `settle` already.
+    settled: bool,
 }
 
 /// One side's run of a scenario.
@@ -259,6 +261,7 @@ impl<'a> Env<'a> {
             id,
             what: line.to_string(),
             done: false,
+            settled: false,
         });
         self.ws.len() - 1
     }
@@ -333,13 +336,15 @@ impl<'a> Env<'a> {
         let l = format!("blocked_clients - before ({label})");
         self.note(l, (v - self.blocked0).to_string().as_bytes());
     }
-    /// Every waiter that has not replied yet: its state is recorded; a still-blocked one is
-    /// released with CLIENT UNBLOCK (so that the next step starts clean).
+    /// Every waiter not settled before: its state is recorded (`<already replied>` if it was
+    /// read, so that both sides record the same list); a still-blocked one is released with
+    /// CLIENT UNBLOCK (so that the next step starts clean).
     fn settle(&mut self, label: &str) {
         for w in 0..self.ws.len() {
-            if self.ws[w].done {
+            if self.ws[w].settled {
                 continue;
             }
+            self.ws[w].settled = true;
             let r = self.state_bytes(w);
             let l = format!("[{}] still pending at {label}", self.ws[w].what);
             self.note(l, &r);
