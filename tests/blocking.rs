@@ -371,6 +371,13 @@ impl<'a> Env<'a> {
 
 /// Compares the two sides' observations; lists every difference and panics if any.
 fn assert_same(test: &str, resp3: bool, a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)]) {
+    if let Some(msg) = compare(test, resp3, a, b) {
+        panic!("{msg}");
+    }
+}
+
+/// The description of every difference between the two sides' observations (None if equal).
+fn compare(test: &str, resp3: bool, a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)]) -> Option<String> {
     let mut diffs = Vec::new();
     for i in 0..a.len().max(b.len()) {
         match (a.get(i), b.get(i)) {
@@ -399,15 +406,16 @@ fn assert_same(test: &str, resp3: bool, a: &[(String, Vec<u8>)], b: &[(String, V
             .enumerate()
             .map(|(i, (l, r))| format!("  #{i} {l} => {}", escape(r)))
             .collect();
-        panic!(
+        return Some(format!(
             "{test} (RESP{}): {} difference(s) between XREAD/XREADGROUP and XS.READ/XS.READGROUP:\n{}\n\
              built-in observations:\n{}",
             if resp3 { 3 } else { 2 },
             diffs.len(),
             diffs.join("\n"),
             all.join("\n")
-        );
+        ));
     }
+    None
 }
 
 fn check_log(srv: &Server) {
@@ -424,6 +432,7 @@ fn diff_test(test: &str, scenario: impl Fn(&mut Env)) {
 
 fn diff_test_on(test: &str, protos: &[bool], scenario: impl Fn(&mut Env)) {
     let srv = Server::start();
+    let mut failures = Vec::new();
     for &resp3 in protos {
         let mut res = Vec::new();
         for s in [BUILTIN, MODULE] {
@@ -432,7 +441,12 @@ fn diff_test_on(test: &str, protos: &[bool], scenario: impl Fn(&mut Env)) {
             res.push(e.finish());
         }
         check_log(&srv);
-        assert_same(test, resp3, &res[0], &res[1]);
+        if let Some(msg) = compare(test, resp3, &res[0], &res[1]) {
+            failures.push(msg);
+        }
+    }
+    if !failures.is_empty() {
+        panic!("{}", failures.join("\n\n"));
     }
 }
 

@@ -44,9 +44,26 @@ const HISTORY: usize = 30;
 const CHECK_EVERY: usize = 60;
 const U64MAX: &str = "18446744073709551615";
 const GROUPS: &[&str] = &["g1", "g2", "g3"];
-const ODD_GROUPS: &[&str] = &["", "G1", "nogroup", "g1 ", "a-very-long-group-name-0123456789-0123456789-0123456789"];
+/// Odd names: empty, case, spaces, a NUL byte and CR LF (Redis formats error texts with `%s`
+/// and turns CR/LF into spaces), long.
+const ODD_GROUPS: &[&str] = &[
+    "",
+    "G1",
+    "nogroup",
+    "g1 ",
+    "g\x00x",
+    "g\r\nx",
+    "a-very-long-group-name-0123456789-0123456789-0123456789",
+];
 const CONSUMERS: &[&str] = &["alice", "bob", "carol", "dead-letter"];
-const ODD_CONSUMERS: &[&str] = &["", "Alice", "x", "consumer-with-a-rather-long-name-0123456789abcdef"];
+const ODD_CONSUMERS: &[&str] = &[
+    "",
+    "Alice",
+    "x",
+    "c\x00d",
+    "c\r\nd",
+    "consumer-with-a-rather-long-name-0123456789abcdef",
+];
 const BAD_IDS: &[&str] = &[
     "abc",
     "1-",
