@@ -7,9 +7,10 @@
 //!
 //! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
 //! propagated. Each entry delivered to a PEL goes out as XS.CLAIM ... LASTID; a
-//! NOACK read that moved the group goes out as XS.GROUP SETID ... ENTRIESREAD; a
-//! consumer created by a NOACK read as XS.GROUP CREATECONSUMER (otherwise the
-//! XS.CLAIM creates it on the replica).
+//! read that moved the group then goes out as XS.GROUP SETID ... ENTRIESREAD (the
+//! built-in 7.0 does this only for NOACK reads and leaves entries-read stale on
+//! replicas otherwise); a consumer created by a NOACK read as XS.GROUP
+//! CREATECONSUMER (otherwise the XS.CLAIM creates it on the replica).
 
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
@@ -298,7 +299,12 @@ fn serve_group_new(
             }
         });
         c.set_array_len(n as usize);
-        if noack && moved {
+        // The group's new last ID and read counter go out as XS.GROUP SETID ...
+        // ENTRIESREAD: with NOACK nothing else carries them, and without it the
+        // XS.CLAIM ... LASTID forms carry the last ID but not entries-read, which
+        // Redis 7.0 leaves stale on replicas (fixed upstream, redis#12898, the
+        // same way). Replicas end content-identical (COMPAT.md §7).
+        if moved {
             if let Some(grp) = s.group(g) {
                 propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
             }

@@ -288,6 +288,25 @@ pub fn norm_info_full(n: &mut Node, now: i64) {
     }
 }
 
+/// XINFO STREAM FULL: only the consumers' `seen-time` / `active-time` (for a primary/replica
+/// comparison: delivery times are replicated, seen times are each server's own clock).
+pub fn norm_seen_times(n: &mut Node, now: i64) {
+    let Some(groups) = n.field_mut("groups") else {
+        return;
+    };
+    for g in groups.kids.iter_mut() {
+        if let Some(cs) = g.field_mut("consumers") {
+            for c in cs.kids.iter_mut() {
+                for f in ["seen-time", "active-time"] {
+                    if let Some(v) = c.field_mut(f) {
+                        mark_time(v, now);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Which clock normalisation a reply needs, from its command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockKind {
@@ -366,14 +385,17 @@ pub struct Normalizer {
 
 impl Normalizer {
     /// Normalises side `side`'s reply `raw` to `cmd` (that side's command line).
-    pub fn normalize<A: AsRef<[u8]>>(&self, cmd: &[A], raw: &[u8], side: usize, now: i64) -> Vec<u8> {
+    pub fn normalize<A: AsRef<[u8]>>(
+        &self,
+        cmd: &[A],
+        raw: &[u8],
+        side: usize,
+        now: i64,
+    ) -> Vec<u8> {
         let mut n = Node::parse(raw);
         norm_clock(&mut n, clock_kind(cmd), now);
         if side == 1 {
-            let name = cmd
-                .first()
-                .map(|a| upper(a.as_ref()))
-                .unwrap_or_default();
+            let name = cmd.first().map(|a| upper(a.as_ref())).unwrap_or_default();
             let reads = matches!(
                 name.as_slice(),
                 b"XREAD" | b"XREADGROUP" | b"XS.READ" | b"XS.READGROUP"

@@ -1,0 +1,1055 @@
+//! Replication of consumer groups: a primary and a replica, both with the module. A random group
+//! workload runs on the primary (XS.ADD with explicit and `*` IDs and trims, XS.READGROUP `>` with
+//! and without NOACK, XS.ACK, XS.CLAIM, XS.AUTOCLAIM, XS.GROUP CREATE/SETID/CREATECONSUMER/
+//! DELCONSUMER/DESTROY, XS.DEL, XS.TRIM, XS.SETID); the same kind of workload runs on built-in
+//! keys as a control. Then (after `WAIT 1 5000`) every key's `DEBUG DIGEST-VALUE` and
+//! `XINFO STREAM k FULL COUNT 0` must be equal on both servers (only the consumers' `seen-time`
+//! is normalised: delivery times are propagated explicitly, seen times are each server's clock);
+//! XPENDING (summary and extended, idle normalised) and XINFO GROUPS too.
+//!
+//! Then the replica is promoted (`REPLICAOF NO ONE`): its XS.PENDING must match what the primary
+//! had, and the next `XS.READGROUP ... >` of every group must return exactly the first undelivered
+//! entry, the same as the old primary returns.
+//!
+//! If primary and replica differ, the op sequence is replayed on the same pair (FLUSHALL) to find
+//! the first op after which they differ, and minimised (delta debugging); the failure lists the
+//! minimal sequence with the primary's replies.
+//!
+//! History reads (`XREADGROUP ... 0`) are not in the workload: Redis 7.0 itself updates delivery
+//! time and count for them on the primary without propagating anything (t_stream.c,
+//! streamReplyWithRangeFromConsumerPEL), so a replica legitimately differs after one.
+//!
+//! Env: XSTREAM_SEED, XSTREAM_REPL_OPS (default 3000 per side), XSTREAM_REPL_CHECK_EVERY (500).
+
+mod common;
+
+use common::groups::*;
+use common::*;
+use std::time::Duration;
+
+const GROUPS: &[&str] = &["g1", "g2", "g3"];
+const CONSUMERS: &[&str] = &["alice", "bob", "carol", "dead-letter"];
+
+type Cmd = Vec<Vec<u8>>;
+
+fn b<T: AsRef<[u8]>>(s: T) -> Vec<u8> {
+    s.as_ref().to_vec()
+}
+
+struct Work {
+    rng: Rng,
+    module: bool,
+    keys: Vec<String>,
+    last: Vec<(u64, u64)>,
+    groups: Vec<Vec<String>>,
+    /// Every command sent, with the primary's reply (for replays and reports).
+    log: Vec<(Cmd, Vec<u8>)>,
+    /// Every XREADGROUP with NOACK (then entries-read is propagated: XGROUP SETID ENTRIESREAD).
+    noack_only: bool,
+}
+
+impl Work {
+    fn new(seed: u64, module: bool, keys: &[&str]) -> Work {
+        Work {
+            rng: Rng::new(seed),
+            module,
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            last: vec![(0, 0); keys.len()],
+            groups: vec![Vec::new(); keys.len()],
+            log: Vec::new(),
+            noack_only: false,
+        }
+    }
+
+    fn x(&self, builtin: &str) -> Vec<u8> {
+        xcmd(self.module, builtin).into_bytes()
+    }
+
+    fn pel(&mut self, c: &mut Conn, k: usize, g: &str) -> Vec<Vec<u8>> {
+        let r = c.cmd(&[
+            self.x("XPENDING"),
+            b(&self.keys[k]),
+            b(g),
+            b("-"),
+            b("+"),
+            b("100"),
+        ]);
+        match r {
+            Reply::Array(v) => v
+                .iter()
+                .filter_map(|e| match e {
+                    Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn some_id(&mut self, k: usize) -> Vec<u8> {
+        let (ms, seq) = self.last[k];
+        if ms == 0 {
+            return b("0-1");
+        }
+        // Something at or a little before the top.
+        let back = self.rng.below(40);
+        if ms > back + 1000 && self.rng.pct(50) {
+            b(fmt_id((ms - back, 0)))
+        } else {
+            b(fmt_id((ms, seq.saturating_sub(self.rng.below(5)))))
+        }
+    }
+
+    fn group(&mut self, k: usize) -> String {
+        if !self.groups[k].is_empty() && self.rng.pct(92) {
+            let i = self.rng.below(self.groups[k].len() as u64) as usize;
+            self.groups[k][i].clone()
+        } else {
+            self.rng.pick(GROUPS).to_string()
+        }
+    }
+
+    /// One random op, executed on the primary; returns (command, reply).
+    fn step(&mut self, c: &mut Conn) {
+        let k = self.rng.below(self.keys.len() as u64) as usize;
+        let key = b(&self.keys[k]);
+        let exists = self.last[k] != (0, 0) || !self.groups[k].is_empty();
+        let which = if !exists {
+            0
+        } else if self.groups[k].is_empty() && self.rng.pct(50) {
+            5
+        } else {
+            self.rng
+                .weighted(&[250, 200, 90, 90, 70, 30, 40, 35, 35, 50, 25, 8, 4, 4])
+        };
+        let mut cmd: Cmd = Vec::new();
+        match which {
+            0 => {
+                cmd.push(self.x("XADD"));
+                cmd.push(key);
+                if self.rng.pct(6) {
+                    let n = self.rng.range(5, 60);
+                    cmd.extend([b("MAXLEN"), b("~"), b(n.to_string())]);
+                    if self.rng.pct(30) {
+                        cmd.extend([b("LIMIT"), b(self.rng.range(1, 20).to_string())]);
+                    }
+                } else if self.rng.pct(3) {
+                    cmd.extend([b("MINID"), b("~")]);
+                    let id = self.some_id(k);
+                    cmd.push(id);
+                }
+                let (ms, seq) = self.last[k];
+                let id = match self.rng.below(100) {
+                    0..=44 => b("*"),
+                    45..=54 if ms > 0 => b(format!("{ms}-*")),
+                    _ if ms == 0 => b(fmt_id((self.rng.range(1, 100), 1))),
+                    _ if self.rng.pct(50) => b(fmt_id((ms, seq + 1))),
+                    _ => b(fmt_id((ms + self.rng.range(1, 3), 0))),
+                };
+                cmd.push(id);
+                for i in 0..self.rng.range(1, 3) {
+                    cmd.push(b(format!("f{i}")));
+                    let n = self.rng.range(0, 10) as usize;
+                    let v = self.rng.alnum(n);
+                    cmd.push(v);
+                }
+            }
+            1 => {
+                let g = self.group(k);
+                let cons = self.rng.pick(CONSUMERS).to_string();
+                cmd.push(self.x("XREADGROUP"));
+                cmd.extend([b("GROUP"), b(&g), b(&cons)]);
+                cmd.extend([b("COUNT"), b(self.rng.range(1, 8).to_string())]);
+                if self.noack_only || self.rng.pct(25) {
+                    cmd.push(b("NOACK"));
+                }
+                cmd.push(b("STREAMS"));
+                if self.rng.pct(15) && self.keys.len() > 1 {
+                    let k2 = (k + 1) % self.keys.len();
+                    cmd.extend([key, b(&self.keys[k2]), b(">"), b(">")]);
+                } else {
+                    cmd.extend([key, b(">")]);
+                }
+            }
+            2 => {
+                let g = self.group(k);
+                let pel = self.pel(c, k, &g);
+                cmd.extend([self.x("XACK"), key, b(&g)]);
+                let n = self.rng.range(1, 6);
+                for _ in 0..n {
+                    if !pel.is_empty() && self.rng.pct(85) {
+                        cmd.push(pel[self.rng.below(pel.len() as u64) as usize].clone());
+                    } else {
+                        let id = self.some_id(k);
+                        cmd.push(id);
+                    }
+                }
+            }
+            3 => {
+                let g = self.group(k);
+                let pel = self.pel(c, k, &g);
+                let cons = self.rng.pick(CONSUMERS).to_string();
+                let minidle = *self.rng.pick(&["0", "0", "0", "3600000"]);
+                cmd.extend([self.x("XCLAIM"), key, b(&g), b(&cons), b(minidle)]);
+                for _ in 0..self.rng.range(1, 5) {
+                    if !pel.is_empty() && self.rng.pct(75) {
+                        cmd.push(pel[self.rng.below(pel.len() as u64) as usize].clone());
+                    } else {
+                        let id = self.some_id(k);
+                        cmd.push(id);
+                    }
+                }
+                if self.rng.pct(25) {
+                    cmd.extend([b("IDLE"), b(*self.rng.pick(&["0", "1000", "172800000"]))]);
+                } else if self.rng.pct(25) {
+                    cmd.extend([b("TIME"), b(*self.rng.pick(&["1000", "1600000000000"]))]);
+                }
+                if self.rng.pct(25) {
+                    cmd.extend([b("RETRYCOUNT"), b(self.rng.range(0, 9).to_string())]);
+                }
+                if self.rng.pct(30) {
+                    cmd.push(b("FORCE"));
+                }
+                if self.rng.pct(35) {
+                    cmd.push(b("JUSTID"));
+                }
+                if self.rng.pct(15) {
+                    let (ms, _) = self.last[k];
+                    cmd.extend([b("LASTID"), b(fmt_id((ms + self.rng.below(3), 0)))]);
+                }
+            }
+            4 => {
+                let g = self.group(k);
+                let cons = self.rng.pick(CONSUMERS).to_string();
+                let minidle = *self.rng.pick(&["0", "0", "3600000"]);
+                let start = if self.rng.pct(70) {
+                    b("0-0")
+                } else {
+                    self.some_id(k)
+                };
+                cmd.extend([
+                    self.x("XAUTOCLAIM"),
+                    key,
+                    b(&g),
+                    b(&cons),
+                    b(minidle),
+                    start,
+                ]);
+                cmd.extend([b("COUNT"), b(self.rng.range(1, 12).to_string())]);
+                if self.rng.pct(35) {
+                    cmd.push(b("JUSTID"));
+                }
+            }
+            5 => {
+                let free: Vec<&str> = GROUPS
+                    .iter()
+                    .copied()
+                    .filter(|g| !self.groups[k].iter().any(|x| x == g))
+                    .collect();
+                let g = if free.is_empty() {
+                    "g1"
+                } else {
+                    *self.rng.pick(&free)
+                };
+                let id = match self.rng.below(3) {
+                    0 => b("$"),
+                    1 => b("0"),
+                    _ => self.some_id(k),
+                };
+                cmd.extend([self.x("XGROUP"), b("CREATE"), key, b(g), id]);
+                if !exists {
+                    cmd.push(b("MKSTREAM"));
+                }
+                if self.rng.pct(30) {
+                    cmd.extend([b("ENTRIESREAD"), b(self.rng.range(0, 50).to_string())]);
+                }
+            }
+            6 => {
+                let g = self.group(k);
+                let cons = self.rng.pick(CONSUMERS).to_string();
+                cmd.extend([self.x("XGROUP"), b("CREATECONSUMER"), key, b(g), b(cons)]);
+            }
+            7 => {
+                let g = self.group(k);
+                let cons = self.rng.pick(CONSUMERS).to_string();
+                cmd.extend([self.x("XGROUP"), b("DELCONSUMER"), key, b(g), b(cons)]);
+            }
+            8 => {
+                let g = self.group(k);
+                let id = match self.rng.below(4) {
+                    0 => b("$"),
+                    1 => b("0"),
+                    _ => self.some_id(k),
+                };
+                cmd.extend([self.x("XGROUP"), b("SETID"), key, b(g), id]);
+                if self.rng.pct(40) {
+                    cmd.extend([b("ENTRIESREAD"), b(self.rng.range(0, 300).to_string())]);
+                }
+            }
+            9 => {
+                cmd.extend([self.x("XDEL"), key.clone()]);
+                let g = self.group(k);
+                let pel = self.pel(c, k, &g);
+                for _ in 0..self.rng.range(1, 3) {
+                    if !pel.is_empty() && self.rng.pct(60) {
+                        cmd.push(pel[self.rng.below(pel.len() as u64) as usize].clone());
+                    } else {
+                        let id = self.some_id(k);
+                        cmd.push(id);
+                    }
+                }
+            }
+            10 => {
+                cmd.extend([self.x("XTRIM"), key]);
+                if self.rng.pct(60) {
+                    let op = *self.rng.pick(&["~", "="]);
+                    cmd.extend([b("MAXLEN"), b(op), b(self.rng.range(10, 80).to_string())]);
+                } else {
+                    let op = *self.rng.pick(&["~", "="]);
+                    let id = self.some_id(k);
+                    cmd.extend([b("MINID"), b(op), id]);
+                }
+            }
+            11 => {
+                let (ms, seq) = self.last[k];
+                cmd.extend([
+                    self.x("XSETID"),
+                    key,
+                    b(fmt_id((ms, seq + self.rng.range(0, 3)))),
+                ]);
+            }
+            12 => {
+                let g = self.group(k);
+                cmd.extend([self.x("XGROUP"), b("DESTROY"), key, b(g)]);
+            }
+            _ => {
+                cmd.extend([b("DEL"), key]);
+            }
+        }
+        let (r, raw) = c.cmd_raw(&cmd);
+        self.observe(k, &cmd, &r);
+        self.log.push((cmd, raw));
+    }
+
+    fn observe(&mut self, k: usize, cmd: &Cmd, r: &Reply) {
+        let name = String::from_utf8_lossy(&cmd[0]).to_uppercase();
+        let name = name.trim_start_matches("XS.").trim_start_matches('X');
+        match name {
+            "ADD" => {
+                if let Reply::Bulk(id) = r {
+                    if let Some(id) = parse_id(id) {
+                        self.last[k] = id;
+                    }
+                }
+            }
+            "SETID" if r == &Reply::Simple("OK".into()) => {
+                if let Some(id) = parse_id(&cmd[2]) {
+                    self.last[k] = id;
+                }
+            }
+            "GROUP" => {
+                let sub = String::from_utf8_lossy(&cmd[1]).to_uppercase();
+                let g = String::from_utf8_lossy(&cmd[3]).into_owned();
+                if sub == "CREATE" && r == &Reply::Simple("OK".into()) {
+                    self.groups[k].push(g);
+                } else if sub == "DESTROY" && r == &Reply::Int(1) {
+                    self.groups[k].retain(|x| *x != g);
+                }
+            }
+            "DEL" => {
+                self.last[k] = (0, 0);
+                self.groups[k].clear();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What is compared between primary and replica for one key: digest, XINFO STREAM FULL COUNT 0
+/// (seen-time normalised), XINFO GROUPS, and per group XPENDING summary + extended (idle
+/// normalised). With `mask`, the groups' `entries-read` and `lag` are masked and the digest (which
+/// includes entries-read for the module) is left out.
+fn key_state(c: &mut Conn, module: bool, key: &str, mask: bool) -> Vec<(String, Vec<u8>)> {
+    let now = now_ms();
+    let mut out = Vec::new();
+    if !mask {
+        out.push((
+            "DEBUG DIGEST-VALUE".to_string(),
+            c.raw(&["DEBUG", "DIGEST-VALUE", key]),
+        ));
+    }
+    let full = c.raw(&[&xcmd(module, "XINFO"), "STREAM", key, "FULL", "COUNT", "0"]);
+    let mut n = Node::parse(&full);
+    if !n.is_error() {
+        norm_seen_times(&mut n, now);
+        if mask {
+            if let Some(gs) = n.field_mut("groups") {
+                mask_entries_read(gs);
+            }
+        }
+    }
+    out.push(("XINFO STREAM FULL COUNT 0".to_string(), n.to_bytes()));
+    let groups = c.cmd(&[&xcmd(module, "XINFO"), "GROUPS", key]);
+    let mut g = Node::parse(&c.raw(&[&xcmd(module, "XINFO"), "GROUPS", key]));
+    if mask {
+        mask_entries_read(&mut g);
+    }
+    out.push(("XINFO GROUPS".to_string(), g.to_bytes()));
+    if let Reply::Array(gs) = groups {
+        for g in gs {
+            let name = g.field("name").map(|v| v.text()).unwrap_or_default();
+            let p = xcmd(module, "XPENDING");
+            out.push((format!("XPENDING {name}"), c.raw(&[&p, key, &name])));
+            let ext = c.raw(&[&p, key, &name, "-", "+", "1000"]);
+            let mut n = Node::parse(&ext);
+            norm_pending_ext(&mut n, now);
+            out.push((format!("XPENDING {name} - + 1000"), n.to_bytes()));
+        }
+    }
+    out
+}
+
+/// Redis 7.0 does not replicate a group's entries-read when XREADGROUP delivers (the propagated
+/// `XCLAIM ... LASTID` carries no ENTRIESREAD, t_stream.c streamPropagateXCLAIM; only NOACK
+/// propagates `XGROUP SETID ... ENTRIESREAD`), and the module propagates the same commands
+/// (COMPAT.md section 4). So a replica shows `entries-read` nil where the primary knows it, for
+/// the built-in and for the module alike. Minimal case (both):
+/// `XADD k 24-1 f v; XGROUP CREATE k g $; XADD k 25-0 f v; XREADGROUP GROUP g c STREAMS k >`:
+/// primary entries-read 2, replica nil (and the module's digest, which covers entries-read,
+/// differs).
+fn mask_entries_read(groups: &mut Node) {
+    if groups.t != b'*' {
+        return;
+    }
+    for g in groups.kids.iter_mut() {
+        for f in ["entries-read", "lag"] {
+            if let Some(v) = g.field_mut(f) {
+                *v = Node {
+                    t: b'+',
+                    head: b"MASKED".to_vec(),
+                    blob: None,
+                    kids: Vec::new(),
+                };
+            }
+        }
+    }
+}
+
+/// Re-states every group's entries-read on the primary (`XGROUP SETID k g <its last id>
+/// ENTRIESREAD <its entries-read>`: no change on the primary), so that the replica gets it too.
+fn entries_read_barrier(p: &mut Conn, keys: &[(bool, String)]) {
+    for (module, key) in keys {
+        let Reply::Array(gs) = p.cmd(&[&xcmd(*module, "XINFO"), "GROUPS", key]) else {
+            continue;
+        };
+        for g in gs {
+            let name = g.field("name").unwrap().text();
+            let last = g.field("last-delivered-id").unwrap().text();
+            let er = match g.field("entries-read") {
+                Some(Reply::Int(n)) => n.to_string(),
+                _ => "-1".to_string(),
+            };
+            let r = p.cmd(&[
+                &xcmd(*module, "XGROUP"),
+                "SETID",
+                key,
+                &name,
+                &last,
+                "ENTRIESREAD",
+                &er,
+            ]);
+            assert!(!r.is_error(), "barrier SETID: {r}");
+        }
+    }
+}
+
+/// Compares primary and replica: first everything but entries-read / lag / digest; then (after
+/// the entries-read barrier, unless `strict`) everything. The first difference, if any.
+fn compare(
+    p: &mut Conn,
+    r: &mut Conn,
+    keys: &[(bool, String)],
+    strict: bool,
+) -> Option<(String, Vec<u8>, Vec<u8>)> {
+    wait_replica(p);
+    for mask in [true, false] {
+        if !mask && !strict {
+            entries_read_barrier(p, keys);
+            wait_replica(p);
+        }
+        if let Some(d) = compare_once(p, r, keys, mask) {
+            return Some(d);
+        }
+    }
+    None
+}
+
+/// One comparison of every key (the replica must be in sync already).
+fn compare_once(
+    p: &mut Conn,
+    r: &mut Conn,
+    keys: &[(bool, String)],
+    mask: bool,
+) -> Option<(String, Vec<u8>, Vec<u8>)> {
+    for (module, key) in keys {
+        let a = key_state(p, *module, key, mask);
+        let b = key_state(r, *module, key, mask);
+        for ((what, x), (_, y)) in a.iter().zip(b.iter()) {
+            if x != y {
+                let m = if mask {
+                    " (entries-read/lag masked)"
+                } else {
+                    ""
+                };
+                return Some((format!("{key}: {what}{m}"), x.clone(), y.clone()));
+            }
+        }
+        if a.len() != b.len() {
+            return Some((format!("{key}: number of groups"), vec![], vec![]));
+        }
+    }
+    None
+}
+
+fn wait_replica(p: &mut Conn) {
+    let w = p.cmd(&["WAIT", "1", "5000"]);
+    assert_eq!(w, Reply::Int(1), "WAIT 1 5000");
+}
+
+/// Replays `cmds` on the primary after FLUSHALL; true if primary and replica then differ.
+fn replay_differs(
+    p: &mut Conn,
+    r: &mut Conn,
+    cmds: &[Cmd],
+    keys: &[(bool, String)],
+    strict: bool,
+) -> bool {
+    assert!(!p.cmd(&["FLUSHALL"]).is_error());
+    for c in cmds {
+        p.cmd(c);
+    }
+    compare(p, r, keys, strict).is_some()
+}
+
+/// Delta debugging (ddmin) of `cmds` under "primary and replica differ after replay".
+fn minimise(
+    p: &mut Conn,
+    r: &mut Conn,
+    cmds: Vec<Cmd>,
+    keys: &[(bool, String)],
+    strict: bool,
+) -> Vec<Cmd> {
+    let mut cur = cmds;
+    let mut n = 2usize;
+    let mut replays = 0;
+    while cur.len() >= 2 && replays < 3000 {
+        let chunk = cur.len().div_ceil(n);
+        let mut reduced = false;
+        for i in 0..n {
+            let lo = i * chunk;
+            if lo >= cur.len() {
+                break;
+            }
+            let hi = (lo + chunk).min(cur.len());
+            let complement: Vec<Cmd> = cur[..lo].iter().chain(cur[hi..].iter()).cloned().collect();
+            replays += 1;
+            if !complement.is_empty() && replay_differs(p, r, &complement, keys, strict) {
+                cur = complement;
+                n = (n - 1).max(2);
+                reduced = true;
+                break;
+            }
+        }
+        if !reduced {
+            if n >= cur.len() {
+                break;
+            }
+            n = (n * 2).min(cur.len());
+        }
+    }
+    cur
+}
+
+/// The default run: entries-read is re-stated on the primary before the full comparison (see
+/// `mask_entries_read` for why); everything else, digest included, must be equal.
+#[test]
+fn replication_groups() {
+    run(false, false);
+}
+
+/// Strict (no barrier, entries-read and digest compared as they are) with a workload whose
+/// XREADGROUPs all use NOACK: then Redis 7.0 does propagate entries-read (XGROUP SETID ...
+/// ENTRIESREAD), so primary and replica must be identical, entries-read included.
+#[test]
+fn replication_groups_noack_strict() {
+    run(true, true);
+}
+
+/// Strict: no entries-read barrier. Fails on Redis 7.0 semantics (the replica loses
+/// entries-read), for the built-in keys and the module's; shows the minimal sequence.
+/// `cargo test --release --test replication_groups -- --ignored`.
+#[test]
+#[ignore]
+fn replication_groups_strict() {
+    run(true, false);
+}
+
+fn run(strict: bool, noack_only: bool) {
+    let rng = Rng::from_env("replication_groups");
+    let seed = rng.seed();
+    let ops = std::env::var("XSTREAM_REPL_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000usize);
+    let check_every = std::env::var("XSTREAM_REPL_CHECK_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500usize);
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    // Same node limits on both (configs are not replicated); small nodes: more splits and trims.
+    set_node_limits(&mut p, 8, 0, true);
+    set_node_limits(&mut r, 8, 0, true);
+    let mut wm = Work::new(seed, true, &["m0", "m1"]);
+    let mut wn = Work::new(seed ^ 0x5eed, false, &["n0", "n1"]);
+    wm.noack_only = noack_only;
+    wn.noack_only = noack_only;
+    let keys: Vec<(bool, String)> = vec![
+        (true, "m0".into()),
+        (true, "m1".into()),
+        (false, "n0".into()),
+        (false, "n1".into()),
+    ];
+    let mut checks = 0;
+    let mut diff: Option<(usize, String, Vec<u8>, Vec<u8>)> = None;
+    for i in 0..ops {
+        wm.step(&mut p);
+        wn.step(&mut p);
+        if (i + 1) % check_every == 0 || i + 1 == ops {
+            checks += 1;
+            if let Some((what, x, y)) = compare(&mut p, &mut r, &keys, strict) {
+                diff = Some((i, what, x, y));
+                break;
+            }
+        }
+    }
+    if let Some((i, what, x, y)) = diff {
+        // Which side diverged: the module's or the built-in's keys?
+        let module_side = what.starts_with('m');
+        let log: Vec<Cmd> = if module_side { &wm.log } else { &wn.log }
+            .iter()
+            .map(|(c, _)| c.clone())
+            .collect();
+        let ks: Vec<(bool, String)> = keys
+            .iter()
+            .filter(|(m, _)| *m == module_side)
+            .cloned()
+            .collect();
+        // First op after which they differ (replaying prefixes: check after each op).
+        assert!(!p.cmd(&["FLUSHALL"]).is_error());
+        let mut first = log.len();
+        for (j, c) in log.iter().enumerate() {
+            p.cmd(c);
+            if compare(&mut p, &mut r, &ks, strict).is_some() {
+                first = j;
+                break;
+            }
+        }
+        let prefix: Vec<Cmd> = log[..(first + 1).min(log.len())].to_vec();
+        let min = if replay_differs(&mut p, &mut r, &prefix, &ks, strict) {
+            minimise(&mut p, &mut r, prefix, &ks, strict)
+        } else {
+            prefix
+        };
+        // Replay the minimal sequence once more, recording the primary's replies and the diff.
+        assert!(!p.cmd(&["FLUSHALL"]).is_error());
+        let mut lines = Vec::new();
+        for c in &min {
+            let raw = p.raw(c);
+            lines.push(format!("    {} -> {}", fmt_cmd(c), show(&raw, 300)));
+        }
+        let detail = compare(&mut p, &mut r, &ks, strict)
+            .map(|(w, a, b)| {
+                format!(
+                    "{w}\n  primary: {}\n  replica: {}",
+                    show(&a, 3000),
+                    show(&b, 3000)
+                )
+            })
+            .unwrap_or_else(|| "(the minimal sequence no longer reproduces)".into());
+        panic!(
+            "replication_groups: primary and replica differ after op #{i} (seed {seed}), first at {what}\n  primary: {}\n  replica: {}\n  first differing op of that workload: #{first} of {}\n  minimal sequence ({} ops):\n{}\n  then: {detail}",
+            show(&x, 2000),
+            show(&y, 2000),
+            log.len(),
+            min.len(),
+            lines.join("\n")
+        );
+    }
+
+    // --- Promotion. ---------------------------------------------------------------------------
+    // What the primary has, per module key and group: pending (summary + extended) and the next
+    // entry `>` must deliver.
+    struct Expect {
+        key: String,
+        group: String,
+        pending: Vec<u8>,
+        pending_ext: Vec<u8>,
+        next: Vec<u8>,
+    }
+    let mut expect = Vec::new();
+    for key in ["m0", "m1"] {
+        let gs = p.cmd(&["XS.INFO", "GROUPS", key]);
+        let Reply::Array(gs) = gs else { continue };
+        for g in gs {
+            let name = g.field("name").unwrap().text();
+            let last = g.field("last-delivered-id").unwrap().text();
+            let now = now_ms();
+            let mut ext = Node::parse(&p.raw(&["XS.PENDING", key, &name, "-", "+", "1000"]));
+            norm_pending_ext(&mut ext, now);
+            let next = p.raw(&["XS.RANGE", key, &format!("({last}"), "+", "COUNT", "1"]);
+            expect.push(Expect {
+                key: key.to_string(),
+                group: name.clone(),
+                pending: p.raw(&["XS.PENDING", key, &name]),
+                pending_ext: ext.to_bytes(),
+                next,
+            });
+        }
+    }
+    assert!(
+        !expect.is_empty(),
+        "the workload left no group to check (seed {seed})"
+    );
+    let rep = r.cmd(&["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(rep, Reply::Simple("OK".into()));
+    let t0 = std::time::Instant::now();
+    while !r
+        .cmd(&["INFO", "replication"])
+        .text()
+        .contains("role:master")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "replica not promoted"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut served = 0;
+    for e in &expect {
+        let now = now_ms();
+        assert_eq!(
+            show(&r.raw(&["XS.PENDING", &e.key, &e.group]), 2000),
+            show(&e.pending, 2000),
+            "promoted replica: XS.PENDING {} {} (seed {seed})",
+            e.key,
+            e.group
+        );
+        let mut ext = Node::parse(&r.raw(&["XS.PENDING", &e.key, &e.group, "-", "+", "1000"]));
+        norm_pending_ext(&mut ext, now);
+        assert_eq!(
+            show(&ext.to_bytes(), 3000),
+            show(&e.pending_ext, 3000),
+            "promoted replica: XS.PENDING {} {} - + 1000 (seed {seed})",
+            e.key,
+            e.group
+        );
+        // The next `>` read on the promoted replica and on the old primary: the same reply,
+        // and it is the first undelivered entry.
+        let args = [
+            "XS.READGROUP",
+            "GROUP",
+            &e.group,
+            "after-failover",
+            "COUNT",
+            "1",
+            "STREAMS",
+            &e.key,
+            ">",
+        ];
+        let (rr, rraw) = r.cmd_raw(&args);
+        let praw = p.raw(&args);
+        assert_eq!(
+            show(&rraw, 2000),
+            show(&praw, 2000),
+            "next XS.READGROUP > on the promoted replica vs the old primary ({} {}, seed {seed})",
+            e.key,
+            e.group
+        );
+        let got: Vec<String> = match &rr {
+            Reply::Nil => Vec::new(),
+            Reply::Array(v) => v[0].as_array()[1]
+                .as_array()
+                .iter()
+                .map(|x| x.as_array()[0].text())
+                .collect(),
+            o => panic!("unexpected reply {o}"),
+        };
+        let want: Vec<String> = match common_parse(&e.next) {
+            Reply::Array(v) => v.iter().map(|x| x.as_array()[0].text()).collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(
+            got, want,
+            "first undelivered entry of {} {} (seed {seed})",
+            e.key, e.group
+        );
+        if !got.is_empty() {
+            served += 1;
+        }
+    }
+    report(&format!(
+        "replication_groups: {} + {} ops on the primary, {checks} primary/replica comparisons equal; after promotion {} groups checked ({served} served their next entry)",
+        wm.log.len(),
+        wn.log.len(),
+        expect.len()
+    ));
+    let mode = match (strict, noack_only) {
+        (false, _) => "entries-read barrier",
+        (true, true) => "strict, NOACK-only workload",
+        (true, false) => "strict",
+    };
+    report(&format!(
+        "replication_groups ({mode}): 0 differences (seed {seed})"
+    ));
+}
+
+/// Parses raw RESP2 bytes (an XS.RANGE reply) into a Reply.
+fn common_parse(raw: &[u8]) -> Reply {
+    fn conv(n: &Node) -> Reply {
+        match n.t {
+            b'+' => Reply::Simple(String::from_utf8_lossy(&n.head).into_owned()),
+            b'-' => Reply::Error(String::from_utf8_lossy(&n.head).into_owned()),
+            b':' => Reply::Int(n.int().unwrap_or(0)),
+            b'$' => match &n.blob {
+                Some(b) => Reply::Bulk(b.clone()),
+                None => Reply::Nil,
+            },
+            b'*' if n.head == b"-1" => Reply::Nil,
+            b'*' => Reply::Array(n.kids.iter().map(conv).collect()),
+            _ => Reply::Nil,
+        }
+    }
+    conv(&Node::parse(raw))
+}
+
+/// Hand-written edge cases, each on a fresh built-in key and a fresh module key. After each,
+/// primary and replica are compared (a) with entries-read / lag / digest masked: the module's
+/// replica must equal its primary (unless the built-in's differs in the same place: reported as
+/// inherited); (b) strictly: reported only (Redis 7.0 loses entries-read on replicas, see
+/// `mask_entries_read`; the module does the same).
+#[test]
+fn replication_groups_edge_cases() {
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "XREADGROUP > by a new consumer when the entries after the group ID were deleted",
+            &[
+                "XADD k 1-1 f v",
+                "XGROUP CREATE k g $",
+                "XADD k 2-1 f v",
+                "XDEL k 2-1",
+                "XREADGROUP GROUP g ghost STREAMS k >",
+            ],
+        ),
+        (
+            "XREADGROUP > across a tombstone",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XADD k 3-1 f v",
+                "XGROUP CREATE k g 0",
+                "XDEL k 2-1",
+                "XREADGROUP GROUP g c STREAMS k >",
+            ],
+        ),
+        (
+            "XREADGROUP > NOACK",
+            &[
+                "XADD k 1-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c NOACK STREAMS k >",
+            ],
+        ),
+        (
+            "XCLAIM of a deleted PEL entry",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XDEL k 1-1",
+                "XCLAIM k g d 0 1-1 2-1",
+            ],
+        ),
+        (
+            "XAUTOCLAIM over deleted PEL entries, JUSTID",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XADD k 3-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XDEL k 2-1",
+                "XAUTOCLAIM k g d 0 0-0 COUNT 10 JUSTID",
+            ],
+        ),
+        (
+            "XCLAIM FORCE of an undelivered entry, then XREADGROUP >",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g 0",
+                "XCLAIM k g d 0 2-1 FORCE JUSTID",
+                "XREADGROUP GROUP g c STREAMS k >",
+            ],
+        ),
+        (
+            "XCLAIM with min-idle not met, LASTID",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS k >",
+                "XCLAIM k g d 3600000 1-1 LASTID 2-1",
+            ],
+        ),
+        (
+            "XCLAIM TIME / RETRYCOUNT / IDLE",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XCLAIM k g d 0 1-1 TIME 1000 RETRYCOUNT 7",
+                "XCLAIM k g e 0 2-1 IDLE 172800000",
+            ],
+        ),
+        (
+            "XADD MAXLEN ~ / XTRIM MINID ~ with pending entries",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XADD k 3-1 f v",
+                "XADD k 4-1 f v",
+                "XGROUP CREATE k g 0",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XADD k MAXLEN ~ 1 5-1 f v",
+                "XTRIM k MINID ~ 5-0",
+            ],
+        ),
+        (
+            "XGROUP CREATECONSUMER / DELCONSUMER with pending entries",
+            &[
+                "XADD k 1-1 f v",
+                "XGROUP CREATE k g 0",
+                "XGROUP CREATECONSUMER k g idle",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XGROUP DELCONSUMER k g c",
+            ],
+        ),
+        (
+            "XGROUP SETID ENTRIESREAD, XSETID ENTRIESADDED / MAXDELETEDID",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g $",
+                "XGROUP SETID k g 1-1 ENTRIESREAD 1",
+                "XSETID k 9-0 ENTRIESADDED 10 MAXDELETEDID 3-0",
+            ],
+        ),
+        (
+            "XGROUP CREATE ENTRIESREAD, then XREADGROUP >",
+            &[
+                "XADD k 1-1 f v",
+                "XADD k 2-1 f v",
+                "XGROUP CREATE k g 1-1 ENTRIESREAD 1",
+                "XREADGROUP GROUP g c STREAMS k >",
+            ],
+        ),
+        (
+            "XGROUP CREATE $, XADD, XREADGROUP >",
+            &[
+                "XADD k 24-1 f v",
+                "XGROUP CREATE k g $",
+                "XADD k 25-0 f v",
+                "XREADGROUP GROUP g c STREAMS k >",
+            ],
+        ),
+        (
+            "XGROUP DESTROY with pending entries",
+            &[
+                "XADD k 1-1 f v",
+                "XGROUP CREATE k g 0",
+                "XGROUP CREATE k h 0",
+                "XREADGROUP GROUP g c STREAMS k >",
+                "XGROUP DESTROY k g",
+            ],
+        ),
+    ];
+    let mut lines = Vec::new();
+    let mut failures = Vec::new();
+    for (i, (what, cmds)) in cases.iter().enumerate() {
+        // [built-in, module] x [masked, strict]
+        let mut d: [[Option<(String, Vec<u8>, Vec<u8>)>; 2]; 2] = Default::default();
+        for (side, module) in [(0usize, false), (1, true)] {
+            let key = format!("edge{i}:{}", if module { "m" } else { "n" });
+            for line in cmds.iter() {
+                let mut args: Vec<String> = line.split(' ').map(|s| s.to_string()).collect();
+                args[0] = xcmd(module, &args[0]);
+                for a in args.iter_mut() {
+                    if a == "k" {
+                        *a = key.clone();
+                    }
+                }
+                let rep = p.cmd(&args);
+                assert!(!rep.is_error(), "{what}: {} -> {rep}", fmt_cmd(&args));
+            }
+            wait_replica(&mut p);
+            let ks = [(module, key.clone())];
+            d[side][0] = compare_once(&mut p, &mut r, &ks, true);
+            d[side][1] = compare_once(&mut p, &mut r, &ks, false);
+        }
+        let tag = |x: &Option<(String, Vec<u8>, Vec<u8>)>| match x {
+            None => "equal".to_string(),
+            Some((w, _, _)) => format!("differ ({})", w.split_once(": ").map(|x| x.1).unwrap_or(w)),
+        };
+        lines.push(format!(
+            "  {what}: built-in masked {} / strict {}; module masked {} / strict {}",
+            tag(&d[0][0]),
+            tag(&d[0][1]),
+            tag(&d[1][0]),
+            tag(&d[1][1])
+        ));
+        if let Some((w, a, b)) = &d[1][0] {
+            let same_on_builtin = d[0][0]
+                .as_ref()
+                .map(|(wb, _, _)| {
+                    wb.split_once(": ").map(|x| x.1) == w.split_once(": ").map(|x| x.1)
+                })
+                .unwrap_or(false);
+            if !same_on_builtin {
+                failures.push(format!(
+                    "{what}: {}\n    at {w}\n    primary: {}\n    replica: {}",
+                    cmds.join("; "),
+                    show(a, 2000),
+                    show(b, 2000)
+                ));
+            }
+        }
+    }
+    report(&format!(
+        "replication_groups_edge_cases:\n{}",
+        lines.join("\n")
+    ));
+    assert!(
+        failures.is_empty(),
+        "module replica differs from its primary where the built-in's does not:\n  {}",
+        failures.join("\n  ")
+    );
+}
