@@ -30,6 +30,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
+    ffi::ctx::init_words();
     for c in commands::COMMANDS {
         if let Err(e) = ffi::register::create(ctx.ctx, c) {
             ctx.log_warning(&format!("xstream: {e}"));

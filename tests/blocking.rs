@@ -18,7 +18,8 @@
 //! unblockDeletedStreamReadgroupClients; db.c scanDatabaseForDeletedStreams / SWAPDB;
 //! t_stream.c xreadCommand): see the comment of each test.
 //!
-//! Env: XSTREAM_MODULE (module path), XSTREAM_KEEP_DIRS (keep server dirs).
+//! Env: XSTREAM_MODULE (module path), XSTREAM_KEEP_DIRS (keep server dirs), XSTREAM_BLOCK_SHOW=1
+//! (print the built-in's observations of every scenario, also when it passes).
 
 mod common;
 
@@ -254,7 +255,11 @@ impl<'a> Env<'a> {
     }
     /// Sends a template from a new client and waits until the server has it blocked.
     fn block(&mut self, line: &str) -> W {
-        let mut c = self.client();
+        let c = self.client();
+        self.block_with(c, line)
+    }
+    /// Like [`Env::block`] on a given connection (e.g. one that SELECTed another db).
+    fn block_with(&mut self, mut c: Conn, line: &str) -> W {
         let id = self.block_on(&mut c, line);
         self.ws.push(Waiter {
             c: Some(c),
@@ -307,7 +312,7 @@ impl<'a> Env<'a> {
     }
     /// After a reply: is the connection closed by the server (e.g. -UNBLOCKED on REPLICAOF)?
     fn closed(&mut self, label: &str, w: W) {
-        let r = read_raw(self.ws[w].c.as_mut().unwrap(), Duration::from_secs(5));
+        let r = read_raw(self.ws[w].c.as_mut().unwrap(), Duration::from_secs(1));
         let l = format!("[{}] {label}", self.ws[w].what);
         self.note(l, &r);
     }
@@ -441,6 +446,11 @@ fn diff_test_on(test: &str, protos: &[bool], scenario: impl Fn(&mut Env)) {
             res.push(e.finish());
         }
         check_log(&srv);
+        if std::env::var_os("XSTREAM_BLOCK_SHOW").is_some() {
+            let lines: Vec<String> =
+                res[0].iter().map(|(l, r)| format!("  {l} => {}", escape(r))).collect();
+            report(&format!("{test} RESP{} (built-in):\n{}", if resp3 { 3 } else { 2 }, lines.join("\n")));
+        }
         if let Some(msg) = compare(test, resp3, &res[0], &res[1]) {
             failures.push(msg);
         }
@@ -498,6 +508,31 @@ fn served_by_later_xadd() {
         let rng = e.run("XRANGE @d - +");
         let got = e.state_bytes(w);
         e.note("XREAD $ served by XADD * ends with XRANGE", got.ends_with(&rng).to_string().as_bytes());
+
+        // Around the maximum ID: the entry after max-1 is max; nothing is after max.
+        e.run("XADD @m 5-0 f v");
+        let w = e.block("XREAD BLOCK 0 STREAMS @m 18446744073709551615-18446744073709551614");
+        e.rec("XADD @m 6-0 f v");
+        e.state("ID max-1, after 6-0", w);
+        e.rec("XADD @m 18446744073709551615-18446744073709551615 f max");
+        e.state("ID max-1, after max", w);
+        e.run("XADD @m2 5-0 f v");
+        let w = e.block("XREAD BLOCK 0 STREAMS @m2 18446744073709551615-18446744073709551615");
+        e.rec("XADD @m2 18446744073709551615-18446744073709551615 f max");
+        e.state("ID max, after max", w);
+        e.settle("max");
+
+        // Written by a script: served after the script, with both entries.
+        let w = e.block("XREAD BLOCK 0 STREAMS @s $");
+        let args = vec![
+            "EVAL".to_string(),
+            "redis.call(ARGV[1], KEYS[1], '1-1', 'f', 'a'); return redis.call(ARGV[1], KEYS[1], '2-1', 'f', 'b')".into(),
+            "1".into(),
+            e.s.key("s"),
+            e.s.cmd_name("xadd"),
+        ];
+        e.rec_args("EVAL with two XADD", &args);
+        e.state("after the script", w);
     });
 }
 
@@ -933,13 +968,13 @@ fn key_replaced_by_other_type() {
     });
 }
 
-/// FLUSHALL / FLUSHDB (sync and async): XREADGROUP waiters get -UNBLOCKED (the emptied db had
-/// the stream: scanDatabaseForDeletedStreams), XREAD waiters stay blocked until the key is
-/// written again.
+/// FLUSHALL / FLUSHDB (sync and async), and DEBUG RELOAD (which empties the dbs before loading
+/// them again): XREADGROUP waiters get -UNBLOCKED (the emptied db had the stream:
+/// scanDatabaseForDeletedStreams), XREAD waiters stay blocked until the key is written again.
 #[test]
 fn flush_while_waiting() {
     diff_test("flush_while_waiting", |e| {
-        for flush in ["FLUSHALL", "FLUSHDB", "FLUSHALL ASYNC", "FLUSHDB SYNC"] {
+        for flush in ["FLUSHALL", "FLUSHDB", "FLUSHALL ASYNC", "FLUSHDB SYNC", "DEBUG RELOAD"] {
             e.run("XADD @a 1-1 f v");
             e.run("XADD @b 1-1 f v");
             e.run("XGROUP CREATE @b grp $");
@@ -1206,6 +1241,44 @@ fn client_unblock() {
     });
 }
 
+/// CLIENT UNBLOCK sent in the same event-loop iteration as the write that serves the client
+/// (one pipeline: XADD, then CLIENT UNBLOCK). The built-in has unblocked the client while
+/// serving it: CLIENT UNBLOCK answers 0 and the client gets exactly one reply. A client blocked
+/// through RedisModule_BlockClientOnKeys stays flagged blocked until beforeSleep, so the module
+/// side must not answer 1, and above all must not send a second reply (which would desync the
+/// client: its next command would read the -UNBLOCKED error).
+#[test]
+fn client_unblock_right_after_serving() {
+    diff_test("client_unblock_right_after_serving", |e| {
+        e.run("XADD @g 1-1 f v");
+        e.run("XGROUP CREATE @g grp $");
+        let mut n = 1;
+        for line in ["XREAD BLOCK 0 STREAMS @a $", "XREADGROUP GROUP grp c BLOCK 0 STREAMS @g >"] {
+            for how in ["TIMEOUT", "ERROR"] {
+                n += 1;
+                let w = e.block(line);
+                let key = if line.contains("@g") { "@g" } else { "@a" };
+                let add = e.s.args(&format!("XADD {key} {n}-1 f v"));
+                let id = e.ws[w].id.to_string();
+                let mut buf = Conn::encode(&add);
+                buf.extend(Conn::encode(&["CLIENT", "UNBLOCK", id.as_str(), how]));
+                e.a.send_bytes(&buf).unwrap();
+                let r1 = e.a.read_reply().unwrap().1;
+                let r2 = e.a.read_reply().unwrap().1;
+                e.note(format!("pipeline XADD + CLIENT UNBLOCK {how}: XADD"), &r1);
+                e.note(format!("pipeline XADD + CLIENT UNBLOCK {how}: CLIENT UNBLOCK"), &r2);
+                e.reply(&format!("{how}: first reply"), w);
+                let extra = read_raw(e.ws[w].c.as_mut().unwrap(), Duration::from_millis(300));
+                e.note(format!("[{line}] {how}: anything more"), &extra);
+                let c = e.ws[w].c.as_mut().unwrap();
+                let r = c.raw(&["PING"]);
+                e.note(format!("[{line}] {how}: next command PING"), &r);
+            }
+        }
+        e.rec("XPENDING @g grp");
+    });
+}
+
 /// The blocked client disconnects: blocked_clients comes back, nothing is delivered (no
 /// consumer, no PEL entry, group unchanged), the server keeps working; also a waiter whose
 /// timeout falls after the disconnect, and 50 waiters on one key disconnecting at once.
@@ -1242,6 +1315,16 @@ fn blocked_client_disconnects() {
             e.disconnect(w);
         }
         e.settle_blocked("after 50 disconnects");
+        // CLIENT KILL of a blocked client.
+        for line in ["XREAD BLOCK 0 STREAMS @b $", "XREADGROUP GROUP grp2 k BLOCK 0 STREAMS @a >"] {
+            let w = e.block(line);
+            let id = e.ws[w].id.to_string();
+            let r = e.a.raw(&["CLIENT", "KILL", "ID", &id]);
+            e.note(format!("CLIENT KILL ID <{line}>"), &r);
+            e.closed("after CLIENT KILL", w);
+            e.ws[w].done = true;
+            e.settle_blocked(&format!("after CLIENT KILL of {line}"));
+        }
         e.rec("XADD @b 1-1 f v");
         e.rec("XADD @a 3-1 f v");
         e.rec("XINFO GROUPS @a");
@@ -1423,13 +1506,45 @@ fn replicaof_unblocks() {
     a.cmd(&["REPLICAOF", "NO", "ONE"]);
 }
 
+/// REPLICAOF in the same event-loop iteration as the write that serves a client (one pipeline:
+/// XADD, REPLICAOF): the built-in client was already unblocked when served (one reply, stays
+/// connected); the module's client is still flagged blocked until beforeSleep, so
+/// disconnectAllBlockedClients must not reach it.
+#[test]
+fn replicaof_right_after_serving() {
+    let master = Server::start();
+    let srv = Server::start();
+    let mut res = Vec::new();
+    for s in [BUILTIN, MODULE] {
+        let mut e = Env::new(&srv, s, false);
+        let w = e.block("XREAD BLOCK 0 STREAMS @x $");
+        let mut buf = Conn::encode(&s.args("XADD @x 1-1 f v"));
+        buf.extend(Conn::encode(&["REPLICAOF", "127.0.0.1", &master.port().to_string()]));
+        e.a.send_bytes(&buf).unwrap();
+        let r1 = e.a.read_reply().unwrap().1;
+        let r2 = e.a.read_reply().unwrap().1;
+        e.note("pipeline XADD + REPLICAOF: XADD", &r1);
+        e.note("pipeline XADD + REPLICAOF: REPLICAOF", &r2);
+        e.reply("first reply", w);
+        e.closed("anything more", w);
+        let r = e.a.raw(&["REPLICAOF", "NO", "ONE"]);
+        e.note("REPLICAOF NO ONE", &r);
+        e.ws[w].done = true;
+        e.settle_blocked("after");
+        res.push(e.obs);
+    }
+    check_log(&srv);
+    assert_same("replicaof_right_after_serving", false, &res[0], &res[1]);
+}
+
 /// XREADGROUP `>` served from a block puts the entry in the PEL; on a replica of the server,
 /// after WAIT, XPENDING / XINFO GROUPS / XINFO CONSUMERS of the module's stream match the
 /// built-in's (normal and NOACK readers, a consumer created by the served read, one served
-/// after DELCONSUMER).
+/// after DELCONSUMER). The primary runs with AOF: after DEBUG LOADAOF the group state is the
+/// same as before (the served deliveries were written to the AOF).
 #[test]
 fn delivery_replicated() {
-    let srv = Server::start();
+    let srv = Server::builder().arg("--appendonly", "yes").start();
     let rep = Server::replica_of(&srv);
     let mut res = Vec::new();
     for s in [BUILTIN, MODULE] {
@@ -1477,9 +1592,153 @@ fn delivery_replicated() {
             let r = mask_clock(&rc.raw(&args), &args);
             e.note(format!("replica == primary: {l}"), (p == r).to_string().as_bytes());
         }
+        let checks = ["XPENDING @a grp - + 10", "XINFO GROUPS @a", "XINFO CONSUMERS @a grp", "XINFO CONSUMERS @a nack"];
+        let before: Vec<Vec<u8>> = checks
+            .iter()
+            .map(|l| {
+                let args = s.args(l);
+                mask_clock(&e.a.raw(&args), &args)
+            })
+            .collect();
+        wait_persistence_idle(&mut e.a, Duration::from_secs(30));
+        let r = e.a.raw(&["DEBUG", "LOADAOF"]);
+        e.note("DEBUG LOADAOF", &r);
+        for (l, b) in checks.iter().zip(before) {
+            let args = s.args(l);
+            let r = mask_clock(&e.a.raw(&args), &args);
+            e.note(format!("after DEBUG LOADAOF == before: {l}"), (r == b).to_string().as_bytes());
+        }
         res.push(e.finish());
     }
     check_log(&srv);
     check_log(&rep);
     assert_same("delivery_replicated", false, &res[0], &res[1]);
+}
+
+// =============================================================================================
+// Databases, notifications, a reader on a replica
+// =============================================================================================
+
+/// A waiter in db 3 is served only by a write to its own db (not by the same key name in db 0);
+/// SWAPDB 0 3 brings db 0's newer stream to it.
+#[test]
+fn waiter_in_another_db() {
+    diff_test("waiter_in_another_db", |e| {
+        e.run("XADD @a 1-1 f v");
+        e.run("XADD @g 1-1 f v");
+        e.run("XGROUP CREATE @g grp $");
+        e.run("SELECT 3");
+        e.run("XADD @g 1-1 f v");
+        e.run("XGROUP CREATE @g grp $");
+        e.run("XADD @h 1-1 f v");
+        e.run("SELECT 0");
+        for _ in 0..3 {
+            e.run("XADD @h 9-1 f v");
+        }
+        let mut cs = Vec::new();
+        for _ in 0..3 {
+            let mut c = e.client();
+            let r = c.raw(&["SELECT", "3"]);
+            e.note("SELECT 3", &r);
+            cs.push(c);
+        }
+        let w1 = e.block_with(cs.remove(0), "XREAD BLOCK 0 STREAMS @a $");
+        let w2 = e.block_with(cs.remove(0), "XREADGROUP GROUP grp c BLOCK 0 STREAMS @g >");
+        let w3 = e.block_with(cs.remove(0), "XREAD BLOCK 0 STREAMS @h $");
+        e.rec("XADD @a 2-1 f db0");
+        e.rec("XADD @g 2-1 f db0");
+        e.state("db3 XREAD after a write in db0", w1);
+        e.state("db3 XREADGROUP after a write in db0", w2);
+        e.run("SELECT 3");
+        e.rec("XADD @a 3-1 f db3");
+        e.rec("XADD @g 3-1 f db3");
+        e.run("SELECT 0");
+        e.state("db3 XREAD after a write in db3", w1);
+        e.state("db3 XREADGROUP after a write in db3", w2);
+        e.rec("SWAPDB 0 3");
+        e.state("db3 XREAD after SWAPDB 0 3 (db0 had newer entries)", w3);
+    });
+}
+
+/// Keyspace notifications (`KEA`) around blocked reads that are served: the events and their
+/// order (xadd, xgroup-createconsumer from the served read, ...).
+#[test]
+fn notifications_of_served_block() {
+    diff_test_on("notifications_of_served_block", &[false, true], |e| {
+        e.run("CONFIG SET notify-keyspace-events KEA");
+        let mut sub = e.srv.conn();
+        sub.cmd(&["SUBSCRIBE", "done"]);
+        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
+        e.run("XADD @a 1-1 f v");
+        e.run("XGROUP CREATE @a grp $");
+        let w = e.block("XREADGROUP GROUP grp c BLOCK 0 STREAMS @a >");
+        let w2 = e.block("XREADGROUP GROUP grp d NOACK COUNT 1 BLOCK 0 STREAMS @a >");
+        let w3 = e.block("XREAD BLOCK 0 STREAMS @a $");
+        e.rec("XADD @a 2-1 f v");
+        e.state("served", w);
+        e.state("served XREAD", w3);
+        e.rec("MULTI");
+        e.rec("XADD @a 3-1 f v");
+        e.rec("XADD @a 4-1 f v");
+        e.rec("EXEC");
+        e.state("NOACK served", w2);
+        e.rec("XGROUP DESTROY @a grp");
+        e.run("PUBLISH done 1");
+        let mut events = Vec::new();
+        loop {
+            let (r, _) = sub.read_reply().expect("subscriber");
+            let v = r.as_array();
+            if v[0].text() == "message" {
+                break;
+            }
+            events.push(format!("{} {}", v[2].text(), v[3].text()));
+        }
+        e.note("keyspace events", events.join(" | ").as_bytes());
+        e.a.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+    });
+}
+
+/// A reader blocked on a replica is served by the replication stream (the primary's XADD);
+/// XREADGROUP on a replica is refused (-READONLY) before it could block.
+#[test]
+fn replica_reader_served_by_replication() {
+    let srv = Server::start();
+    let rep = Server::replica_of(&srv);
+    let mut res = Vec::new();
+    for s in [BUILTIN, MODULE] {
+        let mut e = Env::new(&srv, s, false);
+        e.run("XADD @a 1-1 f v");
+        e.run("XGROUP CREATE @a grp $");
+        let r = e.a.raw(&["WAIT", "1", "5000"]);
+        e.note("WAIT", &r);
+        let mut ra = rep.conn();
+        let b0 = blocked_clients(&mut ra);
+        let mut c = rep.conn();
+        let r = c.raw(&s.args("XREADGROUP GROUP grp c BLOCK 0 STREAMS @a >"));
+        e.note("replica: XREADGROUP BLOCK", &r);
+        let mut waiters = Vec::new();
+        for line in ["XREAD BLOCK 0 STREAMS @a $", "XREAD COUNT 1 BLOCK 0 STREAMS @a 0-1"] {
+            let mut c = rep.conn();
+            let id = c.cmd(&["CLIENT", "ID"]).as_int();
+            c.send(&s.args(line)).unwrap();
+            if line.contains("$") {
+                assert!(wait_processed(&mut ra, id), "{} side: {line} did not block on the replica", s.name());
+            }
+            waiters.push((line, c));
+        }
+        e.rec("XADD @a 2-1 f v2");
+        for (line, mut c) in waiters {
+            let r = read_raw(&mut c, Duration::from_secs(10));
+            e.note(format!("replica: {line}"), &r);
+        }
+        let t0 = Instant::now();
+        while blocked_clients(&mut ra) != b0 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        e.note("replica blocked_clients - before", (blocked_clients(&mut ra) - b0).to_string().as_bytes());
+        res.push(e.finish());
+    }
+    check_log(&srv);
+    check_log(&rep);
+    assert_same("replica_reader_served_by_replication", false, &res[0], &res[1]);
 }

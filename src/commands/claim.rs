@@ -10,7 +10,7 @@
 
 use super::{cstr, is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::{ClaimCount, Nack, StreamId};
 
 /// Propagates one NACK's state in the XCLAIM form.
@@ -25,15 +25,15 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
             Arg::Orig(key_arg),
             Arg::Orig(group_arg),
             Arg::New(consumer),
-            Arg::New(b"0"),
+            Arg::Word(Word::Zero),
             Arg::New(&id_text),
-            Arg::New(b"TIME"),
+            Arg::Word(Word::Time),
             Arg::New(time.as_bytes()),
-            Arg::New(b"RETRYCOUNT"),
+            Arg::Word(Word::RetryCount),
             Arg::New(count.as_bytes()),
-            Arg::New(b"FORCE"),
-            Arg::New(b"JUSTID"),
-            Arg::New(b"LASTID"),
+            Arg::Word(Word::Force),
+            Arg::Word(Word::JustId),
+            Arg::Word(Word::LastId),
             Arg::New(&last),
         ],
     );
@@ -46,11 +46,11 @@ pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: Strea
     c.replicate(
         c"XS.GROUP",
         &[
-            Arg::New(b"SETID"),
+            Arg::Word(Word::SetId),
             Arg::Orig(key_arg),
             Arg::Orig(group_arg),
             Arg::New(&last),
-            Arg::New(b"ENTRIESREAD"),
+            Arg::Word(Word::EntriesRead),
             Arg::New(er.as_bytes()),
         ],
     );

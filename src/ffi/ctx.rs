@@ -33,6 +33,42 @@ pub enum Arg<'a> {
     Orig(usize),
     /// New bytes.
     New(&'a [u8]),
+    /// A constant word, created once at load (see [`Word`]).
+    Word(Word),
+}
+
+/// Constant arguments of propagated commands, kept as strings for the module's
+/// lifetime so that propagating a delivery (XCLAIM ... TIME ... RETRYCOUNT ...)
+/// creates only the strings that vary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    Zero,
+    Time,
+    RetryCount,
+    Force,
+    JustId,
+    LastId,
+    SetId,
+    EntriesRead,
+    CreateConsumer,
+}
+
+const WORD_TEXT: [&str; 9] = ["0", "TIME", "RETRYCOUNT", "FORCE", "JUSTID", "LASTID", "SETID", "ENTRIESREAD", "CREATECONSUMER"];
+
+static WORDS: [std::sync::atomic::AtomicPtr<raw::RedisModuleString>; 9] =
+    [const { std::sync::atomic::AtomicPtr::new(ptr::null_mut()) }; 9];
+
+/// Creates the constant words (at load, once).
+pub fn init_words() {
+    for (slot, text) in WORDS.iter().zip(WORD_TEXT) {
+        // SAFETY: a string with a NULL ctx is owned by the module and never freed.
+        let s = unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), text.as_ptr().cast(), text.len()) };
+        slot.store(s, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn word(w: Word) -> *mut raw::RedisModuleString {
+    WORDS[w as usize].load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// An open key; closed on drop.
@@ -252,6 +288,16 @@ impl Ctx {
                 Arg::Orig(i) => self.arg_string(*i),
                 // SAFETY: creating a string from a valid buffer; freed below.
                 Arg::New(b) => unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) },
+                Arg::Word(w) => {
+                    let s = word(*w);
+                    if s.is_null() {
+                        let t = WORD_TEXT[*w as usize];
+                        // SAFETY: fallback before init_words ran: a fresh string, freed below.
+                        unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), t.as_ptr().cast(), t.len()) }
+                    } else {
+                        s
+                    }
+                }
             });
         }
         // SAFETY: "v" takes (RedisModuleString **, size_t); Redis takes its own
@@ -260,7 +306,12 @@ impl Ctx {
             api!(RedisModule_Replicate)(self.ctx, cmd.as_ptr(), c"v".as_ptr(), strings.as_ptr(), strings.len());
         }
         for (a, s) in args.iter().zip(strings) {
-            if let Arg::New(_) = a {
+            let created = match a {
+                Arg::New(_) => true,
+                Arg::Word(w) => word(*w).is_null(),
+                Arg::Orig(_) => false,
+            };
+            if created {
                 // SAFETY: created above with a NULL ctx, so we own it.
                 unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
             }

@@ -77,11 +77,18 @@ impl RdbIn for IoIn {
             }
             return Err(LoadError::Io);
         }
-        // SAFETY: p points to len bytes returned by LoadStringBuffer.
-        let v = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec();
-        // SAFETY: allocated by Redis for us, freed once.
-        unsafe { api!(RedisModule_Free)(p.cast()) };
-        Ok(v)
+        if len == 0 {
+            // SAFETY: allocated by Redis for us, freed once.
+            unsafe { api!(RedisModule_Free)(p.cast()) };
+            return Ok(Vec::new());
+        }
+        // The buffer is adopted, not copied (a node is loaded without a second
+        // allocation and memcpy). SAFETY: p is a live allocation of at least len
+        // bytes from Redis's allocator (zmalloc family, as every LoadStringBuffer
+        // result), owned by us; inside a server our global allocator is that same
+        // allocator and frees with RedisModule_Free (zfree), which ignores the
+        // layout, so a Vec with capacity len may own and later free it.
+        Ok(unsafe { Vec::from_raw_parts(p.cast::<u8>(), len, len) })
     }
 }
 

@@ -83,6 +83,13 @@ fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
     if end > eof {
         return Err(LpError::EntryOverflow { offset: off });
     }
+    if back_len == 1 {
+        // The common case (entries under 128 bytes): one byte, compared inline.
+        if bytes.get(data_end) != Some(&(head.enc_len as u8)) {
+            return Err(LpError::BadBacklen { offset: off });
+        }
+        return Ok(end);
+    }
     let mut expect = [0u8; MAX_BACKLEN_SIZE];
     let n = encoding::encode_backlen(head.enc_len, &mut expect);
     if bytes.get(data_end..end) != Some(&expect[..n]) {

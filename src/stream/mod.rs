@@ -271,24 +271,25 @@ impl Stream {
         let mut flags = 0i64;
         let mut use_tail = false;
         if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
+            let (count_off, count, deleted, master_fields, fields_off) = node::head(lp);
             let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
                 true
-            } else if limits.entries_max > 0 {
-                let (count, deleted) = node::counts(lp);
-                count + deleted >= limits.entries_max
             } else {
-                false
+                limits.entries_max > 0 && count + deleted >= limits.entries_max
             };
             if full {
+                // Sealed: the node will not grow again.
                 lp.shrink_to_fit();
             } else {
                 use_tail = true;
                 let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
-                let m = node::master(lp);
-                let (count, _) = node::counts(lp);
-                lp.replace_int(m.count_off, count + 1);
-                if numfields == m.fields_count {
-                    let mut p = Some(m.fields_off);
+                let before = lp.bytes_len();
+                lp.replace_int(count_off, count + 1);
+                // The new count may need a longer encoding (127 -> 128): what
+                // follows it moved by the difference.
+                let shift = lp.bytes_len() - before;
+                if numfields == master_fields {
+                    let mut p = fields_off.map(|o| o + shift);
                     let mut same = true;
                     for i in 0..numfields {
                         let Some(o) = p else { same = false; break };

@@ -62,6 +62,18 @@ pub fn master(lp: &Listpack) -> Master {
     Master { count_off, fields_count, fields_off, first_entry }
 }
 
+/// The head of a node's master entry, read in one pass (the append hot path):
+/// (offset of `count`, count, deleted, number of master fields, offset of the
+/// first master field).
+pub fn head(lp: &Listpack) -> (usize, i64, i64, usize, Option<usize>) {
+    let count_off = lp.first().unwrap_or(0);
+    let mut p = Some(count_off);
+    let count = lp.next_int(&mut p);
+    let deleted = lp.next_int(&mut p);
+    let fields = lp.next_int(&mut p).max(0) as usize;
+    (count_off, count, deleted, fields, p)
+}
+
 /// Live entries and tombstones of a node.
 pub fn counts(lp: &Listpack) -> (i64, i64) {
     let mut p = lp.first();
