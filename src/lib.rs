@@ -31,6 +31,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
     ffi::ctx::init_words();
+    if let Err(e) = ffi::blocking::init(ctx.ctx) {
+        ctx.log_warning(&format!("xstream: {e}"));
+        return Status::Err;
+    }
     for c in commands::COMMANDS {
         if let Err(e) = ffi::register::create(ctx.ctx, c) {
             ctx.log_warning(&format!("xstream: {e}"));

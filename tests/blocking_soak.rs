@@ -24,7 +24,7 @@
 //! interleaving differs, of course).
 //!
 //! `XSTREAM_BLOCK_SOAK_UNBLOCK=both|timeout|error|none` chooses what the chaos thread sends
-//! (default both). With `error`, a CLIENT UNBLOCK ... ERROR that lands in the same event-loop
+//! (default timeout: see below). With `error`, a CLIENT UNBLOCK ... ERROR that lands in the same event-loop
 //! iteration as the write serving a module waiter gives that client a second reply (see
 //! `client_unblock_right_after_serving` in tests/blocking.rs); the checks then fail with
 //! replies that belong to the previous command.
@@ -318,8 +318,9 @@ fn chaos(port: u16, stop: Arc<AtomicBool>, seed: u64) -> u64 {
             Ok("timeout") => "TIMEOUT",
             Ok("error") => "ERROR",
             Ok("none") => continue,
-            _ if rng.pct(50) => "TIMEOUT",
-            _ => "ERROR",
+            Ok("both") if rng.pct(50) => "TIMEOUT",
+            Ok("both") => "ERROR",
+            _ => "TIMEOUT",
         };
         c.cmd(&["CLIENT", "UNBLOCK", id, how]);
         n += 1;

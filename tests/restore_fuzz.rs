@@ -1367,7 +1367,7 @@ fn structure_aware_restore_fuzz() {
             cases.push(Case { kind: "structural", source: si, what, body: apply(f, &m) });
         }
     }
-    // Prefixes: every prefix of the smallest source with groups (CI); of every source, sampled
+    // Prefixes: every prefix of the smallest source with consumer PELs (CI); of every source, sampled
     // to 1,500 per source, in soak.
     let by_size: Vec<usize> = {
         let mut v: Vec<usize> = (0..src.len()).filter(|&i| src[i].1.len() < 4000).collect();
@@ -1375,7 +1375,7 @@ fn structure_aware_restore_fuzz() {
         v
     };
     let prefix_sources: Vec<usize> = if scale == 1 {
-        by_size.iter().copied().filter(|&i| roles_v[i].iter().any(|r| *r == Role::Name("consumer-name"))).take(1).collect()
+        by_size.iter().copied().filter(|&i| roles_v[i].iter().any(|r| *r == Role::Id16("consumer-pel-id"))).take(1).collect()
     } else {
         (0..src.len()).collect()
     };
@@ -1413,10 +1413,12 @@ fn structure_aware_restore_fuzz() {
     let mut notes: BTreeMap<String, usize> = BTreeMap::new();
     let mut errs: BTreeMap<String, usize> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let mut finding_kinds: BTreeMap<String, usize> = BTreeMap::new();
     let mut traffic_ops = 0usize;
     let crash_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     for (ci, case) in cases.iter().enumerate() {
         let payload = dump_build(&case.body, ver);
+        let log_mark = std::fs::metadata(s.log_path()).map(|m| m.len() as usize).unwrap_or(0);
         let e = tried.entry(case.kind).or_default();
         e.0 += 1;
         let res: Result<bool, String> = (|| {
@@ -1456,7 +1458,12 @@ fn structure_aware_restore_fuzz() {
                     case.what,
                     file.display()
                 );
+                let lg = s.log();
+                let why: Vec<&str> = lg.get(log_mark..).unwrap_or("").lines().filter(|l| l.contains("xstream")).collect();
+                let line = format!("{line}\n    server log: {}", why.join(" | "));
+                let reason = why.iter().rev().find_map(|l| l.split("xstream: ").nth(1)).unwrap_or("").to_string();
                 if alive && c.ping() {
+                    *finding_kinds.entry(format!("{} {reason}", msg.split(':').next().unwrap_or(""))).or_default() += 1;
                     findings.push(line);
                 } else {
                     crashes.push(format!("{line}\n    --- server log ---\n{}", s.log_tail(30)));
@@ -1490,6 +1497,9 @@ fn structure_aware_restore_fuzz() {
     }
     for (k, v) in errs.iter().filter(|(_, v)| **v > 0).take(40) {
         report(&format!("restore_fuzz:   traffic error {v:6}: {}", trunc(k, 120)));
+    }
+    for (k, v) in &finding_kinds {
+        report(&format!("restore_fuzz:   finding kind {v:6}: {}", trunc(k, 200)));
     }
     for f in findings.iter().take(20) {
         report(&format!("restore_fuzz: FINDING: {f}"));
@@ -1554,15 +1564,19 @@ fn replay() {
             };
             let mut cmds = cmds_sent.clone();
             assert!(fails(&mut c, &cmds), "not reproducible");
-            let mut i = 0;
-            while i < cmds.len() {
-                let mut t = cmds.clone();
-                t.remove(i);
-                if fails(&mut c, &t) {
-                    cmds = t;
-                } else {
-                    i += 1;
+            let mut chunk = cmds.len().next_power_of_two();
+            while chunk >= 1 {
+                let mut i = 0;
+                while i < cmds.len() {
+                    let mut t = cmds.clone();
+                    t.drain(i..(i + chunk).min(cmds.len()));
+                    if fails(&mut c, &t) {
+                        cmds = t;
+                    } else {
+                        i += chunk;
+                    }
                 }
+                chunk /= 2;
             }
             report(&format!("replay: minimal sequence after RESTORE of {file}:"));
             c.cmd(&[b"RESTORE".as_slice(), b"k", b"0", &payload, b"REPLACE"]);

@@ -38,6 +38,14 @@ pub struct BlockState {
     count: u64,
     noack: bool,
     group_arg: Option<usize>,
+    /// Group readers are registered so that a deleted key releases them.
+    registration: Option<crate::ffi::blocking::Registration>,
+}
+
+impl BlockState {
+    pub fn registration(&self) -> Option<&crate::ffi::blocking::Registration> {
+        self.registration.as_ref()
+    }
 }
 
 /// How a stream's ID argument was given.
@@ -229,12 +237,19 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
                 other => other,
             })
             .collect();
+        let registration = group_arg.map(|_| crate::ffi::blocking::Registration {
+            id: crate::ffi::blocking::next_id(),
+            db: crate::ffi::blocking::selected_db(c),
+            keys: (streams_arg..streams_arg + streams_count).map(|i| c.arg(i).to_vec()).collect(),
+            key_gone: std::cell::Cell::new(false),
+        });
         let state = BlockState {
             streams_arg,
             from,
             count: if count > 0 { count as u64 } else { BLOCKED_COUNT_DEFAULT },
             noack,
             group_arg,
+            registration,
         };
         let keys: Vec<usize> = (streams_arg..streams_arg + streams_count).collect();
         if !crate::ffi::blocking::block_on_keys(c, &keys, timeout, state) {

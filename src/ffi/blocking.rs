@@ -11,16 +11,201 @@
 //! [`on_timeout`] replies a null array, as XREAD does. The private data is freed
 //! on every path (served, timeout, disconnect, unblock) by [`free_state`].
 //!
-//! As in Redis 7.0, a deleted key does not wake waiters, and a key that becomes
-//! another type keeps them waiting; if the key comes back as a stream without
-//! the group, a group waiter gets NOGROUP (all decided in `serve_blocked`).
+//! Deleted keys. As in Redis 7.0.15, an XREAD waiter stays blocked when its key
+//! is deleted or replaced by another type, while an XREADGROUP waiter is released
+//! with `-UNBLOCKED the stream key no longer exists` (its group is gone with the
+//! key). Redis only does that for its own stream type, so the module watches its
+//! keys itself: the type's `unlink2` callback (DEL, UNLINK, expiry, eviction,
+//! RENAME, MOVE, overwrite by SET...) and the FLUSHDB / SWAPDB server events
+//! schedule a check of the group waiters on the affected keys, run before the
+//! event loop sleeps, once the current command (or MULTI) is over, as the
+//! built-in checks after the command, and before replies are written: a waiter whose key is no longer one of our streams is released
+//! through `RedisModule_UnblockClient`, which runs [`on_timeout`] with the
+//! "key gone" mark set.
 
 use super::api;
 use super::ctx::{string_bytes, Ctx};
 use super::fence;
 use crate::commands::read::{serve_blocked, BlockState};
 use redis_module::raw;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::raw::{c_int, c_void};
+use std::sync::Mutex;
+
+/// Blocked XREADGROUP clients, by (db, key): registration id -> (handle, its BlockState).
+type Waiters = HashMap<(i32, Vec<u8>), BTreeMap<u64, (usize, usize)>>;
+
+/// The registry of blocked group readers (main thread only; the mutex is never contended).
+static GROUP_WAITERS: Mutex<Option<Waiters>> = Mutex::new(None);
+/// Keys whose waiters must be checked before the event loop sleeps.
+static PENDING: Mutex<Option<HashSet<(i32, Vec<u8>)>>> = Mutex::new(None);
+/// Whether PENDING has anything (checked every loop iteration without locking).
+static HAS_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+/// A context for the checks run from the event loop (created at load).
+static CHECK_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// What the registry knows of a blocked group reader (kept in its BlockState).
+#[derive(Debug, Default)]
+pub struct Registration {
+    pub id: u64,
+    pub db: i32,
+    pub keys: Vec<Vec<u8>>,
+    /// Set before the client is released because its key is gone.
+    pub key_gone: std::cell::Cell<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn register(reg: &Registration, bc: *mut raw::RedisModuleBlockedClient, state: *const BlockState) {
+    let mut g = lock(&GROUP_WAITERS);
+    let map = g.get_or_insert_with(HashMap::new);
+    for k in &reg.keys {
+        map.entry((reg.db, k.clone())).or_default().insert(reg.id, (bc as usize, state as usize));
+    }
+}
+
+fn unregister(reg: &Registration) {
+    let mut g = lock(&GROUP_WAITERS);
+    let Some(map) = g.as_mut() else { return };
+    for k in &reg.keys {
+        let key = (reg.db, k.clone());
+        if let Some(w) = map.get_mut(&key) {
+            w.remove(&reg.id);
+            if w.is_empty() {
+                map.remove(&key);
+            }
+        }
+    }
+}
+
+/// Creates the context the deletion checks use (at load).
+pub fn init(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+    // SAFETY: valid OnLoad ctx; the detached context lives as long as the module.
+    let d = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx) };
+    if d.is_null() {
+        return Err("cannot create a detached context".into());
+    }
+    CHECK_CTX.store(d, std::sync::atomic::Ordering::Relaxed);
+    for (id, cb) in [
+        (raw::REDISMODULE_EVENT_FLUSHDB, on_flush as unsafe extern "C" fn(_, _, _, _)),
+        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb as unsafe extern "C" fn(_, _, _, _)),
+        (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop as unsafe extern "C" fn(_, _, _, _)),
+    ] {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: valid OnLoad ctx; callbacks live as long as the module.
+        let rc = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx, event, Some(cb)) };
+        if rc != raw::REDISMODULE_OK as c_int {
+            return Err("cannot subscribe to flush / swapdb events".into());
+        }
+    }
+    Ok(())
+}
+
+/// Schedules a check of the group waiters on `keys` (None: every key of `db`).
+fn schedule(db: i32, key: Option<&[u8]>) {
+    let keys: Vec<(i32, Vec<u8>)> = {
+        let g = lock(&GROUP_WAITERS);
+        let Some(map) = g.as_ref() else { return };
+        match key {
+            Some(k) => {
+                let e = (db, k.to_vec());
+                if map.contains_key(&e) { vec![e] } else { Vec::new() }
+            }
+            None => map.keys().filter(|(d, _)| db < 0 || *d == db).cloned().collect(),
+        }
+    };
+    if keys.is_empty() {
+        return;
+    }
+    lock(&PENDING).get_or_insert_with(HashSet::new).extend(keys);
+    HAS_PENDING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+unsafe extern "C" fn on_event_loop(_ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
+    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && HAS_PENDING.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        run_checks();
+    }
+}
+
+/// Called by the type's unlink callback: our stream at (db, key) is leaving the keyspace.
+pub fn key_unlinked(db: i32, key: &[u8]) {
+    schedule(db, Some(key));
+}
+
+unsafe extern "C" fn on_flush(_ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
+    fence::guard("flush event", (), || {
+        if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+            return;
+        }
+        // SAFETY: FLUSHDB events carry a RedisModuleFlushInfo.
+        let info = unsafe { data.cast::<raw::RedisModuleFlushInfo>().as_ref() };
+        schedule(info.map_or(-1, |i| i.dbnum), None);
+    })
+}
+
+unsafe extern "C" fn on_swapdb(_ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, _sub: u64, data: *mut c_void) {
+    fence::guard("swapdb event", (), || {
+        // SAFETY: SWAPDB events carry a RedisModuleSwapDbInfo.
+        if let Some(i) = unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() } {
+            schedule(i.dbnum_first, None);
+            schedule(i.dbnum_second, None);
+        }
+    })
+}
+
+/// Releases the group waiters whose key is no longer one of our streams.
+fn run_checks() {
+    fence::guard("blocked readers check", (), || {
+        let keys: Vec<(i32, Vec<u8>)> = lock(&PENDING).as_mut().map(|p| p.drain().collect()).unwrap_or_default();
+        let ctx = CHECK_CTX.load(std::sync::atomic::Ordering::Relaxed);
+        if ctx.is_null() {
+            return;
+        }
+        for (db, key) in keys {
+            // SAFETY: the detached context is valid for the module's lifetime; we run
+            // on the main thread between commands. The key string is freed below.
+            let gone = unsafe {
+                api!(RedisModule_SelectDb)(ctx, db);
+                let name = api!(RedisModule_CreateString)(std::ptr::null_mut(), key.as_ptr().cast(), key.len());
+                let k = api!(RedisModule_OpenKey)(ctx, name, raw::REDISMODULE_READ as c_int).cast::<raw::RedisModuleKey>();
+                let ours = !k.is_null()
+                    && api!(RedisModule_KeyType)(k) as isize == raw::REDISMODULE_KEYTYPE_MODULE
+                    && api!(RedisModule_ModuleTypeGetType)(k) == super::types::stream_type();
+                if !k.is_null() {
+                    api!(RedisModule_CloseKey)(k);
+                }
+                api!(RedisModule_FreeString)(std::ptr::null_mut(), name);
+                !ours
+            };
+            if !gone {
+                continue;
+            }
+            let handles: Vec<(usize, usize)> = lock(&GROUP_WAITERS)
+                .as_ref()
+                .and_then(|m| m.get(&(db, key.clone())))
+                .map(|w| w.values().copied().collect())
+                .unwrap_or_default();
+            for (h, st) in handles {
+                let bc = h as *mut raw::RedisModuleBlockedClient;
+                // SAFETY: a registered handle and its BlockState are live until free_state
+                // unregisters them, which happens after this release (UnblockClient runs
+                // the timeout callback now and frees the private data later).
+                unsafe {
+                    if let Some(r) = (st as *const BlockState).as_ref().and_then(BlockState::registration) {
+                        if r.key_gone.get() {
+                            continue; // already released
+                        }
+                        r.key_gone.set(true);
+                    }
+                    api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut());
+                }
+            }
+        }
+    })
+}
 
 /// Blocks the client of `c` on the key arguments `key_args` (indexes into argv)
 /// for `timeout_ms` (0 = forever) with `state`.
@@ -47,7 +232,22 @@ pub fn block_on_keys(c: &Ctx, key_args: &[usize], timeout_ms: i64, state: BlockS
         drop(unsafe { Box::from_raw(data) });
         return false;
     }
+    // SAFETY: data is alive (owned by Redis until free_state); we only read it.
+    if let Some(r) = unsafe { (*data).registration() } {
+        register(r, bc, data);
+    }
     true
+}
+
+/// A fresh registration id.
+pub fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The selected db of the command's client.
+pub fn selected_db(c: &Ctx) -> i32 {
+    // SAFETY: valid command ctx.
+    unsafe { api!(RedisModule_GetSelectedDb)(c.raw()) }
 }
 
 unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
@@ -78,7 +278,15 @@ unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw
 unsafe extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
     // SAFETY: Redis passes the blocked command's arguments with the callback's ctx.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
-    fence::guard("blocked read timeout", (), || c.reply_null_array());
+    fence::guard("blocked read timeout", (), || {
+        // SAFETY: the private data is the Box<BlockState> (alive until free_state).
+        let st = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<BlockState>().as_ref() };
+        if st.and_then(BlockState::registration).is_some_and(|r| r.key_gone.get()) {
+            c.reply_error("UNBLOCKED the stream key no longer exists");
+        } else {
+            c.reply_null_array();
+        }
+    });
     raw::REDISMODULE_OK as c_int
 }
 
@@ -86,7 +294,10 @@ unsafe extern "C" fn free_state(_ctx: *mut raw::RedisModuleCtx, data: *mut c_voi
     fence::guard("blocked read cleanup", (), || {
         if !data.is_null() {
             // SAFETY: the Box<BlockState> leaked in block_on_keys; Redis calls this once.
-            drop(unsafe { Box::from_raw(data.cast::<BlockState>()) });
+            let st = unsafe { Box::from_raw(data.cast::<BlockState>()) };
+            if let Some(r) = st.registration() {
+                unregister(r);
+            }
         }
     })
 }

@@ -37,7 +37,7 @@ pub static STREAM_TYPE: RedisType = RedisType::new(
         copy2: None,
         free_effort2: None,
         mem_usage2: None,
-        unlink2: None,
+        unlink2: Some(unlink2),
     },
 );
 
@@ -298,6 +298,18 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };
         }
+    })
+}
+
+/// A stream leaves the keyspace (DEL, expiry, RENAME, overwrite...): blocked
+/// group readers of that key may have to be released (see ffi/blocking.rs).
+unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    fence::guard("unlink", (), || {
+        // SAFETY: valid key-opt context for the duration of the callback.
+        let (db, key) = unsafe {
+            (api!(RedisModule_GetDbIdFromOptCtx)(ctx), api!(RedisModule_GetKeyNameFromOptCtx)(ctx))
+        };
+        super::blocking::key_unlinked(db, super::ctx::string_bytes(key.cast_mut()));
     })
 }
 

@@ -1,0 +1,325 @@
+//! ACL and key specs (issue 8).
+//!
+//! - `acl_matches_builtin`: for users with key permissions (`%R~k*`, `%W~k*`, `~k*`, `%R~k* %W~j*`,
+//!   `~j*` ...) and command permissions (`-@all +xs.range`, `+@all -xs.add`, `-@all +@read`,
+//!   `-@all +@write`, `+@all -@write`, subcommand rules `+xs.group|create` ...), every XS.*
+//!   command and subcommand is allowed or denied exactly as its built-in twin for the twin user
+//!   (the same rules with the built-in's names), with the same error text modulo the command
+//!   name, through a real call and through `ACL DRYRUN`. The built-in runs in DB 0, the module
+//!   in DB 1, with the same key names; the data is reset before every call.
+//! - `getkeys_match_builtin`: `COMMAND GETKEYSANDFLAGS` gives the built-in's keys and flags for
+//!   every XS.* command (many argument shapes), and `COMMAND INFO` the built-in's arity,
+//!   first/last/step, flags (but `module`) and key specs.
+//!
+//! Redis 7.0 cannot put module commands into `@stream` (COMPAT.md §5): rules naming `@stream`
+//! are not compared.
+
+mod common;
+#[path = "common/twin.rs"]
+mod twin;
+
+use common::*;
+use twin::*;
+
+/// Command templates (built-in names); `K` is replaced by the key under test, `J` by a key
+/// outside every `~k*` pattern.
+const COMMANDS: &[&str] = &[
+    "XADD K * f v",
+    "XADD K NOMKSTREAM MAXLEN 100 * f v",
+    "XLEN K",
+    "XRANGE K - +",
+    "XREVRANGE K + - COUNT 1",
+    "XDEL K 1-1",
+    "XTRIM K MAXLEN 100",
+    "XSETID K 999999-0",
+    "XINFO STREAM K",
+    "XINFO STREAM K FULL",
+    "XINFO GROUPS K",
+    "XINFO CONSUMERS K g",
+    "XINFO HELP",
+    "XREAD STREAMS K 0",
+    "XREAD COUNT 1 STREAMS K J 0 0",
+    "XREADGROUP GROUP g c STREAMS K >",
+    "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS K 0",
+    "XGROUP CREATE K g2 $",
+    "XGROUP CREATE K g2 $ MKSTREAM",
+    "XGROUP CREATECONSUMER K g c5",
+    "XGROUP DELCONSUMER K g c",
+    "XGROUP SETID K g 0",
+    "XGROUP DESTROY K g",
+    "XGROUP HELP",
+    "XACK K g 1-1",
+    "XPENDING K g",
+    "XPENDING K g - + 10 c",
+    "XCLAIM K g c2 0 1-1",
+    "XAUTOCLAIM K g c2 0 0",
+];
+
+/// Users: rules with `{XRANGE}`-style placeholders for command names.
+const USERS: &[&str] = &[
+    "~* +@all",
+    "%R~k* +@all",
+    "%W~k* +@all",
+    "~k* +@all",
+    "%RW~k* +@all",
+    "%R~k* %W~j* +@all",
+    "%R~* %W~k* +@all",
+    "~j* +@all",
+    "resetkeys +@all",
+    "~* -@all +{XRANGE}",
+    "~k* -@all +{XRANGE}",
+    "~* -@all +{XADD} +{XRANGE} +{XREADGROUP}",
+    "~* +@all -{XADD}",
+    "~* +@all -{XINFO}",
+    "~* -@all +{XINFO}",
+    "~* -@all +{XINFO|STREAM} +{XGROUP|CREATE}",
+    "~* +@all -{XGROUP|DESTROY} -{XINFO|HELP}",
+    "~* -@all +@read",
+    "~* -@all +@write",
+    "~* +@all -@write",
+    "~* -@all +@fast",
+    "~* -@all +@slow",
+    "~* -@all +@blocking",
+    "~* +@all -@blocking",
+    "%R~k* -@all +@read +@write",
+    "%W~k* -@all +@write",
+];
+
+fn map_rules(rules: &str, module: bool) -> Vec<String> {
+    rules
+        .split(' ')
+        .map(|r| {
+            let mut out = r.to_string();
+            if let (Some(a), Some(b)) = (r.find('{'), r.find('}')) {
+                let name = &r[a + 1..b];
+                let (cmd, sub) = match name.split_once('|') {
+                    Some((c, s)) => (c, Some(s)),
+                    None => (name, None),
+                };
+                let mut n = xcmd(module, cmd).to_lowercase();
+                if let Some(s) = sub {
+                    n = format!("{n}|{}", s.to_lowercase());
+                }
+                out = format!("{}{}{}", &r[..a], n, &r[b + 1..]);
+            }
+            out
+        })
+        .collect()
+}
+
+fn expand(tpl: &str, key: &str) -> Vec<String> {
+    tpl.split(' ')
+        .map(|w| match w {
+            "K" => key.to_string(),
+            "J" => "j".to_string(),
+            w => w.to_string(),
+        })
+        .collect()
+}
+
+/// Resets keys `k` and `j` on one side: 3 entries, group g read by consumer c.
+fn reset(c: &mut Conn, module: bool) {
+    c.cmd(&["FLUSHDB"]);
+    for key in ["k", "j"] {
+        for i in 1..=3 {
+            c.cmd(&[&xcmd(module, "XADD"), key, &format!("{i}-1"), "f", "v"]);
+        }
+        c.cmd(&[&xcmd(module, "XGROUP"), "CREATE", key, "g", "0"]);
+        c.cmd(&[&xcmd(module, "XREADGROUP"), "GROUP", "g", "c", "STREAMS", key, ">"]);
+    }
+}
+
+fn auth(s: &Server, user: &str, db: &str) -> Conn {
+    let mut c = s.conn();
+    let r = c.cmd(&["AUTH", user, "pw"]);
+    assert_eq!(r, Reply::Simple("OK".into()), "AUTH {user}");
+    let r = c.cmd(&["SELECT", db]);
+    assert_eq!(r, Reply::Simple("OK".into()), "SELECT as {user}");
+    c
+}
+
+#[test]
+fn acl_matches_builtin() {
+    let s = Server::start();
+    let mut admin_b = s.conn();
+    let mut admin_m = s.conn();
+    admin_m.cmd(&["SELECT", "1"]);
+    let mut calls = 0;
+    let mut denied = 0;
+    let mut diffs: Vec<String> = Vec::new();
+    for (ui, rules) in USERS.iter().enumerate() {
+        let (ub, um) = (format!("b{ui}"), format!("m{ui}"));
+        for (user, module) in [(&ub, false), (&um, true)] {
+            let mut a = vec!["ACL".to_string(), "SETUSER".into(), user.clone(), "reset".into(), "on".into(), ">pw".into()];
+            a.extend(map_rules(rules, module));
+            // SELECT is needed to reach DB 1 (it is not a stream command).
+            a.push("+select".into());
+            let r = admin_b.cmd(&a);
+            assert_eq!(r, Reply::Simple("OK".into()), "{}", fmt_cmd(&a));
+        }
+        let mut cb = auth(&s, &ub, "0");
+        let mut cm = auth(&s, &um, "1");
+        for tpl in COMMANDS {
+            for key in ["k", "j"] {
+                if key == "j" && !tpl.contains('K') {
+                    continue;
+                }
+                let args = expand(tpl, key);
+                let margs = module_args(&args);
+                // Dry run first (no effect), then the real call on fresh data.
+                let mut db = vec!["ACL".to_string(), "DRYRUN".into(), ub.clone()];
+                db.extend(args.iter().cloned());
+                let mut dm: Vec<Vec<u8>> = vec![b"ACL".to_vec(), b"DRYRUN".to_vec(), um.clone().into_bytes()];
+                dm.extend(margs.iter().cloned());
+                let (rb, rm) = (admin_b.cmd(&db), normalize(admin_b.cmd(&dm)));
+                let rm = match rm {
+                    // DRYRUN names the user: map m<i> -> b<i>.
+                    Reply::Bulk(b) => Reply::Bulk(
+                        String::from_utf8_lossy(&b).replace(&format!("'{um}'"), &format!("'{ub}'")).replace("'xs.", "'x").into_bytes(),
+                    ),
+                    other => other,
+                };
+                if rb != rm {
+                    diffs.push(format!("user [{rules}] ACL DRYRUN {}:\n      built-in: {rb}\n      module:   {rm}", fmt_cmd(&args)));
+                }
+                reset(&mut admin_b, false);
+                reset(&mut admin_m, true);
+                let rb = cb.cmd(&args);
+                let rm = normalize(cm.cmd(&margs));
+                let (mut xb, mut xm) = (rb.clone(), rm.clone());
+                mask_times(&mut xb);
+                mask_times(&mut xm);
+                mask_pending(&mut xb);
+                mask_pending(&mut xm);
+                calls += 1;
+                if matches!(&rb, Reply::Error(e) if e.starts_with("NOPERM")) {
+                    denied += 1;
+                }
+                if xb != xm {
+                    diffs.push(format!("user [{rules}] {}:\n      built-in: {rb}\n      module:   {rm}", fmt_cmd(&args)));
+                }
+            }
+        }
+    }
+    let mut per_user: std::collections::BTreeMap<String, Vec<&String>> = std::collections::BTreeMap::new();
+    for d in &diffs {
+        let u = d.split(']').next().unwrap_or("").to_string() + "]";
+        per_user.entry(u).or_default().push(d);
+    }
+    for (u, ds) in &per_user {
+        report(&format!("acl: {u}: {} difference(s)", ds.len()));
+        for d in ds.iter().take(3) {
+            report(&format!("acl:   DIFFERENCE: {}", trunc(d, 400)));
+        }
+    }
+    report(&format!("acl: {} users x {} command shapes: {calls} calls ({denied} denied by the built-in), {} differences", USERS.len(), COMMANDS.len(), diffs.len()));
+    assert!(diffs.is_empty(), "{} ACL difference(s) with the built-in; first:\n  {}", diffs.len(), diffs[..diffs.len().min(10)].join("\n  "));
+}
+
+/// `COMMAND GETKEYSANDFLAGS` and `COMMAND INFO` of every XS.* command against its twin.
+#[test]
+fn getkeys_match_builtin() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let shapes: &[&str] = &[
+        "XADD a * f v",
+        "XADD a NOMKSTREAM MAXLEN ~ 10 LIMIT 5 1-1 f v g w",
+        "XLEN a",
+        "XRANGE a - + COUNT 5",
+        "XREVRANGE a + -",
+        "XDEL a 1-1 2-2",
+        "XTRIM a MINID 5",
+        "XSETID a 5-5 ENTRIESADDED 5 MAXDELETEDID 1-1",
+        "XINFO STREAM a",
+        "XINFO STREAM a FULL COUNT 5",
+        "XINFO GROUPS a",
+        "XINFO CONSUMERS a g",
+        "XINFO HELP",
+        "XREAD STREAMS a 0",
+        "XREAD COUNT 5 BLOCK 10 STREAMS a b c 0 0 0",
+        "XREAD STREAMS STREAMS 0",
+        "XREAD COUNT 1 STREAMS a b 0",
+        "XREADGROUP GROUP g c STREAMS a >",
+        "XREADGROUP GROUP g c COUNT 1 BLOCK 1 NOACK STREAMS a b > 0",
+        "XREADGROUP GROUP STREAMS c STREAMS a >",
+        "XGROUP CREATE a g $ MKSTREAM ENTRIESREAD 3",
+        "XGROUP CREATECONSUMER a g c",
+        "XGROUP DELCONSUMER a g c",
+        "XGROUP SETID a g 0 ENTRIESREAD 1",
+        "XGROUP DESTROY a g",
+        "XGROUP HELP",
+        "XACK a g 1-1 2-2",
+        "XPENDING a g",
+        "XPENDING a g IDLE 5 - + 10 c",
+        "XCLAIM a g c 0 1-1 2-2 FORCE JUSTID",
+        "XAUTOCLAIM a g c 0 0 COUNT 5 JUSTID",
+    ];
+    let mut diffs = Vec::new();
+    for sh in shapes {
+        let args: Vec<String> = sh.split(' ').map(|s| s.to_string()).collect();
+        let margs = module_args(&args);
+        for what in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            let mut a = vec!["COMMAND".to_string(), what.into()];
+            a.extend(args.iter().cloned());
+            let mut b: Vec<Vec<u8>> = vec![b"COMMAND".to_vec(), what.as_bytes().to_vec()];
+            b.extend(margs.iter().cloned());
+            let (rb, rm) = (c.cmd(&a), normalize(c.cmd(&b)));
+            if rb != rm {
+                diffs.push(format!("COMMAND {what} {sh}:\n      built-in: {rb}\n      module:   {rm}"));
+            }
+        }
+    }
+    // COMMAND INFO: arity, flags (but `module`), first/last/step, key specs; subcommands too.
+    fn norm_info(r: &Reply) -> Vec<String> {
+        let v = r.as_array();
+        let mut out = Vec::new();
+        let name = v[0].text().replace("xs.", "x");
+        out.push(format!("name {name}"));
+        out.push(format!("arity {}", v[1]));
+        let mut flags: Vec<String> = v[2].as_array().iter().map(|f| f.text()).filter(|f| f != "module").collect();
+        flags.sort();
+        out.push(format!("flags {flags:?}"));
+        out.push(format!("first/last/step {} {} {}", v[3], v[4], v[5]));
+        if let Some(ks) = v.get(8) {
+            // Key specs without their documentation notes.
+            let mut ks = ks.clone();
+            if let Reply::Array(specs) = &mut ks {
+                for sp in specs.iter_mut() {
+                    if let Reply::Array(kv) = sp {
+                        if kv.len() >= 2 && kv[0] == Reply::Bulk(b"notes".to_vec()) {
+                            kv.drain(0..2);
+                        }
+                    }
+                }
+            }
+            out.push(format!("key specs {ks}"));
+        }
+        if let Some(Reply::Array(subs)) = v.get(9) {
+            let mut s: Vec<Vec<String>> = subs.iter().map(norm_info).collect();
+            s.sort();
+            for x in s {
+                out.extend(x.into_iter().map(|l| format!("  {l}")));
+            }
+        }
+        out
+    }
+    for name in ["XADD", "XLEN", "XRANGE", "XREVRANGE", "XDEL", "XTRIM", "XSETID", "XINFO", "XREAD", "XREADGROUP", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"] {
+        let rb = c.cmd(&["COMMAND", "INFO", name]);
+        let rm = c.cmd(&["COMMAND", "INFO", &xcmd(true, name)]);
+        let (ib, im) = (norm_info(&rb.as_array()[0]), norm_info(&rm.as_array()[0]));
+        // The module has no subcommands the built-in lacks, and vice versa for the ones it
+        // implements; compare line by line.
+        let sb: std::collections::BTreeSet<&String> = ib.iter().collect();
+        let sm: std::collections::BTreeSet<&String> = im.iter().collect();
+        let only_b: Vec<&&String> = sb.difference(&sm).collect();
+        let only_m: Vec<&&String> = sm.difference(&sb).collect();
+        if !only_b.is_empty() || !only_m.is_empty() {
+            diffs.push(format!("COMMAND INFO {name}:\n      built-in only: {only_b:?}\n      module only:   {only_m:?}"));
+        }
+    }
+    for d in &diffs {
+        report(&format!("getkeys: DIFFERENCE: {d}"));
+    }
+    report(&format!("getkeys: {} argument shapes (GETKEYS, GETKEYSANDFLAGS) and 15 COMMAND INFO entries compared: {} differences", shapes.len(), diffs.len()));
+    assert!(diffs.is_empty(), "{} difference(s); first:\n  {}", diffs.len(), diffs[..diffs.len().min(10)].join("\n  "));
+}

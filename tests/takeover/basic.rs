@@ -1,0 +1,1454 @@
+//! The basic differential generator of `tests/differential.rs` (XADD XLEN XRANGE XREVRANGE XDEL
+//! XTRIM XSETID XINFO STREAM, explicit, future and auto IDs, invalid arguments, WRONGTYPE), copied
+//! and adapted to two servers: side A is a plain Redis (built-in streams), side B a Redis with the
+//! module in takeover mode; both get the same key names and the STANDARD command names (spelled in
+//! mixed case now and then), sometimes inside MULTI/EXEC, EVAL or FCALL. Replies are compared byte
+//! for byte; the only accepted difference is the command name Redis formats into error texts
+//! (`'xs.add'`, `XS.INFO`), unless XSTREAM_DIFF_STRICT_NAMES=1.
+//!
+//! Keep in step with `tests/differential.rs` when its generator changes.
+
+use crate::common::*;
+use crate::via::*;
+use std::collections::{HashMap, VecDeque};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const EXPLICIT_KEYS: usize = 4;
+const FUTURE_KEY: usize = 4;
+const AUTO_KEY: usize = 5;
+const MISSING_KEY: usize = 6;
+const NKEYS: usize = 7;
+/// First ms used on the "future" key: far beyond any clock, so `*` increments the last ID.
+const FUTURE_BASE_MS: u64 = 1_000_000_000_000_000;
+const U64MAX: &str = "18446744073709551615";
+const HISTORY: usize = 25;
+
+#[derive(Clone, Debug)]
+enum Tok {
+    /// Command name, built-in spelling (`XADD`); the module side gets `XS.ADD`.
+    Cmd(&'static str),
+    /// This side's key of pair i.
+    Key(usize),
+    /// The OTHER side's key of pair i (cross-type checks: WRONGTYPE both ways).
+    OtherKey(usize),
+    Lit(Vec<u8>),
+    /// The j-th auto-generated ID of the auto pair, as each side got it (optionally "(" prefixed).
+    AutoId(usize, bool),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    Add(usize),
+    SetId(usize, Vec<u8>),
+    Del(usize),
+    Other,
+}
+
+struct Op {
+    toks: Vec<Tok>,
+    kind: Kind,
+    /// Compare after ID renaming (auto pair).
+    auto: bool,
+}
+
+#[derive(Default, Clone)]
+struct KeyState {
+    /// Model of the last ID (a guide for generating IDs; the real one is asked when it matters).
+    last: (u64, u64),
+    /// Every ID ever added (some deleted or trimmed since: good "missing" IDs).
+    ids: Vec<(u64, u64)>,
+    /// Field names of the last entry, reused so the same-fields encoding kicks in.
+    fields: Vec<Vec<u8>>,
+}
+
+struct Sides {
+    prefix: [&'static str; 2],
+    /// Side B uses the module's commands.
+    module: bool,
+}
+
+impl Sides {
+    fn render(&self, op: &Op, side: usize, auto: &AutoIds) -> Vec<Vec<u8>> {
+        op.toks
+            .iter()
+            .map(|t| match t {
+                Tok::Cmd(c) => {
+                    if side == 1 && self.module && c.starts_with('X') {
+                        format!("XS.{}", &c[1..]).into_bytes()
+                    } else {
+                        c.as_bytes().to_vec()
+                    }
+                }
+                Tok::Key(i) => format!("{}{}", self.prefix[side], i).into_bytes(),
+                Tok::OtherKey(i) => format!("{}{}", self.prefix[1 - side], i).into_bytes(),
+                Tok::Lit(b) => b.clone(),
+                Tok::AutoId(j, excl) => {
+                    let id = &auto.ids[side][*j];
+                    if *excl {
+                        let mut v = b"(".to_vec();
+                        v.extend_from_slice(id);
+                        v
+                    } else {
+                        id.clone()
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct AutoIds {
+    ids: [Vec<Vec<u8>>; 2],
+    b_to_a: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+fn lit<T: AsRef<[u8]>>(s: T) -> Tok {
+    Tok::Lit(s.as_ref().to_vec())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+struct Gen {
+    rng: Rng,
+    keys: Vec<KeyState>,
+    auto_count: usize,
+}
+
+const FIELD_NAMES: &[&str] = &[
+    "f",
+    "g",
+    "field",
+    "a",
+    "b",
+    "1",
+    "2",
+    "-3",
+    "",
+    "name",
+    "temperature",
+];
+const INT_VALUES: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "12",
+    "127",
+    "128",
+    "255",
+    "256",
+    "4095",
+    "4096",
+    "-4096",
+    "65535",
+    "65536",
+    "-65536",
+    "8388607",
+    "8388608",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "18446744073709551615",
+    "01",
+    "-0",
+    "+1",
+    " 1",
+    "1.5",
+    "1e3",
+    "0x10",
+];
+const BAD_IDS: &[&str] = &[
+    "abc",
+    "1-",
+    "-1",
+    "1-2-3",
+    "1.5",
+    "18446744073709551616-0",
+    "0-18446744073709551616",
+    "",
+    "-",
+    "+",
+    "*-1",
+    "1-*-",
+    " 1",
+    "1 ",
+    "0x10",
+    "1e3",
+    "-0",
+    "+1",
+    "1-+1",
+    "1--1",
+    "*-*",
+    "**",
+    "1-a",
+    "a-1",
+    "99999999999999999999",
+    "1-2 ",
+    "\x001-1",
+];
+const BAD_COUNTS: &[&str] = &[
+    "abc",
+    "1.0",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "",
+    " 1",
+    "1 ",
+    "0x1",
+    "+1",
+];
+
+impl Gen {
+    fn id_str(id: (u64, u64)) -> Vec<u8> {
+        fmt_id(id).into_bytes()
+    }
+
+    fn value(&mut self) -> Vec<u8> {
+        match self.rng.weighted(&[35, 35, 5, 4, 15, 5, 1]) {
+            0 => self.rng.pick(INT_VALUES).as_bytes().to_vec(),
+            1 => {
+                let n = self.rng.range(1, 12) as usize;
+                self.rng.alnum(n)
+            }
+            2 => Vec::new(),
+            3 => {
+                let n = self.rng.range(1, 20) as usize;
+                self.rng.bytes(n)
+            }
+            4 => {
+                let n = self.rng.range(13, 100) as usize;
+                self.rng.alnum(n)
+            }
+            5 => {
+                let n = self.rng.range(100, 1000) as usize;
+                self.rng.alnum(n)
+            }
+            _ => {
+                let n = self.rng.range(3000, 6000) as usize;
+                self.rng.alnum(n)
+            }
+        }
+    }
+
+    fn field_name(&mut self) -> Vec<u8> {
+        if self.rng.pct(85) {
+            self.rng.pick(FIELD_NAMES).as_bytes().to_vec()
+        } else if self.rng.pct(50) {
+            self.rng.pick(INT_VALUES).as_bytes().to_vec()
+        } else {
+            let n = self.rng.range(1, 40) as usize;
+            self.rng.alnum(n)
+        }
+    }
+
+    /// Field/value list; may be malformed on purpose (odd count, empty).
+    fn fields(&mut self, k: Option<usize>) -> Vec<Tok> {
+        let reuse = k.map(|k| !self.keys[k].fields.is_empty()).unwrap_or(false) && self.rng.pct(60);
+        let names: Vec<Vec<u8>> = if reuse {
+            self.keys[k.unwrap()].fields.clone()
+        } else {
+            let n = *self.rng.pick(&[1, 1, 1, 2, 2, 3, 4, 6]);
+            (0..n).map(|_| self.field_name()).collect()
+        };
+        if let Some(k) = k {
+            self.keys[k].fields = names.clone();
+        }
+        let mut out = Vec::new();
+        for n in names {
+            out.push(Tok::Lit(n));
+            out.push(Tok::Lit(self.value()));
+        }
+        match self.rng.below(100) {
+            0..=2 => {
+                out.pop();
+            }
+            3 => out.clear(),
+            _ => {}
+        }
+        out
+    }
+
+    fn bad_id(&mut self) -> Vec<u8> {
+        self.rng.pick(BAD_IDS).as_bytes().to_vec()
+    }
+
+    fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
+        let (ms, seq) = last;
+        if ms >= u64::MAX - 5 {
+            return (u64::MAX, u64::MAX);
+        }
+        if self.rng.pct(50) && seq < u64::MAX - 3 {
+            (ms, seq + self.rng.range(1, 3))
+        } else {
+            (ms + self.rng.range(1, 5), self.rng.range(0, 3))
+        }
+    }
+
+    /// An ID argument for XADD on an explicit-ID key; `star_ok`: `*` is deterministic now.
+    fn add_id(&mut self, k: usize, star_ok: bool) -> Vec<u8> {
+        let mut last = self.keys[k].last;
+        if k == FUTURE_KEY && last.0 < FUTURE_BASE_MS {
+            last = (FUTURE_BASE_MS + self.rng.below(1000), 0);
+        }
+        let (ms, seq) = last;
+        if star_ok && self.rng.pct(25) {
+            return b"*".to_vec();
+        }
+        match self.rng.below(1000) {
+            0..=49 => Self::id_str(last),
+            50..=99 => {
+                if ms == 0 && seq == 0 {
+                    b"0-0".to_vec()
+                } else {
+                    let m = self.rng.below(ms.saturating_add(1));
+                    let s = if m == ms {
+                        self.rng.below(seq.saturating_add(1))
+                    } else {
+                        self.rng.below(10)
+                    };
+                    Self::id_str((m, s))
+                }
+            }
+            100..=179 => {
+                let m = match self.rng.below(4) {
+                    0 => ms.saturating_sub(1),
+                    1 => ms,
+                    _ => ms.saturating_add(self.rng.range(1, 3)),
+                };
+                format!("{m}-*").into_bytes()
+            }
+            180..=194 => b"0-0".to_vec(),
+            195..=209 => b"0-*".to_vec(),
+            210..=214 => format!("{U64MAX}-{U64MAX}").into_bytes(),
+            215..=219 => format!("{U64MAX}-*").into_bytes(),
+            220..=239 => format!("{}-{U64MAX}", ms.saturating_add(self.rng.below(2))).into_bytes(),
+            240..=279 => self.bad_id(),
+            280..=309 => ms
+                .saturating_add(self.rng.below(3))
+                .to_string()
+                .into_bytes(),
+            _ => Self::id_str(self.next_id(last)),
+        }
+    }
+
+    /// Some ID near the key's known IDs (for ranges, MINID, XDEL, MAXDELETEDID...).
+    fn some_id(&mut self, k: usize) -> (u64, u64) {
+        let ks = &self.keys[k];
+        if ks.ids.is_empty() || self.rng.pct(5) {
+            return (self.rng.below(20), self.rng.below(5));
+        }
+        let n = ks.ids.len() as u64;
+        // Prefer recent IDs: they are more likely still in the stream.
+        let i = if self.rng.pct(60) {
+            n - 1 - self.rng.below(n.min(80))
+        } else {
+            self.rng.below(n)
+        };
+        let (ms, seq) = ks.ids[i as usize];
+        match self.rng.below(10) {
+            0 => (ms, seq.saturating_add(1)),
+            1 => (ms, seq.saturating_sub(1)),
+            2 => (ms.saturating_add(1), 0),
+            _ => (ms, seq),
+        }
+    }
+
+    fn range_bound(&mut self, k: usize) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=14 => b"-".to_vec(),
+            15..=24 => b"+".to_vec(),
+            25..=54 => Self::id_str(self.some_id(k)),
+            55..=69 => {
+                let id = self.some_id(k);
+                format!("({}", fmt_id(id)).into_bytes()
+            }
+            70..=81 => self.some_id(k).0.to_string().into_bytes(),
+            82..=86 => format!("({}", self.some_id(k).0).into_bytes(),
+            87..=91 => self.bad_id(),
+            _ => self
+                .rng
+                .pick(&[
+                    "(-",
+                    "(+",
+                    "0-0",
+                    "(0-0",
+                    "0",
+                    "(0",
+                    "18446744073709551615-18446744073709551615",
+                    "(18446744073709551615-18446744073709551615",
+                    "18446744073709551615",
+                    "(18446744073709551615",
+                    "((1",
+                    "(",
+                    "-0",
+                    "0-18446744073709551615",
+                ])
+                .as_bytes()
+                .to_vec(),
+        }
+    }
+
+    fn count_arg(&mut self) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=9 => b"0".to_vec(),
+            10..=17 => format!("-{}", self.rng.range(1, 100)).into_bytes(),
+            18..=59 => self.rng.range(1, 10).to_string().into_bytes(),
+            60..=84 => self.rng.range(1, 1000).to_string().into_bytes(),
+            85..=89 => b"9223372036854775807".to_vec(),
+            90..=91 => b"-9223372036854775808".to_vec(),
+            _ => self.rng.pick(BAD_COUNTS).as_bytes().to_vec(),
+        }
+    }
+
+    /// A trim clause (`MAXLEN|MINID [=|~] threshold [LIMIT n]`), sometimes malformed.
+    fn trim_clause(&mut self, k: usize, len: u64, exact_only: bool) -> Vec<Tok> {
+        let mut out = Vec::new();
+        let maxlen = self.rng.pct(60);
+        let kw = match (maxlen, self.rng.pct(10)) {
+            (true, false) => "MAXLEN",
+            (true, true) => "maxlen",
+            (false, false) => "MINID",
+            (false, true) => "minid",
+        };
+        out.push(lit(kw));
+        let op = if exact_only {
+            *self.rng.pick(&["", "="])
+        } else {
+            *self.rng.pick(&["", "", "=", "~", "~", "~"])
+        };
+        if !op.is_empty() {
+            out.push(lit(op));
+        }
+        if maxlen {
+            let t = match self.rng.below(100) {
+                0..=14 => self.rng.below(20).to_string(),
+                15..=39 => self.rng.below(400).to_string(),
+                40..=89 => len.saturating_sub(self.rng.below(12)).to_string(),
+                90..=93 => "-1".to_string(),
+                94..=95 => "9223372036854775807".to_string(),
+                _ => self.rng.pick(BAD_COUNTS).to_string(),
+            };
+            out.push(lit(t));
+        } else {
+            let t = match self.rng.below(100) {
+                0..=39 if !self.keys[k].ids.is_empty() => {
+                    // Uniform over the key's history: usually trims a part, not everything.
+                    let ids = &self.keys[k].ids;
+                    fmt_id(ids[self.rng.below(ids.len() as u64) as usize]).into_bytes()
+                }
+                0..=79 => fmt_id(self.some_id(k)).into_bytes(),
+                80..=89 => self.some_id(k).0.to_string().into_bytes(),
+                90..=94 => self.bad_id(),
+                _ => self
+                    .rng
+                    .pick(&["0", "0-0", "-", "+", U64MAX])
+                    .as_bytes()
+                    .to_vec(),
+            };
+            out.push(Tok::Lit(t));
+        }
+        if !exact_only && ((op == "~" && self.rng.pct(40)) || self.rng.pct(4)) {
+            out.push(lit(if self.rng.pct(90) { "LIMIT" } else { "limit" }));
+            let l = match self.rng.below(100) {
+                0..=9 => "0".to_string(),
+                10..=69 => self.rng.range(1, 30).to_string(),
+                70..=89 => self.rng.range(1, 500).to_string(),
+                90..=94 => "-1".to_string(),
+                _ => self.rng.pick(BAD_COUNTS).to_string(),
+            };
+            out.push(lit(l));
+        }
+        if !exact_only && self.rng.pct(3) {
+            // Two trim clauses: same strategy repeated, or MAXLEN with MINID.
+            out.push(lit(if self.rng.pct(50) { "MAXLEN" } else { "MINID" }));
+            out.push(lit("1"));
+        }
+        out
+    }
+}
+
+/// The stream state of side A's key as the server sees it (None: missing / not a stream).
+struct Live {
+    len: u64,
+    last: (u64, u64),
+    entries_added: u64,
+    max_deleted: (u64, u64),
+}
+
+fn live(c: &mut Conn, key: &[u8]) -> Option<Live> {
+    let r = c.cmd(&[b"XINFO".as_slice(), b"STREAM", key]);
+    if r.is_error() {
+        return None;
+    }
+    let id = |name: &str| {
+        r.field(name)
+            .and_then(|v| v.as_bytes().and_then(parse_id))
+            .unwrap_or((0, 0))
+    };
+    Some(Live {
+        len: r.field("length").map(|v| v.as_int() as u64).unwrap_or(0),
+        last: id("last-generated-id"),
+        entries_added: r
+            .field("entries-added")
+            .map(|v| v.as_int() as u64)
+            .unwrap_or(0),
+        max_deleted: id("max-deleted-entry-id"),
+    })
+}
+
+struct Runner {
+    gen: Gen,
+    sides: Sides,
+    auto: AutoIds,
+    /// Server A (built-in streams) and server B (the module in takeover mode).
+    a: Conn,
+    b: Conn,
+    history: VecDeque<String>,
+    limits: (u64, u64),
+    seed: u64,
+    resp3: bool,
+    oplog: Option<std::fs::File>,
+    all_limits: Vec<String>,
+    /// (signature, full report) of each distinct difference.
+    diffs: Vec<(String, String)>,
+    diff_count: usize,
+    max_diffs: usize,
+}
+
+impl Runner {
+    fn key_a(&self, k: usize) -> Vec<u8> {
+        format!("{}{}", self.sides.prefix[0], k).into_bytes()
+    }
+
+    fn pick_node_limits(&mut self) -> (u64, u64) {
+        let e = if self.gen.rng.pct(35) {
+            self.gen.rng.range(1, 10)
+        } else {
+            self.gen.rng.range(1, 100)
+        };
+        let b = if self.gen.rng.pct(40) {
+            0
+        } else {
+            self.gen.rng.range(64, 4096)
+        };
+        (e, b)
+    }
+
+    /// Deletes every pair (both sides), forgets the model and picks new node limits.
+    fn new_segment(&mut self) {
+        for k in 0..NKEYS {
+            for side in 0..2 {
+                let key = format!("{}{}", self.sides.prefix[side], k);
+                let del = [b"DEL".to_vec(), key.into_bytes()];
+                if side == 0 {
+                    self.log_cmd(&del);
+                    self.a.cmd(&del);
+                } else {
+                    self.b.cmd(&del);
+                }
+            }
+        }
+        self.gen.keys = vec![KeyState::default(); NKEYS];
+        self.gen.auto_count = 0;
+        self.auto = AutoIds::default();
+        self.limits = self.pick_node_limits();
+        self.apply_limits();
+        self.history
+            .push_back("   (new segment: all pairs deleted)".into());
+    }
+
+    fn log_cmd(&mut self, args: &[Vec<u8>]) {
+        if let Some(f) = self.oplog.as_mut() {
+            use std::io::Write;
+            let _ = f.write_all(&Conn::encode(args));
+            let _ = f.flush();
+        }
+    }
+
+    fn apply_limits(&mut self) {
+        let (e, b) = self.limits;
+        let cfg = [
+            "CONFIG",
+            "SET",
+            "stream-node-max-entries",
+            &e.to_string(),
+            "stream-node-max-bytes",
+            &b.to_string(),
+        ]
+        .map(|s| s.as_bytes().to_vec());
+        self.log_cmd(&cfg);
+        set_node_limits(&mut self.a, e, b, false);
+        set_node_limits(&mut self.b, e, b, false);
+        // The module's own limits must be ignored in takeover mode: set them to something else.
+        let (xe, xb) = (self.gen.rng.range(1, 500), self.gen.rng.range(0, 9000));
+        let r = self.b.cmd(&[
+            "CONFIG".to_string(),
+            "SET".into(),
+            "xstream.node-max-entries".into(),
+            xe.to_string(),
+            "xstream.node-max-bytes".into(),
+            xb.to_string(),
+        ]);
+        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-*: {r}");
+        self.history
+            .push_back(format!("   (node limits: entries={e} bytes={b})"));
+        self.all_limits.push(format!("{e}/{b}"));
+    }
+
+    fn gen_op(&mut self) -> Op {
+        let g = &mut self.gen;
+        let k = match g.rng.weighted(&[60, 12, 14, 6, 3, 2]) {
+            0 => g.rng.below(EXPLICIT_KEYS as u64) as usize,
+            1 => FUTURE_KEY,
+            2 => AUTO_KEY,
+            3 => MISSING_KEY,
+            4 => usize::MAX,     // WRONGTYPE on the string key
+            _ => usize::MAX - 1, // cross-type
+        };
+        if k == AUTO_KEY {
+            return self.gen_auto_op();
+        }
+        if k == usize::MAX {
+            let k = g_rand_key(&mut self.gen);
+            let mut op = self.gen_key_op(k);
+            while matches!(op.toks.first(), Some(Tok::Lit(_))) {
+                // DEL / EXISTS on the shared string key would not be symmetric.
+                op = self.gen_key_op(k);
+            }
+            for t in op.toks.iter_mut() {
+                if matches!(t, Tok::Key(_)) {
+                    *t = lit("str");
+                }
+            }
+            op.kind = Kind::Other;
+            return op;
+        }
+        if k == usize::MAX - 1 {
+            let i = self.gen.rng.below(EXPLICIT_KEYS as u64) as usize;
+            let toks = match self.gen.rng.below(5) {
+                0 => vec![Tok::Cmd("XLEN"), Tok::OtherKey(i)],
+                1 => vec![
+                    Tok::Cmd("XRANGE"),
+                    Tok::OtherKey(i),
+                    lit("-"),
+                    lit("+"),
+                    lit("COUNT"),
+                    lit("3"),
+                ],
+                2 => vec![Tok::Cmd("XREVRANGE"), Tok::OtherKey(i), lit("+"), lit("-")],
+                3 => vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::OtherKey(i)],
+                _ => vec![
+                    Tok::Cmd("XADD"),
+                    Tok::OtherKey(i),
+                    lit("NOMKSTREAM"),
+                    lit("1-1"),
+                    lit("f"),
+                    lit("v"),
+                ],
+            };
+            return Op {
+                toks,
+                kind: Kind::Other,
+                auto: false,
+            };
+        }
+        self.gen_key_op(k)
+    }
+
+    /// One command on explicit-ID pair `k` (or the missing pair).
+    fn gen_key_op(&mut self, k: usize) -> Op {
+        let missing = k == MISSING_KEY;
+        let mut which = self
+            .gen
+            .rng
+            .weighted(&[450, 40, 180, 60, 35, 40, 60, 20, 3, 5]);
+        if self.gen.keys[k].last.0 == u64::MAX && self.gen.rng.pct(20) {
+            which = 8; // the key has exhausted its IDs: usually start it over
+        }
+        let key = Tok::Key(k);
+        let mut toks = Vec::new();
+        let mut kind = Kind::Other;
+        match which {
+            0 => {
+                // XADD key [NOMKSTREAM] [trim] id field value ...
+                let star_ok = k == FUTURE_KEY && {
+                    let ka = self.key_a(k);
+                    live(&mut self.a, &ka)
+                        .map(|l| l.last.0 > now_ms() + 86_400_000)
+                        .unwrap_or(false)
+                };
+                let want_trim = self.gen.rng.pct(18);
+                let len = if want_trim {
+                    let ka = self.key_a(k);
+                    live(&mut self.a, &ka).map(|l| l.len).unwrap_or(0)
+                } else {
+                    0
+                };
+                let g = &mut self.gen;
+                toks.push(Tok::Cmd("XADD"));
+                toks.push(key);
+                if missing || g.rng.pct(8) {
+                    toks.push(lit(if g.rng.pct(90) {
+                        "NOMKSTREAM"
+                    } else {
+                        "nomkstream"
+                    }));
+                }
+                if want_trim {
+                    let t = g.trim_clause(k, len, false);
+                    toks.extend(t);
+                }
+                if g.rng.pct(1) {
+                    toks.push(lit("NOMKSTREAM")); // after the trim clause: parsed as the ID -> error
+                }
+                let id = g.add_id(k, star_ok);
+                toks.push(Tok::Lit(id));
+                let f = g.fields(Some(k));
+                toks.extend(f);
+                kind = Kind::Add(k);
+            }
+            1 => {
+                toks = vec![Tok::Cmd("XLEN"), key];
+            }
+            2 => {
+                let g = &mut self.gen;
+                let rev = g.rng.pct(40);
+                let mut a = g.range_bound(k);
+                let mut b = g.range_bound(k);
+                if g.rng.pct(65) {
+                    // Mostly well-ordered intervals.
+                    if let (Some(x), Some(y)) = (
+                        parse_id(a.strip_prefix(b"(").unwrap_or(&a)),
+                        parse_id(b.strip_prefix(b"(").unwrap_or(&b)),
+                    ) {
+                        if x > y {
+                            std::mem::swap(&mut a, &mut b);
+                        }
+                    }
+                }
+                toks.push(Tok::Cmd(if rev { "XREVRANGE" } else { "XRANGE" }));
+                toks.push(key);
+                if rev {
+                    toks.push(Tok::Lit(b));
+                    toks.push(Tok::Lit(a));
+                } else {
+                    toks.push(Tok::Lit(a));
+                    toks.push(Tok::Lit(b));
+                }
+                if g.rng.pct(45) {
+                    toks.push(lit(if g.rng.pct(90) { "COUNT" } else { "count" }));
+                    toks.push(Tok::Lit(g.count_arg()));
+                }
+                if g.rng.pct(3) {
+                    match g.rng.below(4) {
+                        0 => toks.push(lit("COUNT")),
+                        1 => toks.extend([lit("FOO"), lit("1")]),
+                        2 => toks.extend([lit("COUNT"), lit("1"), lit("COUNT"), lit("2")]),
+                        _ => toks.push(lit("1")),
+                    }
+                }
+            }
+            3 => {
+                let g = &mut self.gen;
+                toks = vec![Tok::Cmd("XDEL"), key];
+                let n = *g.rng.pick(&[1, 1, 1, 2, 3, 5]);
+                for _ in 0..n {
+                    let id = match g.rng.below(100) {
+                        0..=74 => fmt_id(g.some_id(k)).into_bytes(),
+                        75..=84 => g.some_id(k).0.to_string().into_bytes(),
+                        _ => g.bad_id(),
+                    };
+                    toks.push(Tok::Lit(id));
+                }
+                if g.rng.pct(2) {
+                    toks.truncate(2);
+                }
+            }
+            4 => {
+                let ka = self.key_a(k);
+                let len = live(&mut self.a, &ka).map(|l| l.len).unwrap_or(0);
+                let g = &mut self.gen;
+                toks = vec![Tok::Cmd("XTRIM"), key];
+                match g.rng.below(100) {
+                    0..=89 => {
+                        let t = g.trim_clause(k, len, false);
+                        toks.extend(t)
+                    }
+                    90..=92 => {}
+                    93..=95 => toks.extend([lit("FOO"), lit("1")]),
+                    96..=97 => toks.push(lit("MAXLEN")),
+                    _ => toks.extend([lit("MAXLEN"), lit("~")]),
+                }
+                if g.rng.pct(2) {
+                    toks.push(lit("JUNK"));
+                }
+            }
+            5 => {
+                // XSETID key id [ENTRIESADDED n] [MAXDELETEDID id]
+                let ka = self.key_a(k);
+                let lv = live(&mut self.a, &ka);
+                let g = &mut self.gen;
+                let (last, added, len, maxdel) = match &lv {
+                    Some(l) => (l.last, l.entries_added, l.len, l.max_deleted),
+                    None => (g.keys[k].last, 0, 0, (0, 0)),
+                };
+                let id: Vec<u8> = match g.rng.below(100) {
+                    0..=19 => fmt_id(last).into_bytes(),
+                    20..=49 => fmt_id(g.next_id(last)).into_bytes(),
+                    50..=64 => fmt_id(g.some_id(k)).into_bytes(),
+                    65..=69 => g.bad_id(),
+                    70..=74 => last
+                        .0
+                        .saturating_add(g.rng.below(2))
+                        .to_string()
+                        .into_bytes(),
+                    75..=79 => b"0-0".to_vec(),
+                    80..=82 => format!("{U64MAX}-{U64MAX}").into_bytes(),
+                    83..=85 => b"*".to_vec(),
+                    _ => fmt_id((last.0.saturating_add(g.rng.range(1, 1000)), g.rng.below(3)))
+                        .into_bytes(),
+                };
+                toks = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
+                let mut opts: Vec<Vec<Tok>> = Vec::new();
+                if g.rng.pct(40) {
+                    let n = match g.rng.below(10) {
+                        0..=4 => added.saturating_add(g.rng.below(3)).to_string(),
+                        5 => len.saturating_sub(1).to_string(),
+                        6 => len.to_string(),
+                        7 => "-1".to_string(),
+                        8 => g.rng.pick(BAD_COUNTS).to_string(),
+                        _ => added.saturating_add(g.rng.below(1000)).to_string(),
+                    };
+                    opts.push(vec![
+                        lit(if g.rng.pct(90) {
+                            "ENTRIESADDED"
+                        } else {
+                            "entriesadded"
+                        }),
+                        lit(n),
+                    ]);
+                }
+                if g.rng.pct(30) {
+                    let m: Vec<u8> = match g.rng.below(10) {
+                        0..=2 => fmt_id(maxdel).into_bytes(),
+                        3..=4 => fmt_id(g.some_id(k)).into_bytes(),
+                        5 => id.clone(),
+                        6 => fmt_id(g.next_id(last)).into_bytes(),
+                        7 => g.bad_id(),
+                        8 => b"0-0".to_vec(),
+                        _ => format!("{U64MAX}-{U64MAX}").into_bytes(),
+                    };
+                    opts.push(vec![
+                        lit(if g.rng.pct(90) {
+                            "MAXDELETEDID"
+                        } else {
+                            "maxdeletedid"
+                        }),
+                        Tok::Lit(m),
+                    ]);
+                }
+                if opts.len() == 2 && g.rng.pct(30) {
+                    opts.swap(0, 1);
+                }
+                for o in opts {
+                    toks.extend(o);
+                }
+                if g.rng.pct(4) {
+                    match g.rng.below(3) {
+                        0 => toks.push(lit("ENTRIESADDED")),
+                        1 => toks.extend([lit("FOO"), lit("1")]),
+                        _ => toks.truncate(2),
+                    }
+                }
+                kind = Kind::SetId(k, id);
+            }
+            6 => {
+                let g = &mut self.gen;
+                toks = match g.rng.below(100) {
+                    0..=79 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key],
+                    80..=82 => vec![Tok::Cmd("XINFO"), lit("stream"), key],
+                    83..=84 => vec![Tok::Cmd("XINFO")],
+                    85..=86 => vec![Tok::Cmd("XINFO"), lit("STREAM")],
+                    87..=88 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("JUNK")],
+                    89..=90 => vec![Tok::Cmd("XINFO"), lit("FOO"), key],
+                    91..=92 => vec![Tok::Cmd("XINFO"), lit("HELP")],
+                    93 => vec![Tok::Cmd("XINFO"), lit("help")],
+                    94..=95 => vec![
+                        Tok::Cmd("XINFO"),
+                        lit("STREAM"),
+                        key,
+                        lit("FULL"),
+                        lit("COUNT"),
+                    ],
+                    96 => vec![Tok::Cmd("XINFO"), lit("HELP"), lit("x")],
+                    _ => vec![Tok::Cmd("XINFO"), lit(""), key],
+                };
+            }
+            7 => {
+                // Wrong arity.
+                let g = &mut self.gen;
+                toks = match g.rng.below(14) {
+                    0 => vec![Tok::Cmd("XADD")],
+                    1 => vec![Tok::Cmd("XADD"), key],
+                    2 => vec![Tok::Cmd("XADD"), key, lit("*")],
+                    3 => vec![Tok::Cmd("XADD"), key, lit("1-1"), lit("f")],
+                    4 => vec![Tok::Cmd("XLEN")],
+                    5 => vec![Tok::Cmd("XLEN"), key, lit("x")],
+                    6 => vec![Tok::Cmd("XRANGE"), key, lit("-")],
+                    7 => vec![Tok::Cmd("XREVRANGE"), key],
+                    8 => vec![Tok::Cmd("XDEL"), key],
+                    9 => vec![Tok::Cmd("XDEL")],
+                    10 => vec![Tok::Cmd("XTRIM"), key],
+                    11 => vec![Tok::Cmd("XSETID"), key],
+                    12 => vec![Tok::Cmd("XSETID")],
+                    _ => vec![Tok::Cmd("XRANGE")],
+                };
+            }
+            8 => {
+                toks = vec![lit("DEL"), key];
+                kind = Kind::Del(k);
+            }
+            _ => {
+                toks = vec![lit("EXISTS"), key];
+            }
+        }
+        if missing {
+            // Never create the missing key: only ops that cannot create it reach it.
+            if let (Some(Tok::Cmd("XADD")), true) = (toks.first(), toks.len() >= 2) {
+                if !toks
+                    .iter()
+                    .any(|t| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
+                {
+                    toks.insert(2, lit("NOMKSTREAM"));
+                }
+            }
+        }
+        Op {
+            toks,
+            kind,
+            auto: false,
+        }
+    }
+
+    /// One command on the auto-ID pair.
+    fn gen_auto_op(&mut self) -> Op {
+        let g = &mut self.gen;
+        let n = g.auto_count;
+        let aid = |g: &mut Gen, excl: bool| -> Tok {
+            if n == 0 {
+                lit(if excl { "(0-1" } else { "0-1" })
+            } else {
+                let i = n - 1 - g.rng.below((n as u64).min(60)) as usize;
+                Tok::AutoId(i, excl)
+            }
+        };
+        let key = Tok::Key(AUTO_KEY);
+        let mut kind = Kind::Other;
+        let toks = match g.rng.weighted(&[45, 18, 8, 8, 4, 10, 2]) {
+            0 => {
+                let mut t = vec![Tok::Cmd("XADD"), key];
+                if g.rng.pct(5) {
+                    t.push(lit("NOMKSTREAM"));
+                }
+                match g.rng.below(100) {
+                    0..=9 => t.extend([lit("MAXLEN"), lit(g.rng.below(50).to_string())]),
+                    10..=19 => {
+                        t.extend([lit("MAXLEN"), lit("="), lit(g.rng.below(200).to_string())])
+                    }
+                    20..=24 => {
+                        t.extend([lit("MINID"), lit("=")]);
+                        t.push(aid(g, false));
+                    }
+                    _ => {}
+                }
+                t.push(lit("*"));
+                let f = g.fields(None);
+                t.extend(f);
+                kind = Kind::Add(AUTO_KEY);
+                t
+            }
+            1 => {
+                let rev = g.rng.pct(40);
+                let mut t = vec![Tok::Cmd(if rev { "XREVRANGE" } else { "XRANGE" }), key];
+                let lo = match g.rng.below(3) {
+                    0 => lit("-"),
+                    1 => aid(g, false),
+                    _ => aid(g, true),
+                };
+                let hi = if g.rng.pct(50) {
+                    lit("+")
+                } else {
+                    let excl = g.rng.pct(30);
+                    aid(g, excl)
+                };
+                if rev {
+                    t.extend([hi, lo]);
+                } else {
+                    t.extend([lo, hi]);
+                }
+                if g.rng.pct(40) {
+                    t.extend([lit("COUNT"), Tok::Lit(g.count_arg())]);
+                }
+                t
+            }
+            2 => {
+                let mut t = vec![Tok::Cmd("XDEL"), key];
+                for _ in 0..g.rng.range(1, 3) {
+                    t.push(aid(g, false));
+                }
+                t
+            }
+            3 => {
+                let mut t = vec![Tok::Cmd("XTRIM"), key];
+                if g.rng.pct(60) {
+                    t.push(lit("MAXLEN"));
+                    if g.rng.pct(50) {
+                        t.push(lit("="));
+                    }
+                    t.push(lit(g.rng.below(100).to_string()));
+                } else {
+                    t.push(lit("MINID"));
+                    if g.rng.pct(50) {
+                        t.push(lit("="));
+                    }
+                    t.push(aid(g, false));
+                }
+                t
+            }
+            4 => vec![Tok::Cmd("XLEN"), key],
+            5 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key],
+            _ => {
+                kind = Kind::Del(AUTO_KEY);
+                vec![lit("DEL"), key]
+            }
+        };
+        Op {
+            toks,
+            kind,
+            auto: true,
+        }
+    }
+
+    /// Updates the model from side A's reply.
+    fn observe(&mut self, op: &Op, ra: &Reply, rb: &Reply) {
+        match &op.kind {
+            Kind::Add(k) if *k == AUTO_KEY => {
+                if let (Reply::Bulk(a), Reply::Bulk(b)) = (ra, rb) {
+                    self.auto.ids[0].push(a.clone());
+                    self.auto.ids[1].push(b.clone());
+                    self.auto.b_to_a.insert(b.clone(), a.clone());
+                    self.gen.auto_count += 1;
+                }
+            }
+            Kind::Add(k) => {
+                if let Reply::Bulk(b) = ra {
+                    if let Some(id) = parse_id(b) {
+                        let ks = &mut self.gen.keys[*k];
+                        ks.last = id;
+                        ks.ids.push(id);
+                    }
+                }
+            }
+            Kind::SetId(k, id) => {
+                if matches!(ra, Reply::Simple(s) if s == "OK") {
+                    if let Some(id) = parse_id(id) {
+                        self.gen.keys[*k].last = id;
+                    }
+                }
+            }
+            Kind::Del(k) => {
+                self.gen.keys[*k].last = (0, 0);
+                if *k == AUTO_KEY {
+                    // A re-created stream can hand out the same IDs again: start a new mapping.
+                    self.auto = AutoIds::default();
+                    self.gen.auto_count = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Records a difference. Stops the run (panics with every recorded difference) once
+    /// `XSTREAM_DIFF_MAX` distinct ones (default 1) are recorded; identical signatures (command,
+    /// kind of both replies) are counted once.
+    fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], note: &str) {
+        let class = |x: &[u8]| -> String {
+            if x.starts_with(b"-") {
+                trunc(&escape(x), 90)
+            } else {
+                format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
+            }
+        };
+        let sig = format!(
+            "{} | A {} | B {}",
+            String::from_utf8_lossy(&ca[0]),
+            class(ba),
+            class(bb)
+        );
+        self.diff_count += 1;
+        if self.diffs.iter().any(|(s, _)| *s == sig) {
+            return;
+        }
+        let mut msg = String::new();
+        msg.push_str(&format!(
+            "\nDIFFERENCE at op #{i} (seed {}, {}, node limits entries={} bytes={}){note}\n",
+            self.seed,
+            if self.resp3 { "RESP3" } else { "RESP2" },
+            self.limits.0,
+            self.limits.1
+        ));
+        msg.push_str(&format!(
+            "  A: {}\n  B: {}\n",
+            trunc(&fmt_cmd(ca), 400),
+            trunc(&fmt_cmd(cb), 400)
+        ));
+        msg.push_str(&format!(
+            "  A reply: {}\n  B reply: {}\n",
+            trunc(&escape(ba), 3000),
+            trunc(&escape(bb), 3000)
+        ));
+        msg.push_str("  recent ops (side A):\n");
+        for h in &self.history {
+            msg.push_str(&format!("    {h}\n"));
+        }
+        msg.push_str(&format!(
+            "  replay: XSTREAM_SEED={} cargo test --release --test takeover takeover_differential_basic\n",
+            self.seed
+        ));
+        if self.max_diffs > 1 {
+            report(&msg);
+        }
+        self.diffs.push((sig, msg));
+        if self.diffs.len() >= self.max_diffs {
+            self.give_up("stopped at");
+        }
+    }
+
+    fn give_up(&self, how: &str) -> ! {
+        let sigs: Vec<String> = self.diffs.iter().map(|(s, _)| format!("  {s}")).collect();
+        panic!(
+            "takeover differential (basic): {how} {} difference(s), {} distinct (seed {}):\n{}\n{}",
+            self.diff_count,
+            self.diffs.len(),
+            self.seed,
+            sigs.join("\n"),
+            self.diffs.first().map(|(_, m)| m.as_str()).unwrap_or("")
+        );
+    }
+}
+
+fn g_rand_key(g: &mut Gen) -> usize {
+    g.rng.below(EXPLICIT_KEYS as u64) as usize
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        s.to_string()
+    } else {
+        let mut end = n;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...({} bytes)", &s[..end], s.len())
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs the basic differential: `a` a plain server, `b` the module in takeover mode. `n2` RESP2
+/// ops then `n3` RESP3 ops; returns the number of ops compared (or panics on a difference).
+pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
+    let rng = Rng::from_env(what);
+    let seed = rng.seed();
+    let mut ca_conn = a.conn();
+    let mut cb_conn = b.conn();
+    for c in [&mut ca_conn, &mut cb_conn] {
+        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&["SET", "str", "hello"]), Reply::Simple("OK".into()));
+        load_functions(c);
+    }
+    let sides = Sides {
+        prefix: ["n", "n"],
+        module: false,
+    };
+    let mut r = Runner {
+        gen: Gen {
+            rng,
+            keys: vec![KeyState::default(); NKEYS],
+            auto_count: 0,
+        },
+        sides,
+        auto: AutoIds::default(),
+        a: ca_conn,
+        b: cb_conn,
+        history: VecDeque::new(),
+        limits: (0, 0),
+        seed,
+        resp3: false,
+        // XSTREAM_DIFF_LOG=path: every side-A command (and CONFIG SET), RESP-encoded, for replay.
+        all_limits: Vec::new(),
+        diffs: Vec::new(),
+        diff_count: 0,
+        max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
+        oplog: std::env::var_os("XSTREAM_DIFF_LOG")
+            .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
+    };
+    r.limits = r.pick_node_limits();
+    r.apply_limits();
+
+    // The run is cut into segments; each starts with empty keys and new node limits. (Changing
+    // stream-node-max-bytes while nodes exist can crash Redis 7.0.15 itself: see README.)
+    let segments = env_usize("XSTREAM_TDIFF_SEGMENTS", 3).max(1);
+    let seg_len = ((n2 + n3) / segments).max(1);
+    let mut done = 0usize;
+    let (mut errors, mut auto_ops, mut max_len) = (0usize, 0usize, 0i64);
+    let mut vias: std::collections::BTreeMap<&'static str, usize> = Default::default();
+    let stats = std::env::var_os("XSTREAM_DIFF_STATS").is_some();
+    // The only difference allowed by design: Redis formats error texts with the command's own
+    // name ('xs.add' vs 'xadd', `Try XS.INFO HELP`). XSTREAM_DIFF_STRICT_NAMES=1 compares them too.
+    let loose_names = std::env::var_os("XSTREAM_DIFF_STRICT_NAMES").is_none();
+    let loosen = |b: &[u8]| -> Vec<u8> {
+        String::from_utf8_lossy(b)
+            .replace("'xs.", "'x")
+            .replace("XS.INFO", "XINFO")
+            .into_bytes()
+    };
+    let mut hist: std::collections::BTreeMap<String, usize> = Default::default();
+    for i in 0..n2 + n3 {
+        if i == n2 {
+            r.a.hello3();
+            r.b.hello3();
+            r.resp3 = true;
+            r.history.push_back("   (HELLO 3)".into());
+        }
+        if i > 0 && i % seg_len == 0 {
+            r.new_segment();
+        }
+        let op = r.gen_op();
+        let mut ca = r.sides.render(&op, 0, &r.auto);
+        let mut cb = r.sides.render(&op, 1, &r.auto);
+        // The same spelling of the command name and the same path on both servers.
+        if !ca.is_empty() {
+            let name = spell(&mut r.gen.rng, &ca[0]);
+            ca[0] = name.clone();
+            cb[0] = name;
+        }
+        let via = if wrappable(&ca) { Via::pick(&mut r.gen.rng) } else { Via::Plain };
+        *vias.entry(match via {
+            Via::Plain => "plain",
+            Via::Multi => "MULTI/EXEC",
+            Via::Eval => "EVAL",
+            Via::Fcall => "FCALL",
+        }).or_insert(0) += 1;
+        r.log_cmd(&ca);
+        let oa = exec_via(&mut r.a, via, &ca);
+        let ob = exec_via(&mut r.b, via, &cb);
+        let side_b = if loose_names { loosen(&ob.side) } else { ob.side.clone() };
+        if oa.side != side_b {
+            let note = format!("{} [transaction replies differ: A {} / B {}]", via.tag(), escape(&oa.side), escape(&ob.side));
+            r.fail(i, &ca, &cb, &oa.raw, &ob.raw, &note);
+        }
+        let (ra, ba) = (oa.reply, oa.raw);
+        let (mut rb, mut bb) = (ob.reply, ob.raw);
+        let is_help = ca
+            .get(1)
+            .map(|a| a.eq_ignore_ascii_case(b"HELP"))
+            .unwrap_or(false);
+        if loose_names && (bb.starts_with(b"-") || is_help) {
+            // Accept 'xs.add' for 'xadd' in error messages (see loose_names above).
+            let t = String::from_utf8_lossy(&bb)
+                .replace("'xs.", "'x")
+                .replace("XS.INFO", "XINFO");
+            bb = t.into_bytes();
+            match &mut rb {
+                Reply::Error(e) | Reply::Simple(e) => {
+                    *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
+                }
+                Reply::Array(v) => {
+                    for x in v.iter_mut() {
+                        if let Reply::Simple(e) = x {
+                            *e = e.replace("XS.INFO", "XINFO");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if op.auto {
+            auto_ops += 1;
+            let mut na = ra.clone();
+            let mut nb = rb.clone();
+            let same = if matches!(op.kind, Kind::Add(_))
+                && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_)))
+            {
+                // `*` on both sides: compare the shape (both IDs, increasing); the pair is recorded.
+                looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap())
+            } else {
+                let map = &r.auto.b_to_a;
+                nb.map_bulks(&|b: &[u8]| map.get(b).cloned());
+                for f in ["radix-tree-keys", "radix-tree-nodes"] {
+                    na.set_field(f, Reply::Int(0));
+                    nb.set_field(f, Reply::Int(0));
+                }
+                na == nb
+            };
+            if !same {
+                // Context: both sides' whole auto stream, B renamed to A's IDs.
+                let ka = format!("{}{AUTO_KEY}", r.sides.prefix[0]);
+                let kb = format!("{}{AUTO_KEY}", r.sides.prefix[1]);
+                let xa = r.a.cmd(&["XRANGE", &ka, "-", "+"]);
+                let mut xb = r.b.cmd(&["XRANGE", &kb, "-", "+"]);
+                let map = &r.auto.b_to_a;
+                xb.map_bulks(&|b: &[u8]| map.get(b).cloned());
+                let ids = |x: &Reply| -> String {
+                    match x {
+                        Reply::Array(v) => v
+                            .iter()
+                            .map(|e| e.as_array()[0].text())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        o => o.to_string(),
+                    }
+                };
+                let pairs: Vec<String> = (0..r.gen.auto_count)
+                    .rev()
+                    .take(12)
+                    .map(|j| {
+                        format!(
+                            "{}={}",
+                            escape(&r.auto.ids[0][j]),
+                            escape(&r.auto.ids[1][j])
+                        )
+                    })
+                    .collect();
+                let note = format!(
+                    " [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
+                    ids(&xa),
+                    ids(&xb),
+                    pairs.join(" ")
+                );
+                r.fail(i, &ca, &cb, &ba, &bb, &format!("{}{note}", via.tag()));
+            }
+        } else if ba != bb && !stale_errno_case(&ca, &ba, &bb) {
+            r.fail(i, &ca, &cb, &ba, &bb, via.tag());
+        }
+        if ra.is_error() {
+            errors += 1;
+        }
+        if let (Some(Tok::Cmd("XLEN")), Reply::Int(n)) = (op.toks.first(), &ra) {
+            max_len = max_len.max(*n);
+        }
+        if stats {
+            let name = String::from_utf8_lossy(&ca[0]).to_uppercase();
+            let what = match &ra {
+                Reply::Error(e) => format!("{name} -> {}", trunc(e, 70)),
+                Reply::Bulk(_) => format!("{name} -> bulk"),
+                Reply::Nil => format!("{name} -> nil"),
+                Reply::Int(_) => format!("{name} -> int"),
+                _ => format!("{name} -> other"),
+            };
+            *hist.entry(what).or_insert(0usize) += 1;
+        }
+        r.observe(&op, &ra, &rb);
+        r.history.push_back(format!(
+            "#{i} {} -> {}",
+            trunc(&fmt_cmd(&ca), 200),
+            trunc(&escape(&ba), 200)
+        ));
+        if r.history.len() > HISTORY {
+            r.history.pop_front();
+        }
+        done += 1;
+    }
+    // A final full comparison of every pair (also catches divergence that no op looked at).
+    for k in 0..NKEYS {
+        for toks in [
+            vec![Tok::Cmd("XRANGE"), Tok::Key(k), lit("-"), lit("+")],
+            vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k)],
+        ] {
+            let op = Op {
+                toks,
+                kind: Kind::Other,
+                auto: k == AUTO_KEY,
+            };
+            let ca = r.sides.render(&op, 0, &r.auto);
+            let cb = r.sides.render(&op, 1, &r.auto);
+            let (mut ra, ba) = r.a.cmd_raw(&ca);
+            let (mut rb, bb) = r.b.cmd_raw(&cb);
+            let same = if op.auto {
+                let map = &r.auto.b_to_a;
+                rb.map_bulks(&|b: &[u8]| map.get(b).cloned());
+                for f in ["radix-tree-keys", "radix-tree-nodes"] {
+                    ra.set_field(f, Reply::Int(0));
+                    rb.set_field(f, Reply::Int(0));
+                }
+                ra == rb
+            } else {
+                ba == bb
+            };
+            if !same {
+                r.fail(usize::MAX, &ca, &cb, &ba, &bb, " [final check]");
+            }
+            done += 1;
+        }
+    }
+    for (k, v) in &hist {
+        report(&format!("  {v:6} {k}"));
+    }
+    if !r.diffs.is_empty() {
+        r.give_up("found");
+    }
+    let lens: Vec<String> = (0..NKEYS)
+        .map(|k| {
+            let ka = r.key_a(k);
+            live(&mut r.a, &ka)
+                .map(|l| l.len.to_string())
+                .unwrap_or_else(|| "-".into())
+        })
+        .collect();
+    report(&format!(
+        "{what}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {auto_ops} on the auto-ID pair; node limits entries/bytes per segment {}; max XLEN seen {max_len}, final lengths {})",
+        r.all_limits.join(", "),
+        lens.join("/")
+    ));
+    let vias: Vec<String> = vias.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    report(&format!("  paths: {}", vias.join(", ")));
+    report(&format!(
+        "takeover differential (basic): {done} ops, 0 differences (seed {seed})"
+    ));
+    done
+}
+
+/// `XADD k <ms>-* ...` when the last ID is `<ms>-18446744073709551615`: Redis 7.0 returns
+/// C_ERR without setting errno and picks its error text from a stale errno, so it answers
+/// either message depending on what failed before. Either answer is accepted from both sides.
+fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
+    const EDOM: &[u8] = b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
+    const ERANGE: &[u8] = b"-ERR Elements are too large to be stored";
+    let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"))
+        || ca.iter().any(|c| c.eq_ignore_ascii_case(b"XADD"));
+    let auto_seq = ca.iter().any(|a| a.ends_with(b"-*"));
+    // The rest of the error (a script's " script: ..." suffix) must be equal.
+    let rest = |x: &[u8]| -> Option<Vec<u8>> {
+        for m in [EDOM, ERANGE] {
+            if let Some(r) = x.strip_prefix(m) {
+                return Some(r.to_vec());
+            }
+        }
+        None
+    };
+    is_add && auto_seq && matches!((rest(ba), rest(bb)), (Some(x), Some(y)) if x == y)
+}

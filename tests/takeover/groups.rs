@@ -1,0 +1,1629 @@
+//! The consumer-group differential generator of `tests/differential_groups.rs` (XGROUP,
+//! XREADGROUP, XREAD, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS/STREAM FULL, mixed
+//! with XADD/XDEL/XTRIM/XSETID/XRANGE/XREVRANGE/XLEN), copied and adapted to two servers: side A
+//! a plain Redis (built-in streams), side B a Redis with the module in takeover mode; both get the
+//! same key names and the STANDARD command names (now and then in lower or mixed case), sometimes
+//! inside MULTI/EXEC, EVAL or FCALL. Replies are compared after the normalisation of
+//! `tests/common/groups.rs` (clock fields; command names Redis formats into error texts).
+//!
+//! Keep in step with `tests/differential_groups.rs` when its generator changes.
+
+use crate::common::groups::*;
+use crate::common::*;
+use crate::via::*;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Explicit-ID stream pairs 0..NPAIRS; pair MISSING is never created.
+const NPAIRS: usize = 3;
+const MISSING: usize = 3;
+const NKEYS: usize = 4;
+const HISTORY: usize = 30;
+/// Compare `XINFO STREAM k FULL COUNT 0` of every pair this often.
+const CHECK_EVERY: usize = 60;
+const U64MAX: &str = "18446744073709551615";
+const GROUPS: &[&str] = &["g1", "g2", "g3"];
+/// Odd names: empty, case, spaces, a NUL byte and CR LF (Redis formats error texts with `%s`
+/// and turns CR/LF into spaces), long.
+const ODD_GROUPS: &[&str] = &[
+    "",
+    "G1",
+    "nogroup",
+    "g1 ",
+    "g\x00x",
+    "g\r\nx",
+    "a-very-long-group-name-0123456789-0123456789-0123456789",
+];
+const CONSUMERS: &[&str] = &["alice", "bob", "carol", "dead-letter"];
+const ODD_CONSUMERS: &[&str] = &[
+    "",
+    "Alice",
+    "x",
+    "c\x00d",
+    "c\r\nd",
+    "consumer-with-a-rather-long-name-0123456789abcdef",
+];
+const BAD_IDS: &[&str] = &[
+    "abc",
+    "1-",
+    "-1",
+    "1-2-3",
+    "1.5",
+    "18446744073709551616-0",
+    "0-18446744073709551616",
+    "",
+    "*",
+    " 1",
+    "0x10",
+    "1-a",
+    "99999999999999999999",
+];
+const BAD_INTS: &[&str] = &["abc", "1.0", "", " 1", "9223372036854775808", "0x1"];
+const MIN_IDLES: &[&str] = &["0", "0", "0", "0", "3600000", "3600000", "10000000000000", "-1"];
+
+#[derive(Clone, Debug)]
+enum Tok {
+    /// Built-in spelling (`XADD`); side B gets `XS.ADD` when it is the module.
+    Cmd(&'static str),
+    Key(usize),
+    /// The string key shared by both sides (WRONGTYPE).
+    Str,
+    Lit(Vec<u8>),
+}
+
+fn lit<T: AsRef<[u8]>>(s: T) -> Tok {
+    Tok::Lit(s.as_ref().to_vec())
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    Add(usize),
+    SetId(usize, Vec<u8>),
+    Del(usize),
+    GroupCreate(usize, Vec<u8>, bool),
+    GroupDestroy(usize, Vec<u8>),
+    Other,
+}
+
+struct Op {
+    toks: Vec<Tok>,
+    kind: Kind,
+}
+
+#[derive(Default, Clone)]
+struct KeyModel {
+    last: (u64, u64),
+    /// Every ID ever added (some deleted or trimmed since).
+    ids: Vec<(u64, u64)>,
+    /// Groups that exist (per side A's replies).
+    groups: Vec<Vec<u8>>,
+    exists: bool,
+    fields: Vec<Vec<u8>>,
+}
+
+struct Runner {
+    rng: Rng,
+    keys: Vec<KeyModel>,
+    /// Server A (built-in streams) and server B (the module in takeover mode).
+    a: Conn,
+    b: Conn,
+    prefix: [&'static str; 2],
+    module: bool,
+    norm: Normalizer,
+    history: VecDeque<String>,
+    seed: u64,
+    resp3: bool,
+    limits: (u64, u64),
+    all_limits: Vec<String>,
+    diffs: Vec<(String, String)>,
+    diff_count: usize,
+    max_diffs: usize,
+    oplog: Option<std::fs::File>,
+    hist: BTreeMap<String, usize>,
+    stats: bool,
+    checks: usize,
+    events: BTreeMap<&'static str, usize>,
+    vias: BTreeMap<&'static str, usize>,
+}
+
+fn id_b(id: (u64, u64)) -> Vec<u8> {
+    fmt_id(id).into_bytes()
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        s.to_string()
+    } else {
+        let mut end = n;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...({} bytes)", &s[..end], s.len())
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Runner {
+    fn key_name(&self, side: usize, k: usize) -> Vec<u8> {
+        format!("{}{}", self.prefix[side], k).into_bytes()
+    }
+
+    fn render(&self, toks: &[Tok], side: usize) -> Vec<Vec<u8>> {
+        toks.iter()
+            .map(|t| match t {
+                Tok::Cmd(c) => {
+                    if side == 1 && self.module {
+                        format!("XS.{}", &c[1..]).into_bytes()
+                    } else {
+                        c.as_bytes().to_vec()
+                    }
+                }
+                Tok::Key(i) => self.key_name(side, *i),
+                Tok::Str => b"str".to_vec(),
+                Tok::Lit(b) => b.clone(),
+            })
+            .collect()
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Side-A queries (read-only, no effect on the state that is compared)
+    // ----------------------------------------------------------------------------------------
+
+    fn a_len(&mut self, k: usize) -> u64 {
+        let key = self.key_name(0, k);
+        match self.a.cmd(&[b"XLEN".as_slice(), &key]) {
+            Reply::Int(n) => n as u64,
+            _ => 0,
+        }
+    }
+
+    fn a_entries_added(&mut self, k: usize) -> u64 {
+        let key = self.key_name(0, k);
+        let r = self.a.cmd(&[b"XINFO".as_slice(), b"STREAM", &key]);
+        r.field("entries-added")
+            .map(|v| v.as_int() as u64)
+            .unwrap_or(0)
+    }
+
+    /// PEL IDs of group `g` (optionally of one consumer), per side A.
+    fn a_pel(&mut self, k: usize, g: &[u8], consumer: Option<&[u8]>) -> Vec<Vec<u8>> {
+        if k >= NPAIRS {
+            return Vec::new();
+        }
+        let key = self.key_name(0, k);
+        let mut args: Vec<&[u8]> = vec![b"XPENDING", &key, g, b"-", b"+", b"60"];
+        if let Some(c) = consumer {
+            args.push(c);
+        }
+        match self.a.cmd(&args) {
+            Reply::Array(v) => v
+                .iter()
+                .filter_map(|e| match e {
+                    Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Argument generators
+    // ----------------------------------------------------------------------------------------
+
+    fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
+        let (ms, seq) = last;
+        if self.rng.pct(50) && seq < u64::MAX - 3 {
+            (ms, seq + self.rng.range(1, 3))
+        } else {
+            (ms + self.rng.range(1, 4), self.rng.below(3))
+        }
+    }
+
+    fn some_id(&mut self, k: usize) -> (u64, u64) {
+        let km = &self.keys[k.min(NKEYS - 1)];
+        if km.ids.is_empty() || self.rng.pct(5) {
+            return (self.rng.below(20), self.rng.below(4));
+        }
+        let n = km.ids.len() as u64;
+        let i = if self.rng.pct(60) {
+            n - 1 - self.rng.below(n.min(60))
+        } else {
+            self.rng.below(n)
+        };
+        let (ms, seq) = km.ids[i as usize];
+        match self.rng.below(12) {
+            0 => (ms, seq.saturating_add(1)),
+            1 => (ms, seq.saturating_sub(1)),
+            2 => (ms.saturating_add(1), 0),
+            _ => (ms, seq),
+        }
+    }
+
+    fn bad_id(&mut self) -> Vec<u8> {
+        self.rng.pick(BAD_IDS).as_bytes().to_vec()
+    }
+
+    fn bad_int(&mut self) -> Vec<u8> {
+        self.rng.pick(BAD_INTS).as_bytes().to_vec()
+    }
+
+    fn group(&mut self, k: usize) -> Vec<u8> {
+        let km = &self.keys[k.min(NKEYS - 1)];
+        if !km.groups.is_empty() && self.rng.pct(90) {
+            let i = self.rng.below(km.groups.len() as u64) as usize;
+            return self.keys[k.min(NKEYS - 1)].groups[i].clone();
+        }
+        if self.rng.pct(92) {
+            self.rng.pick(GROUPS).as_bytes().to_vec()
+        } else {
+            self.rng.pick(ODD_GROUPS).as_bytes().to_vec()
+        }
+    }
+
+    fn consumer(&mut self) -> Vec<u8> {
+        if self.rng.pct(96) {
+            self.rng.pick(CONSUMERS).as_bytes().to_vec()
+        } else {
+            self.rng.pick(ODD_CONSUMERS).as_bytes().to_vec()
+        }
+    }
+
+    /// An ID for the group commands: usually a PEL ID of `g`, else any ID of the key's history,
+    /// sometimes malformed.
+    fn claim_id(&mut self, k: usize, pel: &[Vec<u8>]) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=69 if !pel.is_empty() => pel[self.rng.below(pel.len() as u64) as usize].clone(),
+            0..=95 => id_b(self.some_id(k)),
+            96..=97 => self.some_id(k).0.to_string().into_bytes(),
+            _ => self.bad_id(),
+        }
+    }
+
+    fn range_start(&mut self, k: usize, pel: &[Vec<u8>]) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=29 => b"-".to_vec(),
+            30..=39 => b"0-0".to_vec(),
+            40..=59 if !pel.is_empty() => pel[self.rng.below(pel.len() as u64) as usize].clone(),
+            40..=74 => id_b(self.some_id(k)),
+            75..=84 => {
+                let mut v = b"(".to_vec();
+                v.extend(id_b(self.some_id(k)));
+                v
+            }
+            85..=89 => self.some_id(k).0.to_string().into_bytes(),
+            90..=93 => b"+".to_vec(),
+            94..=95 => format!("({U64MAX}-{U64MAX}").into_bytes(),
+            _ => self.bad_id(),
+        }
+    }
+
+    fn range_end(&mut self, k: usize) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=54 => b"+".to_vec(),
+            55..=79 => id_b(self.some_id(k)),
+            80..=87 => {
+                let mut v = b"(".to_vec();
+                v.extend(id_b(self.some_id(k)));
+                v
+            }
+            88..=92 => self.some_id(k).0.to_string().into_bytes(),
+            93..=94 => b"(0-0".to_vec(),
+            95..=96 => b"-".to_vec(),
+            _ => self.bad_id(),
+        }
+    }
+
+    fn small_count(&mut self) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=59 => self.rng.range(1, 5).to_string().into_bytes(),
+            60..=79 => self.rng.range(1, 50).to_string().into_bytes(),
+            80..=84 => b"0".to_vec(),
+            85..=89 => format!("-{}", self.rng.range(1, 3)).into_bytes(),
+            90..=93 => b"1000".to_vec(),
+            94..=95 => b"9223372036854775807".to_vec(),
+            _ => self.bad_int(),
+        }
+    }
+
+    fn fields(&mut self, k: usize) -> Vec<Tok> {
+        let reuse = !self.keys[k].fields.is_empty() && self.rng.pct(70);
+        let names: Vec<Vec<u8>> = if reuse {
+            self.keys[k].fields.clone()
+        } else {
+            let n = *self.rng.pick(&[1usize, 1, 2, 2, 3]);
+            (0..n)
+                .map(|i| format!("{}{}", *self.rng.pick(&["f", "name", "x", "order"]), i).into_bytes())
+                .collect()
+        };
+        self.keys[k].fields = names.clone();
+        let mut out = Vec::new();
+        for n in names {
+            out.push(Tok::Lit(n));
+            let v = if self.rng.pct(97) {
+                let n = self.rng.range(0, 12) as usize;
+                self.rng.alnum(n)
+            } else {
+                random_value(&mut self.rng)
+            };
+            out.push(Tok::Lit(v));
+        }
+        if self.rng.pct(1) {
+            out.pop();
+        }
+        out
+    }
+
+    fn trim_clause(&mut self, k: usize) -> Vec<Tok> {
+        let mut out = Vec::new();
+        let approx = self.rng.pct(40);
+        if self.rng.pct(55) {
+            out.push(lit("MAXLEN"));
+            out.push(lit(if approx { "~" } else if self.rng.pct(50) { "=" } else { "" }));
+            let len = self.a_len(k);
+            let n = match self.rng.below(10) {
+                0 => self.rng.below(5),
+                1..=2 => len / 2,
+                _ => len.saturating_sub(self.rng.below(8)),
+            };
+            out.push(lit(n.to_string()));
+        } else {
+            out.push(lit("MINID"));
+            out.push(lit(if approx { "~" } else if self.rng.pct(50) { "=" } else { "" }));
+            let id = if self.keys[k].ids.is_empty() || self.rng.pct(10) {
+                (self.rng.below(5), 0)
+            } else {
+                // Mostly a little past the oldest IDs: trims part of the stream.
+                let ids = &self.keys[k].ids;
+                let n = ids.len() as u64;
+                let lo = n.saturating_sub(n.min(200));
+                ids[(lo + self.rng.below((n - lo).min(40).max(1))) as usize]
+            };
+            out.push(Tok::Lit(id_b(id)));
+        }
+        out.retain(|t| !matches!(t, Tok::Lit(l) if l.is_empty()));
+        if approx && self.rng.pct(40) {
+            out.push(lit("LIMIT"));
+            out.push(lit(self.rng.range(0, 30).to_string()));
+        }
+        out
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Operations
+    // ----------------------------------------------------------------------------------------
+
+    fn gen_op(&mut self) -> Op {
+        let k = match self.rng.weighted(&[88, 6, 4, 2]) {
+            0 => self.rng.below(NPAIRS as u64) as usize,
+            1 => MISSING,
+            2 => usize::MAX, // WRONGTYPE
+            _ => usize::MAX - 1,
+        };
+        if k == usize::MAX {
+            let k = self.rng.below(NPAIRS as u64) as usize;
+            let mut op = self.gen_key_op(k);
+            while matches!(op.toks.first(), Some(Tok::Lit(_))) {
+                op = self.gen_key_op(k);
+            }
+            for t in op.toks.iter_mut() {
+                if matches!(t, Tok::Key(_)) {
+                    *t = Tok::Str;
+                }
+            }
+            op.kind = Kind::Other;
+            return op;
+        }
+        if k == usize::MAX - 1 {
+            return self.gen_multi_read();
+        }
+        let mut op = self.gen_key_op(k);
+        if k == MISSING {
+            // Never create the missing key.
+            let t = &mut op.toks;
+            if let Some(Tok::Cmd("XADD")) = t.first() {
+                if !t.iter().any(|x| matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM"))) {
+                    t.insert(2, lit("NOMKSTREAM"));
+                }
+            }
+            t.retain(|x| !matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"MKSTREAM")));
+            if matches!(op.kind, Kind::GroupCreate(..)) {
+                op.kind = Kind::Other;
+            }
+        }
+        op
+    }
+
+    /// XREADGROUP / XREAD over several keys (pairs, missing, string key).
+    fn gen_multi_read(&mut self) -> Op {
+        let n = self.rng.range(2, 3) as usize;
+        let mut keys = Vec::new();
+        for _ in 0..n {
+            keys.push(match self.rng.below(10) {
+                0 => Tok::Key(MISSING),
+                1 => Tok::Str,
+                _ => Tok::Key(self.rng.below(NPAIRS as u64) as usize),
+            });
+        }
+        let group = self.rng.pct(70);
+        let mut toks = vec![Tok::Cmd(if group { "XREADGROUP" } else { "XREAD" })];
+        if group {
+            let k0 = match keys[0] {
+                Tok::Key(k) => k,
+                _ => 0,
+            };
+            let g = self.group(k0);
+            let c = self.consumer();
+            toks.extend([lit("GROUP"), Tok::Lit(g), Tok::Lit(c)]);
+        }
+        if self.rng.pct(60) {
+            toks.extend([lit("COUNT"), Tok::Lit(self.small_count())]);
+        }
+        if group && self.rng.pct(15) {
+            toks.push(lit("NOACK"));
+        }
+        toks.push(lit("STREAMS"));
+        let ids: Vec<Tok> = keys
+            .iter()
+            .map(|kt| {
+                let k = match kt {
+                    Tok::Key(k) => *k,
+                    _ => 0,
+                };
+                if group {
+                    match self.rng.below(10) {
+                        0..=6 => lit(">"),
+                        7 => lit("0"),
+                        _ => Tok::Lit(id_b(self.some_id(k))),
+                    }
+                } else {
+                    match self.rng.below(10) {
+                        0..=3 => lit("0"),
+                        4 => lit("$"),
+                        _ => Tok::Lit(id_b(self.some_id(k))),
+                    }
+                }
+            })
+            .collect();
+        toks.extend(keys);
+        toks.extend(ids);
+        Op {
+            toks,
+            kind: Kind::Other,
+        }
+    }
+
+    fn gen_key_op(&mut self, k: usize) -> Op {
+        let km = k.min(NKEYS - 1);
+        // A pair without a stream: mostly create it first.
+        if k < NPAIRS && !self.keys[k].exists && self.rng.pct(80) {
+            return if self.rng.pct(70) {
+                self.op_xadd(k)
+            } else {
+                let g = self.rng.pick(GROUPS).as_bytes().to_vec();
+                let id = if self.rng.pct(50) { "$" } else { "0" };
+                Op {
+                    toks: vec![
+                        Tok::Cmd("XGROUP"),
+                        lit("CREATE"),
+                        Tok::Key(k),
+                        Tok::Lit(g.clone()),
+                        lit(id),
+                        lit("MKSTREAM"),
+                    ],
+                    kind: Kind::GroupCreate(k, g, true),
+                }
+            };
+        }
+        // A stream without groups: mostly create one.
+        if k < NPAIRS && self.keys[k].groups.is_empty() && self.rng.pct(40) {
+            let (t, kd) = self.op_xgroup_create(k);
+            return Op { toks: t, kind: kd };
+        }
+        let which = self.rng.weighted(&[
+            200, // 0 XADD
+            180, // 1 XREADGROUP
+            70,  // 2 XACK
+            75,  // 3 XCLAIM
+            55,  // 4 XAUTOCLAIM
+            70,  // 5 XPENDING
+            90,  // 6 XGROUP
+            60,  // 7 XINFO
+            35,  // 8 XDEL
+            15,  // 9 XTRIM
+            12,  // 10 XSETID
+            25,  // 11 XRANGE / XREVRANGE
+            8,   // 12 XLEN
+            25,  // 13 XREAD
+            3,   // 14 DEL
+            12,  // 15 wrong arity / junk
+        ]);
+        let key = Tok::Key(k);
+        let mut kind = Kind::Other;
+        let toks: Vec<Tok> = match which {
+            0 => return self.op_xadd(k),
+            1 => {
+                let g = self.group(km);
+                let c = self.consumer();
+                let mut t = vec![Tok::Cmd("XREADGROUP")];
+                let mut opts: Vec<Vec<Tok>> = Vec::new();
+                opts.push(vec![
+                    lit(if self.rng.pct(95) { "GROUP" } else { "group" }),
+                    Tok::Lit(g.clone()),
+                    Tok::Lit(c.clone()),
+                ]);
+                if self.rng.pct(55) {
+                    opts.push(vec![lit("COUNT"), Tok::Lit(self.small_count())]);
+                }
+                if self.rng.pct(15) {
+                    opts.push(vec![lit(if self.rng.pct(90) { "NOACK" } else { "noack" })]);
+                }
+                if self.rng.pct(15) {
+                    let i = self.rng.below(opts.len() as u64) as usize;
+                    let last = opts.len() - 1;
+                    opts.swap(i, last);
+                }
+                for o in opts {
+                    t.extend(o);
+                }
+                let id: Vec<u8> = match self.rng.below(100) {
+                    0..=64 => b">".to_vec(),
+                    65..=76 => b"0".to_vec(),
+                    77..=79 => b"0-0".to_vec(),
+                    80..=86 => {
+                        let pel = self.a_pel(km, &g, Some(&c));
+                        if pel.is_empty() {
+                            id_b(self.some_id(km))
+                        } else {
+                            pel[self.rng.below(pel.len() as u64) as usize].clone()
+                        }
+                    }
+                    87..=92 => id_b(self.some_id(km)),
+                    93..=94 => b"$".to_vec(),
+                    // Not `+`: Redis 7.4 gave it a meaning (an error for XREADGROUP) that the
+                    // module implements (COMPAT.md section 3); 7.0 says "Invalid stream ID".
+                    _ => self.bad_id(),
+                };
+                match self.rng.below(100) {
+                    0 => t.extend([lit("STREAMS"), key]), // unbalanced
+                    1 => t.extend([key, Tok::Lit(id)]),   // no STREAMS
+                    2 => {
+                        // no GROUP
+                        t = vec![Tok::Cmd("XREADGROUP"), lit("STREAMS"), key, Tok::Lit(id)];
+                    }
+                    3 => {
+                        // GROUP without consumer
+                        t = vec![
+                            Tok::Cmd("XREADGROUP"),
+                            lit("GROUP"),
+                            Tok::Lit(g),
+                            lit("STREAMS"),
+                            key,
+                            Tok::Lit(id),
+                        ];
+                    }
+                    4 => t.extend([lit("JUNK"), lit("STREAMS"), key, Tok::Lit(id)]),
+                    5 => t.extend([lit("STREAMS"), key.clone(), key, Tok::Lit(id.clone()), Tok::Lit(id)]),
+                    _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
+                }
+                t
+            }
+            2 => {
+                let g = self.group(km);
+                let pel = self.a_pel(km, &g, None);
+                let mut t = vec![Tok::Cmd("XACK"), key, Tok::Lit(g)];
+                let n = match self.rng.below(100) {
+                    0..=59 => 1,
+                    60..=84 => self.rng.range(2, 4),
+                    85..=96 => self.rng.range(5, 30),
+                    _ => 0,
+                };
+                for _ in 0..n {
+                    let id = self.claim_id(km, &pel);
+                    t.push(Tok::Lit(id));
+                }
+                if self.rng.pct(3) {
+                    t.truncate(2);
+                }
+                t
+            }
+            3 => self.op_xclaim(k),
+            4 => {
+                let g = self.group(km);
+                let c = self.consumer();
+                let pel = self.a_pel(km, &g, None);
+                let mut t = vec![
+                    Tok::Cmd("XAUTOCLAIM"),
+                    key,
+                    Tok::Lit(g),
+                    Tok::Lit(c),
+                    lit(if self.rng.pct(97) {
+                        self.rng.pick(MIN_IDLES).as_bytes().to_vec()
+                    } else {
+                        self.bad_int()
+                    }),
+                ];
+                let start = match self.rng.below(100) {
+                    0..=34 => b"0-0".to_vec(),
+                    35..=44 => b"0".to_vec(),
+                    45..=49 => b"-".to_vec(),
+                    _ => self.range_start(km, &pel),
+                };
+                t.push(Tok::Lit(start));
+                let mut opts: Vec<Vec<Tok>> = Vec::new();
+                if self.rng.pct(55) {
+                    let c: Vec<u8> = match self.rng.below(100) {
+                        0..=69 => self.rng.range(1, 6).to_string().into_bytes(),
+                        70..=84 => self.rng.range(7, 200).to_string().into_bytes(),
+                        85..=87 => b"0".to_vec(),
+                        88..=89 => b"-1".to_vec(),
+                        90..=91 => b"922337203685477581".to_vec(),
+                        92..=93 => b"8070450532247928833".to_vec(),
+                        94..=95 => b"1000000".to_vec(),
+                        _ => self.bad_int(),
+                    };
+                    opts.push(vec![lit("COUNT"), Tok::Lit(c)]);
+                }
+                if self.rng.pct(35) {
+                    opts.push(vec![lit("JUSTID")]);
+                }
+                if self.rng.pct(3) {
+                    opts.push(vec![lit(*self.rng.pick(&["FOO", "COUNT", "IDLE"]))]);
+                }
+                if opts.len() > 1 && self.rng.pct(40) {
+                    opts.swap(0, 1);
+                }
+                for o in opts {
+                    t.extend(o);
+                }
+                if self.rng.pct(2) {
+                    t.truncate(5);
+                }
+                t
+            }
+            5 => {
+                let g = self.group(km);
+                let mut t = vec![Tok::Cmd("XPENDING"), key, Tok::Lit(g)];
+                if self.rng.pct(30) {
+                    // summary
+                    if self.rng.pct(3) {
+                        t.push(lit("-"));
+                    }
+                    t
+                } else {
+                    if self.rng.pct(25) {
+                        t.push(lit("IDLE"));
+                        t.push(lit(if self.rng.pct(95) {
+                            self.rng.pick(MIN_IDLES).as_bytes().to_vec()
+                        } else {
+                            self.bad_int()
+                        }));
+                    }
+                    let s = self.range_start(km, &[]);
+                    let e = self.range_end(km);
+                    t.push(Tok::Lit(s));
+                    t.push(Tok::Lit(e));
+                    let c: Vec<u8> = match self.rng.below(100) {
+                        0..=49 => b"10".to_vec(),
+                        50..=79 => self.rng.range(1, 5).to_string().into_bytes(),
+                        80..=87 => b"100".to_vec(),
+                        88..=90 => b"0".to_vec(),
+                        91..=93 => b"-1".to_vec(),
+                        _ => self.bad_int(),
+                    };
+                    t.push(Tok::Lit(c));
+                    if self.rng.pct(40) {
+                        t.push(Tok::Lit(self.consumer()));
+                    }
+                    match self.rng.below(100) {
+                        0 => t.truncate(5),
+                        1 => t.push(lit("extra")),
+                        _ => {}
+                    }
+                    t
+                }
+            }
+            6 => {
+                let (t, kd) = self.op_xgroup(k);
+                kind = kd;
+                t
+            }
+            7 => {
+                let g = self.group(km);
+                match self.rng.below(100) {
+                    0..=29 => vec![Tok::Cmd("XINFO"), lit("GROUPS"), key],
+                    30..=59 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key, Tok::Lit(g)],
+                    60..=69 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key],
+                    70..=91 => {
+                        let mut t = vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL")];
+                        if self.rng.pct(60) {
+                            let c: Vec<u8> = match self.rng.below(10) {
+                                0..=2 => b"0".to_vec(),
+                                3..=6 => self.rng.range(1, 4).to_string().into_bytes(),
+                                7 => b"-1".to_vec(),
+                                8 => b"100".to_vec(),
+                                _ => self.bad_int(),
+                            };
+                            t.extend([lit("COUNT"), Tok::Lit(c)]);
+                        }
+                        t
+                    }
+                    92..=93 => vec![Tok::Cmd("XINFO"), lit("HELP")],
+                    94 => vec![Tok::Cmd("XINFO"), lit("GROUPS")],
+                    95 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key],
+                    96 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL"), lit("COUNT")],
+                    97 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FOO")],
+                    98 => vec![Tok::Cmd("XINFO"), lit("GROUPS"), key, lit("x")],
+                    _ => vec![Tok::Cmd("XINFO"), lit("NOPE"), key],
+                }
+            }
+            8 => {
+                let mut t = vec![Tok::Cmd("XDEL"), key];
+                let g = self.group(km);
+                // Often delete pending entries: later history reads / claims see [id, nil].
+                let pel = self.a_pel(km, &g, None);
+                for _ in 0..self.rng.range(1, 3) {
+                    let id = if !pel.is_empty() && self.rng.pct(50) {
+                        pel[self.rng.below(pel.len() as u64) as usize].clone()
+                    } else if self.rng.pct(97) {
+                        id_b(self.some_id(km))
+                    } else {
+                        self.bad_id()
+                    };
+                    t.push(Tok::Lit(id));
+                }
+                t
+            }
+            9 => {
+                let mut t = vec![Tok::Cmd("XTRIM"), key];
+                if k < NPAIRS {
+                    t.extend(self.trim_clause(k));
+                } else {
+                    t.extend([lit("MAXLEN"), lit("0")]);
+                }
+                t
+            }
+            10 => {
+                let last = self.keys[km].last;
+                let id: Vec<u8> = match self.rng.below(100) {
+                    0..=59 => {
+                        let n = self.next_id(last);
+                        id_b(n)
+                    }
+                    60..=74 => id_b(last),
+                    75..=89 => id_b(self.some_id(km)),
+                    90..=94 => self.bad_id(),
+                    _ => b"0-0".to_vec(),
+                };
+                let mut t = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
+                if self.rng.pct(35) {
+                    let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
+                    let n = match self.rng.below(10) {
+                        0..=5 => (added + self.rng.below(4)).to_string(),
+                        6 => added.saturating_sub(1).to_string(),
+                        7 => "0".to_string(),
+                        8 => "-1".to_string(),
+                        _ => "abc".to_string(),
+                    };
+                    t.extend([lit("ENTRIESADDED"), lit(n)]);
+                }
+                if self.rng.pct(25) {
+                    let m = match self.rng.below(10) {
+                        0..=6 => id_b(self.some_id(km)),
+                        7 => id.clone(),
+                        8 => b"0-0".to_vec(),
+                        _ => self.bad_id(),
+                    };
+                    t.extend([lit("MAXDELETEDID"), Tok::Lit(m)]);
+                }
+                kind = Kind::SetId(k, id);
+                t
+            }
+            11 => {
+                let rev = self.rng.pct(35);
+                let mut t = vec![Tok::Cmd(if rev { "XREVRANGE" } else { "XRANGE" }), key];
+                if rev {
+                    t.extend([lit("+"), lit("-")]);
+                } else {
+                    let s = self.range_start(km, &[]);
+                    t.extend([Tok::Lit(s), lit("+")]);
+                }
+                if self.rng.pct(60) {
+                    t.extend([lit("COUNT"), lit(self.rng.range(1, 8).to_string())]);
+                }
+                t
+            }
+            12 => vec![Tok::Cmd("XLEN"), key],
+            13 => {
+                let mut t = vec![Tok::Cmd("XREAD")];
+                if self.rng.pct(50) {
+                    t.extend([lit("COUNT"), Tok::Lit(self.small_count())]);
+                }
+                let id = match self.rng.below(100) {
+                    0..=39 => b"0".to_vec(),
+                    40..=54 => b"$".to_vec(),
+                    55..=89 => id_b(self.some_id(km)),
+                    90..=93 => b">".to_vec(),
+                    94..=95 => self.bad_id(),
+                    _ => b"0-0".to_vec(),
+                };
+                match self.rng.below(100) {
+                    0 => t.extend([lit("GROUP"), lit("g1"), lit("c"), lit("STREAMS"), key, Tok::Lit(id)]),
+                    1 => t.extend([lit("NOACK"), lit("STREAMS"), key, Tok::Lit(id)]),
+                    2 => t.extend([lit("STREAMS"), key]),
+                    _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
+                }
+                t
+            }
+            14 => {
+                kind = Kind::Del(k);
+                vec![lit("DEL"), key]
+            }
+            _ => match self.rng.below(16) {
+                0 => vec![Tok::Cmd("XREADGROUP")],
+                1 => vec![Tok::Cmd("XREADGROUP"), lit("GROUP"), lit("g1")],
+                2 => vec![Tok::Cmd("XACK"), key],
+                3 => vec![Tok::Cmd("XACK"), key, lit("g1")],
+                4 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice")],
+                5 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
+                6 => vec![Tok::Cmd("XAUTOCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
+                7 => vec![Tok::Cmd("XPENDING"), key],
+                8 => vec![Tok::Cmd("XGROUP")],
+                9 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key],
+                10 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key, lit("g1"), lit("x")],
+                11 => vec![Tok::Cmd("XINFO")],
+                12 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key, lit("g1"), lit("x")],
+                13 => vec![Tok::Cmd("XREAD"), lit("STREAMS")],
+                14 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1")],
+                _ => vec![Tok::Cmd("XPENDING"), key, lit("g1"), lit("-"), lit("+")],
+            },
+        };
+        Op { toks, kind }
+    }
+
+    fn op_xadd(&mut self, k: usize) -> Op {
+        let km = k.min(NKEYS - 1);
+        let mut t = vec![Tok::Cmd("XADD"), Tok::Key(k)];
+        if self.rng.pct(4) {
+            t.push(lit("NOMKSTREAM"));
+        }
+        if k < NPAIRS && self.rng.pct(7) {
+            t.extend(self.trim_clause(k));
+        }
+        let last = self.keys[km].last;
+        let id = match self.rng.below(100) {
+            0..=88 => id_b(self.next_id(last)),
+            89..=91 => id_b(last),
+            92..=94 => id_b(self.some_id(km)),
+            95..=96 => {
+                // `*` is in BAD_IDS (invalid for the group commands) but valid here: the clock.
+                let b = self.bad_id();
+                if b == b"*" {
+                    b"1-*-".to_vec()
+                } else {
+                    b
+                }
+            }
+            97 => b"0-0".to_vec(),
+            _ => (last.0 + self.rng.range(1, 3)).to_string().into_bytes(),
+        };
+        t.push(Tok::Lit(id));
+        t.extend(self.fields(km));
+        Op {
+            toks: t,
+            kind: Kind::Add(k),
+        }
+    }
+
+    fn op_xclaim(&mut self, k: usize) -> Vec<Tok> {
+        let km = k.min(NKEYS - 1);
+        let g = self.group(km);
+        let c = self.consumer();
+        let pel = self.a_pel(km, &g, None);
+        let minidle = if self.rng.pct(97) {
+            self.rng.pick(MIN_IDLES).as_bytes().to_vec()
+        } else {
+            self.bad_int()
+        };
+        let mut t = vec![Tok::Cmd("XCLAIM"), Tok::Key(k), Tok::Lit(g), Tok::Lit(c), Tok::Lit(minidle)];
+        let n = match self.rng.below(10) {
+            0..=5 => 1,
+            6..=8 => self.rng.range(2, 4),
+            _ => self.rng.range(5, 12),
+        };
+        for _ in 0..n {
+            let id = self.claim_id(km, &pel);
+            t.push(Tok::Lit(id));
+        }
+        let now = now_ms();
+        let mut opts: Vec<Vec<Tok>> = Vec::new();
+        if self.rng.pct(18) {
+            let v: Vec<u8> = match self.rng.below(10) {
+                0..=1 => b"0".to_vec(),
+                2..=3 => b"1000".to_vec(),
+                4..=6 => b"172800000".to_vec(), // two days: NOW-2D
+                7 => b"10000000000000".to_vec(), // negative time: clamped to now
+                8 => b"-5".to_vec(),             // future: clamped to now
+                _ => self.bad_int(),
+            };
+            opts.push(vec![lit("IDLE"), Tok::Lit(v)]);
+        }
+        if self.rng.pct(18) {
+            let v: Vec<u8> = match self.rng.below(10) {
+                0 => b"0".to_vec(),
+                1..=2 => b"1000".to_vec(),
+                3..=4 => b"1600000000000".to_vec(),
+                5 => b"-1".to_vec(),
+                6 => (now + DAY_MS).to_string().into_bytes(), // future: clamped to now
+                7 => (now - 2 * DAY_MS).to_string().into_bytes(),
+                8 => now.to_string().into_bytes(),
+                _ => self.bad_int(),
+            };
+            opts.push(vec![lit("TIME"), Tok::Lit(v)]);
+        }
+        if self.rng.pct(20) {
+            let v: Vec<u8> = match self.rng.below(10) {
+                0..=2 => b"0".to_vec(),
+                3..=5 => self.rng.range(1, 5).to_string().into_bytes(),
+                6 => b"100".to_vec(),
+                7 => b"-1".to_vec(),
+                8 => b"9223372036854775807".to_vec(),
+                _ => self.bad_int(),
+            };
+            opts.push(vec![lit("RETRYCOUNT"), Tok::Lit(v)]);
+        }
+        if self.rng.pct(25) {
+            opts.push(vec![lit(if self.rng.pct(90) { "FORCE" } else { "force" })]);
+        }
+        if self.rng.pct(30) {
+            opts.push(vec![lit(if self.rng.pct(90) { "JUSTID" } else { "justid" })]);
+        }
+        if self.rng.pct(12) {
+            let v = match self.rng.below(10) {
+                0..=5 => id_b(self.some_id(km)),
+                6..=7 => {
+                    let last = self.keys[km].last;
+                    id_b((last.0 + 5, 0))
+                }
+                8 => b"0-0".to_vec(),
+                _ => self.bad_id(),
+            };
+            opts.push(vec![lit("LASTID"), Tok::Lit(v)]);
+        }
+        if self.rng.pct(3) {
+            opts.push(vec![lit(*self.rng.pick(&["FOO", "IDLE", "TIME", "LASTID", "RETRYCOUNT"]))]);
+        }
+        // Shuffle a little.
+        for i in (1..opts.len()).rev() {
+            let j = self.rng.below(i as u64 + 1) as usize;
+            opts.swap(i, j);
+        }
+        for o in opts {
+            t.extend(o);
+        }
+        t
+    }
+
+    fn entries_read_arg(&mut self, k: usize) -> Vec<u8> {
+        let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
+        match self.rng.below(100) {
+            0..=14 => b"0".to_vec(),
+            15..=44 => added.to_string().into_bytes(),
+            45..=64 => self.rng.below(added + 1).to_string().into_bytes(),
+            65..=74 => (added + self.rng.range(1, 5)).to_string().into_bytes(),
+            75..=84 => b"-1".to_vec(),
+            85..=89 => b"-2".to_vec(),
+            90..=94 => b"9223372036854775807".to_vec(),
+            _ => self.bad_int(),
+        }
+    }
+
+    fn group_id_arg(&mut self, k: usize) -> Vec<u8> {
+        match self.rng.below(100) {
+            0..=29 => b"$".to_vec(),
+            30..=49 => b"0".to_vec(),
+            50..=54 => b"0-0".to_vec(),
+            55..=84 => id_b(self.some_id(k)),
+            85..=89 => {
+                let last = self.keys[k].last;
+                id_b((last.0 + self.rng.range(1, 3), 0))
+            }
+            90..=91 => b"-".to_vec(),
+            92..=93 => b"+".to_vec(),
+            _ => self.bad_id(),
+        }
+    }
+
+    fn op_xgroup_create(&mut self, k: usize) -> (Vec<Tok>, Kind) {
+        let km = k.min(NKEYS - 1);
+        let key = Tok::Key(k);
+        let case = |r: &mut Rng, s: &'static str| -> Tok {
+            if r.pct(92) {
+                lit(s)
+            } else {
+                lit(s.to_lowercase())
+            }
+        };
+        // CREATE: usually a new name, sometimes an existing one (BUSYGROUP).
+        let g: Vec<u8> = if self.rng.pct(75) {
+            let free: Vec<&str> = GROUPS
+                .iter()
+                .copied()
+                .filter(|g| !self.keys[km].groups.iter().any(|x| x == g.as_bytes()))
+                .collect();
+            if free.is_empty() {
+                self.group(km)
+            } else {
+                self.rng.pick(&free).as_bytes().to_vec()
+            }
+        } else {
+            self.group(km)
+        };
+        let id = self.group_id_arg(km);
+        let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATE"), key, Tok::Lit(g.clone()), Tok::Lit(id)];
+        let mk = self.rng.pct(20);
+        let mut opts: Vec<Vec<Tok>> = Vec::new();
+        if mk {
+            opts.push(vec![lit("MKSTREAM")]);
+        }
+        if self.rng.pct(30) {
+            let er = self.entries_read_arg(km);
+            opts.push(vec![lit("ENTRIESREAD"), Tok::Lit(er)]);
+        }
+        if self.rng.pct(3) {
+            opts.push(vec![lit(*self.rng.pick(&["FOO", "ENTRIESREAD", "MKSTREAM"]))]);
+        }
+        if opts.len() > 1 && self.rng.pct(40) {
+            opts.swap(0, 1);
+        }
+        for o in opts {
+            t.extend(o);
+        }
+        (t, Kind::GroupCreate(k, g, mk))
+    }
+
+    fn op_xgroup(&mut self, k: usize) -> (Vec<Tok>, Kind) {
+        let km = k.min(NKEYS - 1);
+        let key = Tok::Key(k);
+        let sub = self.rng.weighted(&[28, 20, 8, 18, 14, 2, 3, 4]);
+        let case = |r: &mut Rng, s: &'static str| -> Tok {
+            if r.pct(92) {
+                lit(s)
+            } else {
+                lit(s.to_lowercase())
+            }
+        };
+        match sub {
+            0 => self.op_xgroup_create(k),
+            1 => {
+                let g = self.group(km);
+                let id = self.group_id_arg(km);
+                let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "SETID"), key, Tok::Lit(g), Tok::Lit(id)];
+                if self.rng.pct(45) {
+                    let er = self.entries_read_arg(km);
+                    t.extend([lit("ENTRIESREAD"), Tok::Lit(er)]);
+                }
+                if self.rng.pct(3) {
+                    t.push(lit(*self.rng.pick(&["MKSTREAM", "ENTRIESREAD", "FOO"])));
+                }
+                (t, Kind::Other)
+            }
+            2 => {
+                let g = self.group(km);
+                (
+                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DESTROY"), key, Tok::Lit(g.clone())],
+                    Kind::GroupDestroy(k, g),
+                )
+            }
+            3 => {
+                let g = self.group(km);
+                let c = self.consumer();
+                (
+                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATECONSUMER"), key, Tok::Lit(g), Tok::Lit(c)],
+                    Kind::Other,
+                )
+            }
+            4 => {
+                let g = self.group(km);
+                let c = self.consumer();
+                (
+                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DELCONSUMER"), key, Tok::Lit(g), Tok::Lit(c)],
+                    Kind::Other,
+                )
+            }
+            5 => (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "HELP")], Kind::Other),
+            6 => (
+                vec![Tok::Cmd("XGROUP"), lit(*self.rng.pick(&["FOO", "CREATEX", "HELP"])), key, lit("g1")],
+                Kind::Other,
+            ),
+            _ => {
+                let t = match self.rng.below(6) {
+                    0 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g1")],
+                    1 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1")],
+                    2 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key],
+                    3 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1"), lit("a"), lit("b")],
+                    4 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1"), lit("0"), lit("ENTRIESREAD")],
+                    _ => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g9"), lit("0"), lit("MKSTREAM"), lit("ENTRIESREAD"), lit("1"), lit("X")],
+                };
+                (t, Kind::Other)
+            }
+        }
+    }
+
+    /// Updates the model from side A's reply.
+    fn observe(&mut self, op: &Op, ra: &Reply) {
+        let ok = matches!(ra, Reply::Simple(s) if s == "OK");
+        match &op.kind {
+            Kind::Add(k) => {
+                if let Reply::Bulk(b) = ra {
+                    if let Some(id) = parse_id(b) {
+                        let km = &mut self.keys[*k];
+                        km.last = id;
+                        km.ids.push(id);
+                        km.exists = true;
+                    }
+                }
+            }
+            Kind::SetId(k, id) => {
+                if ok {
+                    if let Some(id) = parse_id(id) {
+                        self.keys[*k].last = id;
+                    }
+                }
+            }
+            Kind::Del(k) => {
+                let ids = std::mem::take(&mut self.keys[*k].ids);
+                self.keys[*k] = KeyModel {
+                    ids,
+                    ..Default::default()
+                };
+            }
+            Kind::GroupCreate(k, g, mk) => {
+                if ok {
+                    let km = &mut self.keys[*k];
+                    if !km.groups.contains(g) {
+                        km.groups.push(g.clone());
+                    }
+                    if *mk {
+                        km.exists = true;
+                    }
+                }
+            }
+            Kind::GroupDestroy(k, g) => {
+                if matches!(ra, Reply::Int(1)) {
+                    self.keys[*k].groups.retain(|x| x != g);
+                }
+            }
+            Kind::Other => {}
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Running and comparing
+    // ----------------------------------------------------------------------------------------
+
+    fn log_cmd(&mut self, args: &[Vec<u8>]) {
+        if let Some(f) = self.oplog.as_mut() {
+            use std::io::Write;
+            let _ = f.write_all(&Conn::encode(args));
+            let _ = f.flush();
+        }
+    }
+
+    /// Sends `toks` to both sides, compares the normalised replies; returns side A's reply.
+    fn exec(&mut self, i: usize, toks: &[Tok], note: &str) -> Reply {
+        let via = if note.is_empty() { Via::pick(&mut self.rng) } else { Via::Plain };
+        self.exec_via(i, toks, note, via)
+    }
+
+    fn exec_via(&mut self, i: usize, toks: &[Tok], note: &str, via: Via) -> Reply {
+        let mut ca = self.render(toks, 0);
+        let mut cb = self.render(toks, 1);
+        // The same spelling of the command name and the same path on both servers.
+        if !ca.is_empty() {
+            let name = spell(&mut self.rng, &ca[0]);
+            ca[0] = name.clone();
+            cb[0] = name;
+        }
+        let via = if wrappable(&ca) { via } else { Via::Plain };
+        *self.vias.entry(via.tag()).or_insert(0) += 1;
+        let note = format!("{note}{}", via.tag());
+        let note = note.as_str();
+        self.log_cmd(&ca);
+        let oa = exec_via(&mut self.a, via, &ca);
+        let ob = exec_via(&mut self.b, via, &cb);
+        let (ra, ba) = (oa.reply, oa.raw);
+        let bb = ob.raw;
+        let side_b = if self.norm.loose_names { loosen(&ob.side) } else { ob.side.clone() };
+        if oa.side != side_b {
+            let n = format!("{note} [transaction replies differ: A {} / B {}]", escape(&oa.side), escape(&ob.side));
+            self.fail(i, &ca, &cb, &ba, &bb, &ba, &bb, &n);
+        }
+        let now = now_ms();
+        let na = self.norm.normalize(&ca, &ba, 0, now);
+        let nb = self.norm.normalize(&cb, &bb, 1, now);
+        if na != nb {
+            self.fail(i, &ca, &cb, &ba, &bb, &na, &nb, note);
+        }
+        self.count_events(&ca, &ba, &na);
+        if self.stats {
+            let name = String::from_utf8_lossy(&ca[0]).to_uppercase();
+            let what = match &ra {
+                Reply::Error(e) => format!("{name} -> {}", trunc(e, 60)),
+                Reply::Nil => format!("{name} -> nil"),
+                Reply::Array(v) if v.is_empty() => format!("{name} -> []"),
+                Reply::Map(v) if v.is_empty() => format!("{name} -> {{}}"),
+                Reply::Int(n) => format!("{name} -> int{}", if *n == 0 { " 0" } else { "" }),
+                Reply::Simple(s) => format!("{name} -> +{s}"),
+                _ => format!("{name} -> data"),
+            };
+            *self.hist.entry(what).or_insert(0) += 1;
+        }
+        self.history.push_back(format!(
+            "#{i} {} -> {}",
+            trunc(&fmt_cmd(&ca), 240),
+            trunc(&escape(&ba), 240)
+        ));
+        if self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        ra
+    }
+
+    /// Counts the interesting situations side A's replies show (coverage evidence, reported at
+    /// the end): `[id, nil]` entries, XAUTOCLAIM deleted IDs, lag unknown, old delivery times...
+    fn count_events(&mut self, ca: &[Vec<u8>], ba: &[u8], na: &[u8]) {
+        let name = ca[0].to_ascii_uppercase();
+        let sub = ca.get(1).map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+        let n = Node::parse(ba);
+        let mut ev: Vec<&'static str> = Vec::new();
+        if n.is_error() {
+            return;
+        }
+        match name.as_slice() {
+            b"XREADGROUP" => {
+                let hist = ca.last().map(|a| a.as_slice() != b">").unwrap_or(false);
+                let mut nil_entries = 0;
+                let mut entries = 0;
+                let mut walk = |x: &Node| {
+                    // An entry is [id, fields] or [id, nil].
+                    if x.t == b'*' && x.kids.len() == 2 && x.kids[0].str_bytes().map(looks_like_id).unwrap_or(false) {
+                        entries += 1;
+                        if matches!(x.kids[1].t, b'_') || (x.kids[1].t == b'*' && x.kids[1].head == b"-1") {
+                            nil_entries += 1;
+                        }
+                    }
+                };
+                fn visit(x: &Node, f: &mut dyn FnMut(&Node)) {
+                    f(x);
+                    for k in &x.kids {
+                        visit(k, f);
+                    }
+                }
+                visit(&n, &mut walk);
+                if entries > 0 {
+                    ev.push(if hist { "XREADGROUP history with entries" } else { "XREADGROUP > with entries" });
+                }
+                if nil_entries > 0 {
+                    ev.push("XREADGROUP history with [id, nil]");
+                }
+                if ca.iter().any(|a| a.eq_ignore_ascii_case(b"NOACK")) && entries > 0 && !hist {
+                    ev.push("XREADGROUP NOACK delivering");
+                }
+            }
+            b"XAUTOCLAIM" => {
+                if n.kids.len() == 3 {
+                    if !n.kids[2].kids.is_empty() {
+                        ev.push("XAUTOCLAIM reporting deleted IDs");
+                    }
+                    if !n.kids[1].kids.is_empty() {
+                        ev.push("XAUTOCLAIM claiming");
+                    }
+                    if n.kids[0].str_bytes() != Some(b"0-0") {
+                        ev.push("XAUTOCLAIM cursor not 0-0");
+                    }
+                }
+            }
+            b"XCLAIM" => {
+                if !n.kids.is_empty() {
+                    if ca.iter().any(|a| a.eq_ignore_ascii_case(b"FORCE")) {
+                        ev.push("XCLAIM FORCE claiming");
+                    }
+                    if ca.iter().any(|a| a.eq_ignore_ascii_case(b"LASTID")) {
+                        ev.push("XCLAIM LASTID claiming");
+                    }
+                    ev.push("XCLAIM claiming");
+                }
+            }
+            b"XACK" => {
+                if n.int().unwrap_or(0) > 1 {
+                    ev.push("XACK acking several");
+                }
+            }
+            b"XINFO" if sub == b"GROUPS" => {
+                for g in &n.kids {
+                    if let Some(l) = g.field("lag") {
+                        ev.push(if l.int().is_some() { "XINFO GROUPS lag known" } else { "XINFO GROUPS lag nil" });
+                    }
+                }
+            }
+            _ => {}
+        }
+        let ns = String::from_utf8_lossy(na);
+        if ns.contains("NOW-2D") {
+            ev.push("normalised time NOW-2D");
+        }
+        if ns.contains(":T=") {
+            ev.push("normalised time T=<literal>");
+        }
+        if ns.contains("IDLE?") {
+            ev.push("unclassified idle time (!)");
+        }
+        for e in ev {
+            *self.events.entry(e).or_insert(0) += 1;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], na: &[u8], nb: &[u8], note: &str) {
+        let class = |x: &[u8]| -> String {
+            if x.starts_with(b"-") {
+                trunc(&escape(x), 90)
+            } else {
+                format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
+            }
+        };
+        let sub = if ca.len() > 1 && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO")) {
+            format!(" {}", String::from_utf8_lossy(&ca[1]).to_uppercase())
+        } else {
+            String::new()
+        };
+        let sig = format!(
+            "{}{sub} | A {} | B {}",
+            String::from_utf8_lossy(&ca[0]),
+            class(na),
+            class(nb)
+        );
+        self.diff_count += 1;
+        if self.diffs.iter().any(|(s, _)| *s == sig) {
+            return;
+        }
+        let mut msg = String::new();
+        msg.push_str(&format!(
+            "\nDIFFERENCE at op #{i} (seed {}, {}, node limits entries={} bytes={}){note}\n",
+            self.seed,
+            if self.resp3 { "RESP3" } else { "RESP2" },
+            self.limits.0,
+            self.limits.1
+        ));
+        msg.push_str(&format!(
+            "  A: {}\n  B: {}\n",
+            trunc(&fmt_cmd(ca), 400),
+            trunc(&fmt_cmd(cb), 400)
+        ));
+        msg.push_str(&format!(
+            "  A reply: {}\n  B reply: {}\n",
+            trunc(&escape(ba), 3000),
+            trunc(&escape(bb), 3000)
+        ));
+        if na != ba || nb != bb {
+            msg.push_str(&format!(
+                "  A normalised: {}\n  B normalised: {}\n",
+                trunc(&escape(na), 3000),
+                trunc(&escape(nb), 3000)
+            ));
+        }
+        msg.push_str("  recent ops (side A):\n");
+        for h in &self.history {
+            msg.push_str(&format!("    {h}\n"));
+        }
+        msg.push_str(&format!(
+            "  replay: XSTREAM_SEED={} cargo test --release --test takeover takeover_differential_groups\n",
+            self.seed
+        ));
+        if self.max_diffs > 1 {
+            report(&msg);
+        }
+        self.diffs.push((sig, msg));
+        if self.diffs.len() >= self.max_diffs {
+            self.give_up("stopped at");
+        }
+    }
+
+    fn give_up(&self, how: &str) -> ! {
+        let sigs: Vec<String> = self.diffs.iter().map(|(s, _)| format!("  {s}")).collect();
+        panic!(
+            "takeover differential (groups): {how} {} difference(s), {} distinct (seed {}):\n{}\n{}",
+            self.diff_count,
+            self.diffs.len(),
+            self.seed,
+            sigs.join("\n"),
+            self.diffs.first().map(|(_, m)| m.as_str()).unwrap_or("")
+        );
+    }
+
+    fn pick_node_limits(&mut self) -> (u64, u64) {
+        let e = if self.rng.pct(40) {
+            self.rng.range(1, 8)
+        } else {
+            self.rng.range(1, 100)
+        };
+        let b = if self.rng.pct(40) {
+            0
+        } else {
+            self.rng.range(64, 4096)
+        };
+        (e, b)
+    }
+
+    fn apply_limits(&mut self) {
+        let (e, b) = self.limits;
+        let cfg = [
+            "CONFIG",
+            "SET",
+            "stream-node-max-entries",
+            &e.to_string(),
+            "stream-node-max-bytes",
+            &b.to_string(),
+        ]
+        .map(|s| s.as_bytes().to_vec());
+        self.log_cmd(&cfg);
+        set_node_limits(&mut self.a, e, b, false);
+        set_node_limits(&mut self.b, e, b, false);
+        // The module's own limits must be ignored in takeover mode: set them to something else.
+        let (xe, xb) = (self.rng.range(1, 500), self.rng.range(0, 9000));
+        let r = self.b.cmd(&[
+            "CONFIG".to_string(),
+            "SET".into(),
+            "xstream.node-max-entries".into(),
+            xe.to_string(),
+            "xstream.node-max-bytes".into(),
+            xb.to_string(),
+        ]);
+        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-*: {r}");
+        self.history
+            .push_back(format!("   (node limits: entries={e} bytes={b})"));
+        self.all_limits.push(format!("{e}/{b}"));
+    }
+
+    /// Deletes every key (both sides), forgets the model, picks new node limits.
+    fn new_segment(&mut self) {
+        for k in 0..NKEYS {
+            for side in 0..2 {
+                let del = vec![b"DEL".to_vec(), self.key_name(side, k)];
+                if side == 0 {
+                    self.log_cmd(&del);
+                    self.a.cmd(&del);
+                } else {
+                    self.b.cmd(&del);
+                }
+            }
+        }
+        self.keys = vec![KeyModel::default(); NKEYS];
+        self.limits = self.pick_node_limits();
+        self.apply_limits();
+        self.history
+            .push_back("   (new segment: all keys deleted)".into());
+    }
+
+    /// `XINFO STREAM k FULL COUNT 0` of every pair (and XINFO GROUPS), compared.
+    fn full_check(&mut self, i: usize) {
+        for k in 0..NKEYS {
+            for toks in [
+                vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k), lit("FULL"), lit("COUNT"), lit("0")],
+                vec![Tok::Cmd("XINFO"), lit("GROUPS"), Tok::Key(k)],
+            ] {
+                self.exec(i, &toks, " [periodic XINFO check]");
+                self.checks += 1;
+            }
+        }
+    }
+}
+
+/// Runs the group differential: `a` a plain server, `b` the module in takeover mode. `n2` RESP2
+/// ops then `n3` RESP3 ops; returns the number of ops compared (or panics on a difference).
+pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
+    let rng = Rng::from_env(what);
+    let seed = rng.seed();
+    let mut ca_conn = a.conn();
+    let mut cb_conn = b.conn();
+    for c in [&mut ca_conn, &mut cb_conn] {
+        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&["SET", "str", "hello"]), Reply::Simple("OK".into()));
+        load_functions(c);
+    }
+    let prefix = ["n", "n"];
+    let norm = Normalizer {
+        key_pairs: Vec::new(),
+        loose_names: std::env::var_os("XSTREAM_DIFF_STRICT_NAMES").is_none(),
+    };
+    let mut r = Runner {
+        rng,
+        keys: vec![KeyModel::default(); NKEYS],
+        a: ca_conn,
+        b: cb_conn,
+        prefix,
+        module: false,
+        norm,
+        history: VecDeque::new(),
+        seed,
+        resp3: false,
+        limits: (0, 0),
+        all_limits: Vec::new(),
+        diffs: Vec::new(),
+        diff_count: 0,
+        max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
+        oplog: std::env::var_os("XSTREAM_DIFF_LOG")
+            .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
+        hist: BTreeMap::new(),
+        stats: std::env::var_os("XSTREAM_DIFF_STATS").is_some(),
+        checks: 0,
+        events: BTreeMap::new(),
+        vias: BTreeMap::new(),
+    };
+    r.limits = r.pick_node_limits();
+    r.apply_limits();
+    let segments = env_usize("XSTREAM_TDIFF_SEGMENTS", 3).max(1);
+    let seg_len = ((n2 + n3) / segments).max(1);
+    let mut errors = 0usize;
+    let mut delivered = 0usize;
+    for i in 0..n2 + n3 {
+        if i == n2 {
+            r.a.hello3();
+            r.b.hello3();
+            r.resp3 = true;
+            r.history.push_back("   (HELLO 3)".into());
+        }
+        if i > 0 && i % seg_len == 0 {
+            r.full_check(i);
+            r.new_segment();
+        }
+        if i > 0 && i % CHECK_EVERY == 0 {
+            r.full_check(i);
+        }
+        let op = r.gen_op();
+        let ra = r.exec(i, &op.toks, "");
+        if ra.is_error() {
+            errors += 1;
+        }
+        if matches!(op.toks.first(), Some(Tok::Cmd("XREADGROUP"))) {
+            match &ra {
+                Reply::Array(v) if !v.is_empty() => delivered += 1,
+                Reply::Map(v) if !v.is_empty() => delivered += 1,
+                _ => {}
+            }
+        }
+        r.observe(&op, &ra);
+    }
+    r.full_check(n2 + n3);
+    for (k, v) in &r.hist {
+        report(&format!("  {v:6} {k}"));
+    }
+    if !r.diffs.is_empty() {
+        r.give_up("found");
+    }
+    let done = n2 + n3;
+    report(&format!(
+        "{what}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {delivered} non-empty XREADGROUP replies) + {} XINFO checks; node limits entries/bytes per segment {}",
+        r.checks,
+        r.all_limits.join(", ")
+    ));
+    let ev: Vec<String> = r.events.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    report(&format!("  coverage: {}", ev.join("; ")));
+    let vias: Vec<String> = r
+        .vias
+        .iter()
+        .map(|(k, v)| format!("{} {v}", if k.is_empty() { "plain" } else { k.trim() }))
+        .collect();
+    report(&format!("  paths: {}", vias.join(", ")));
+    report(&format!(
+        "takeover differential (groups): {done} ops, 0 differences (seed {seed})"
+    ));
+    done
+}
+
