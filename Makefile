@@ -4,8 +4,12 @@
 #   make deps           apt-install redis-server, libclang-dev, clang (only what is missing)
 #   make run            deps + build + a redis-server on 127.0.0.1:$(PORT) with the module (foreground)
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
+#                       + the redis-py tests (tests/redis_py.py) in .venv (created if missing)
+#   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
 #   make soak           long differential runs (several seeds)
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
+#   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
+#   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
 
 SHELL        := /bin/bash
 CARGO        ?= cargo
@@ -17,12 +21,15 @@ MODULE       := $(CURDIR)/target/release/libxstream.so
 HOOKS_TARGET := $(CURDIR)/target/test-hooks
 HOOKS_MODULE := $(HOOKS_TARGET)/release/libxstream.so
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Python virtualenv for the redis-py tests (reused while tests/requirements.txt is unchanged).
+PYTHON       ?= python3
+VENV         := $(CURDIR)/.venv
 FUZZ_TARGET  ?= listpack_validate
 FUZZ_SECONDS ?= 600
 SOAK_RUNS    ?= 10
 SOAK_OPS     ?= 100000
 
-.PHONY: all build deps run test soak fuzz clean
+.PHONY: all build deps run test soak fuzz bench bench-quick clean venv
 
 all: build
 
@@ -60,10 +67,31 @@ run: deps build
 	exec redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(MODULE) --enable-module-command yes
 
-test: deps build
+test: deps build venv
 	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
+	@status=0; \
 	XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
-		$(CARGO) test --release --no-fail-fast -- --test-threads=$(TEST_THREADS)
+		$(CARGO) test --release --no-fail-fast -- --test-threads=$(TEST_THREADS) || status=1; \
+	echo "make test: redis-py tests (tests/redis_py.py)"; \
+	XSTREAM_MODULE=$(MODULE) $(VENV)/bin/python -m pytest -p no:cacheprovider tests/redis_py.py || status=1; \
+	exit $$status
+
+# The virtualenv: python3-venv is installed with apt if this python cannot create one (a fresh
+# Debian 12 lacks it); pip installs tests/requirements.txt from PyPI. The stamp file makes the
+# venv reused as long as the requirements do not change.
+venv: $(VENV)/.requirements-installed
+
+$(VENV)/.requirements-installed: tests/requirements.txt
+	@if ! $(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1; then \
+		echo "make venv: installing python3-venv"; \
+		$(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv; \
+	fi
+	@if [ ! -x $(VENV)/bin/python ] || ! $(VENV)/bin/python -c 'import sys' >/dev/null 2>&1; then \
+		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+	fi
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
 
 # Long differential runs, one seed each (a failure prints its XSTREAM_SEED for replay).
 soak: deps build
@@ -77,6 +105,14 @@ soak: deps build
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
+
+# One redis-server on a free port with a copy of the module; writes bench/results/<timestamp>.json,
+# docs/BENCHMARKS.md and docs/bench/*.svg.
+bench: deps build
+	python3 bench/xbench.py --full
+
+bench-quick: deps build
+	python3 bench/xbench.py --quick
 
 clean:
 	$(CARGO) clean

@@ -12,12 +12,15 @@ Rep r runs the arms in the order n m a when r is even and a m n when it is odd (
 linear drift of the machine hits every arm alike. Each run is preceded by CONFIG RESETSTAT and
 measured three ways:
 
-  cmd CPU   server time inside the command, from INFO commandstats (usec / calls)
+  cmd time  server time inside the command, from INFO commandstats (usec / calls), sampled every
+            20 ms during the run; the run's figure is the median over those windows, so a window in
+            which the busy machine preempted the server in mid-command does not decide it
   proc CPU  the server main thread's CPU time (INFO cpu), divided by the operations
   client    operations per second seen by the client (redis-benchmark or this script)
 
 Reported values are medians over the reps; a ratio is the median of the per-rep ratios. The
-verdict uses the cmd-CPU ratio, which client noise on a shared machine cannot move.
+verdict uses the cmd-time ratio, which client noise on a shared machine cannot move. As root, the
+server runs at nice -10 (--nice) for the same reason.
 
 Only the Python 3.11 standard library is used (raw RESP over sockets); redis-benchmark is run
 for the workloads it can express.
@@ -67,10 +70,10 @@ ARM_LABEL = {"n": "native", "m": "module", "a": "native A/A"}
 
 MODES = {
     "quick": dict(
-        reps=3, big=200_000, mid=100_000, mem_cases=[(100_000, "small"), (100_000, "64b"), (200_000, "small")],
+        reps=3, big=200_000, mid=100_000, mem_cases=[(100_000, "small"), (100_000, "64b")],
         save_n=500_000, add_n=25_000, add_p_n=120_000, maxlen_n=120_000, range10_n=80_000,
         range100_n=12_000, point_n=25_000, group_entries=15_000, xdel_n=10_000,
-        pending_summary_n=20_000, block_iters=300,
+        pending_summary_n=20_000, block_iters=500,
     ),
     # tiny sizes, only to check that the tool works (python3 bench/xbench.py --smoke --no-docs)
     "smoke": dict(
@@ -352,6 +355,7 @@ class Bench:
         self.mode = mode
         self.cfg = cfg
         self.only = only
+        self.perf = False
         self.ctl = Redis(self.port)
         self.mon = Redis(self.port)  # samples commandstats during runs
         self._watch: list[str] = []
@@ -363,6 +367,10 @@ class Bench:
     # -- selection ---------------------------------------------------------------------------
     def wanted(self, wid: str) -> bool:
         return not self.only or any(o in wid for o in self.only)
+
+    def touches(self, *prefixes: str) -> bool:
+        """Whether the selection needs a family of workloads (or the data they share)."""
+        return not self.only or any(p in o or o in p for o in self.only for p in prefixes)
 
     # -- stats -------------------------------------------------------------------------------
     def reset(self, watch: list[str] | None = None) -> None:
@@ -544,8 +552,36 @@ class Bench:
         for r in range(reps):
             order = arms if r % 2 == 0 else tuple(reversed(arms))
             for arm in order:
-                out[arm].append(run(arm, r))
+                prof = self.perf_start(wid) if (self.perf and arm == "m" and r == 0) else None
+                try:
+                    out[arm].append(run(arm, r))
+                finally:
+                    if prof:
+                        self.perf_stop(wid, prof)
         return out
+
+    def perf_start(self, wid: str):
+        data = os.path.join(self.srv.dir, f"perf-{wid}.data")
+        p = subprocess.Popen(["perf", "record", "-F", "999", "--call-graph", "dwarf,16384", "-p",
+                              str(self.srv.proc.pid), "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        return p, data
+
+    def perf_stop(self, wid: str, prof) -> None:
+        """Writes bench/results/perf-<wid>.txt: the server's flat profile and the inclusive one
+        (self and children) while the module arm of the first rep ran."""
+        p, data = prof
+        p.send_signal(signal.SIGINT)
+        p.wait()
+        os.makedirs(RESULTS_DIR, exist_ok=True)
+        txt = os.path.join(RESULTS_DIR, f"perf-{wid}.txt")
+        with open(txt, "w") as f:
+            for extra in (["--no-children"], ["--children"]):
+                r = subprocess.run(["perf", "report", "-i", data, "--sort", "sym", "--stdio", "-g", "none",
+                                    "--percent-limit", "0.7"] + extra, capture_output=True, text=True)
+                f.write(f"==== perf report {' '.join(extra)} ====\n")
+                f.write("\n".join(l for l in r.stdout.splitlines() if l and not l.startswith("#")) + "\n\n")
+        log(f"  perf profile of the module arm: {os.path.relpath(txt, ROOT)}")
 
     def record(self, wid: str, title: str, kind: str, unit: str, data: dict, group: str,
                metrics=("cmd_us", "proc_us", "client_ops"), note: str = "", skipped: str = ""):
@@ -586,27 +622,20 @@ class Bench:
     # ========================================================================================
 
     def setup_streams(self) -> None:
-        """Memory per entry (one fill per arm and case), keeping the streams the read workloads use:
-        xb:<arm>:big (cfg big entries, small values) and xb:<arm>:mid (cfg mid entries)."""
+        """Memory per entry (one fill per arm and case, on a scratch key, deleted afterwards), then
+        the streams the read workloads use: xb:<arm>:big (cfg big entries) and xb:<arm>:mid (cfg mid
+        entries), filled in alternating chunks so that the three arms' nodes are spread over the
+        heap alike (a stream filled into freshly grown memory reads faster than one filled into
+        the holes of a deleted one, which would show up as an A/A difference)."""
         cfg = self.cfg
-        cases = list(cfg["mem_cases"])
-        for need in ((cfg["big"], "small"), (cfg["mid"], "small")):
-            if need not in cases:
-                cases.append(need)
-        for n, kind in cases:
+        for n, kind in cfg["mem_cases"]:
             wid = f"mem-{n // 1000}k-{kind}" if n < 1_000_000 else f"mem-{n // 1_000_000}M-{kind}"
-            keep = {(cfg["big"], "small"): "big", (cfg["mid"], "small"): "mid"}.get((n, kind))
-            shown = (n, kind) in cfg["mem_cases"] and self.wanted(wid)
-            if not shown and keep is None:
+            if not self.wanted(wid):
                 continue
-            if keep == "big" and not any(self.wanted(w) for w in ("xrange", "xrevrange", "xtrim", "xdel", wid)):
-                continue
-            if keep == "mid" and not any(self.wanted(w) for w in ("xreadgroup", "xpending", "xautoclaim", "mem-pending", wid)):
-                continue
-            log(f"{wid} ({'fill' + (' and keep as ' + keep if keep else '')}) ...")
+            log(f"{wid} ...")
             data = {}
-            for arm in (ARMS if shown else ("n", "m", "a")):
-                key = f"xb:{arm}:{keep}" if keep else f"xb:{arm}:mem"
+            for arm in ARMS:
+                key = f"xb:{arm}:mem"
                 self.delete(key)
                 before = self.used_memory()
                 secs = self.fill(arm, key, n, kind)
@@ -617,13 +646,26 @@ class Bench:
                     raise RuntimeError(f"{key}: length {ln}, expected {n}")
                 data[arm] = [{"bytes_per_entry": (after - before) / n, "memory_usage_per_entry": mu / n,
                               "fill_s": secs, "fill_ops": n / secs}]
-                if not keep:
-                    self.delete(key)
-            if shown:
-                vdesc = "1 field, value = decimal counter" if kind == "small" else "1 field, 64-byte value"
-                self.record(wid, f"bytes per entry, {n:,} entries ({vdesc})", "memory", "B", data, "memory",
-                            metrics=("bytes_per_entry", "memory_usage_per_entry"),
-                            note="used_memory delta / entries; MEMORY USAGE SAMPLES 0 / entries in the JSON")
+                self.delete(key)
+            vdesc = "1 field, value = decimal counter" if kind == "small" else "1 field, 64-byte value"
+            self.record(wid, f"bytes per entry, {n:,} entries ({vdesc})", "memory", "B", data, "memory",
+                        metrics=("bytes_per_entry", "memory_usage_per_entry"),
+                        note="used_memory delta ÷ entries (MEMORY USAGE SAMPLES 0 ÷ entries below it)")
+        for name, n, needed in (("big", cfg["big"], ("xrange", "xrevrange", "xtrim", "xdel")),
+                                ("mid", cfg["mid"], ("xreadgroup", "xpending", "xautoclaim", "mem-pending"))):
+            if not self.touches(*needed):
+                continue
+            log(f"filling xb:*:{name} ({n:,} entries per arm, interleaved) ...")
+            for arm in ARMS:
+                self.delete(f"xb:{arm}:{name}")
+            chunk = 20_000
+            for lo in range(0, n, chunk):
+                for arm in ARMS:
+                    self.fill(arm, f"xb:{arm}:{name}", min(chunk, n - lo), "small", start=lo)
+            for arm in ARMS:
+                ln = int(self.ctl.call(C(arm, "XLEN"), f"xb:{arm}:{name}"))
+                if ln != n:
+                    raise RuntimeError(f"xb:{arm}:{name}: length {ln}, expected {n}")
 
     # -- XADD --------------------------------------------------------------------------------
     def xadd_workloads(self) -> None:
@@ -1039,17 +1081,17 @@ class Bench:
     def run_all(self) -> None:
         self.setup_streams()
         self.xadd_workloads()
-        if any(self.wanted(w) for w in ("xrange", "xrevrange")):
+        if self.touches("xrange", "xrevrange"):
             self.range_workloads()
-        if any(self.wanted(w) for w in ("xreadgroup",)):
+        if self.touches("xreadgroup"):
             self.group_workloads()
-        if any(self.wanted(w) for w in ("xpending", "xautoclaim", "mem-pending")):
+        if self.touches("xpending", "xautoclaim", "mem-pending"):
             self.guarded("mem-pending", self.pending_setup, force=True)
             self.pel_workloads()
-        if any(self.wanted(w) for w in ("xtrim", "xdel")):
+        if self.touches("xtrim", "xdel"):
             self.delete_workloads()
         self.guarded("xread-block", self.block_workload)
-        if any(self.wanted(w) for w in ("rdb-load", "rdb-save", "rdb-size", "mem-rdb-loaded")):
+        if self.touches("rdb-load", "rdb-save", "rdb-size", "mem-rdb-loaded"):
             self.guarded("rdb", self.rdb_workloads, force=True)
 
 
@@ -1110,9 +1152,13 @@ def summarize(row: dict) -> dict:
     if row["id"] == "rdb-size":
         kind = "info"
     op, tv = TARGETS.get("info" if row["id"] in ("rdb-size",) else kind, (None, None))
-    s["target"] = None if op is None else f"{op} {tv:.2f}"
+    s["target"] = None if op is None else f"{'≥' if op == '>=' else '≤'} {tv:.2f}"
     r = s.get("ratio")
-    noise = abs(s["aa"] - 1) if s.get("aa") else 0.0
+    # This workload's noise: how far its A/A ratio strays from 1, as the median ratio or as the
+    # typical single rep, whichever is larger.
+    aa_reps = s.get("aa_reps") or []
+    noise = max(abs(s["aa"] - 1) if s.get("aa") else 0.0,
+                med([abs(x - 1) for x in aa_reps]) or 0.0)
     s["noise"] = noise
     if r is None or op is None:
         s["verdict"] = "—" if op is None else "skipped"
@@ -1126,7 +1172,11 @@ def summarize(row: dict) -> dict:
 
 
 def fmt_ratio(r) -> str:
-    return "—" if r is None else f"{r:.2f}"
+    if r is None:
+        return "—"
+    if f"{r:.2f}" == "1.00" and abs(r - 1) >= 0.0005:
+        return f"{r:.3f}"  # 0.998 or 1.004: show which side of the target it is on
+    return f"{r:.2f}"
 
 
 def fmt_val(v, unit: str) -> str:
@@ -1205,7 +1255,7 @@ def svg_ratio_chart(title: str, subtitle: str, rows: list[tuple], floor: float |
     rows = [r for r in rows if r[1] is not None]
     W, label_w, right_pad = 980, 390, 70
     top, row_h = 70, 26
-    H = top + row_h * max(1, len(rows)) + 50
+    H = top + row_h * max(1, len(rows)) + 66
     vals = [r[1] for r in rows] + [r[2] for r in rows if r[2]] + [0.5, 2.0]
     lo = min(vals)
     hi = max(vals)
@@ -1263,7 +1313,7 @@ def svg_ratio_chart(title: str, subtitle: str, rows: list[tuple], floor: float |
 def svg_memory_chart(title: str, subtitle: str, rows: list[tuple]) -> str:
     """rows: (label, native, module, verdict) -> grouped horizontal bars, bytes."""
     rows = [r for r in rows if r[1] is not None and r[2] is not None]
-    W, label_w, right_pad = 980, 390, 150
+    W, label_w, right_pad = 980, 300, 250
     top, group_h = 70, 46
     H = top + group_h * max(1, len(rows)) + 40
     vmax = max([max(r[1], r[2]) for r in rows] + [1])
@@ -1304,7 +1354,10 @@ def noise_floor(results: list[dict]) -> dict:
             if r["kind"] == "speed" and r["summary"].get("aa")]
     cdevs = [abs(r["summary"]["client_aa"] - 1) for r in results
              if r["kind"] == "speed" and r["summary"].get("client_aa")]
+    pdevs = [abs(r["summary"]["proc_aa"] - 1) for r in results
+             if r["kind"] == "speed" and r["summary"].get("proc_aa")]
     return {
+        "proc_median": med(pdevs), "proc_max": max(pdevs) if pdevs else None,
         "cmd_median": med(devs), "cmd_max": max(devs) if devs else None,
         "client_median": med(cdevs), "client_max": max(cdevs) if cdevs else None,
     }
@@ -1335,18 +1388,75 @@ def short_label(r: dict) -> str:
         "xread-block-p99": "XREAD BLOCK wake-up p99",
         "rdb-load": "RDB load",
         "rdb-save": "SAVE",
-    }.get(r["id"], r["id"])
+        "rdb-size": "RDB size",
+        "mem-pending": "bytes per pending entry",
+        "mem-rdb-loaded": "bytes per entry after RDB load",
+    }.get(r["id"], r["id"].replace("mem-", "bytes per entry, ").replace("-small", ", small value")
+                   .replace("-64b", ", 64-byte value"))
 
 
-def write_report(doc: dict, json_rel: str) -> None:
+def human(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return f"{n:,}"
+
+
+def mem_label(r: dict, cfg: dict) -> str:
+    wid = r["id"]
+    if wid == "mem-pending":
+        return f"per pending entry ({human(cfg['mid'])} pending)"
+    if wid == "rdb-size":
+        return f"RDB file per entry ({human(cfg['save_n'])} entries)"
+    if wid == "mem-rdb-loaded":
+        return f"per entry, {human(cfg['save_n'])} loaded from RDB"
+    parts = wid.split("-")  # mem-100k-small
+    if len(parts) == 3:
+        return f"per entry, {parts[1]} entries, {'small value' if parts[2] == 'small' else '64-byte value'}"
+    return wid
+
+
+def latest_results(mode: str):
+    """(doc, path relative to ROOT) of the newest complete run of a mode in bench/results, or None."""
+    if not os.path.isdir(RESULTS_DIR):
+        return None
+    names = sorted(n for n in os.listdir(RESULTS_DIR)
+                   if n.endswith(".json") and "partial" not in n
+                   and (n.endswith("-quick.json") if mode == "quick" else n[:15].replace("-", "").isdigit() and len(n) == 20))
+    if not names:
+        return None
+    path = os.path.join(RESULTS_DIR, names[-1])
+    with open(path) as f:
+        return json.load(f), os.path.relpath(path, ROOT)
+
+
+def regenerate_docs() -> bool:
+    """docs/BENCHMARKS.md and the SVGs from the newest full run (the newest quick run if there is no
+    full one), plus the newest quick run's ratios when it is newer than that full run."""
+    full, quick = latest_results("full"), latest_results("quick")
+    main = full or quick
+    if main is None:
+        return False
+    extra = quick if (full and quick and quick[0]["started"] > full[0]["started"]) else None
+    for doc, _ in filter(None, (main, extra)):
+        for r in doc["results"]:
+            if r.get("runs"):
+                r["summary"] = summarize(r)  # with the current rules
+        doc["noise_floor"] = noise_floor(doc["results"])
+    write_report(main[0], main[1], extra)
+    return True
+
+
+def write_report(doc: dict, json_rel: str, quick=None) -> None:
     results = doc["results"]
     floor = doc["noise_floor"]
     os.makedirs(SVG_DIR, exist_ok=True)
     speed = [r for r in results if r["kind"] == "speed" and r["summary"].get("ratio")]
     fl = floor.get("cmd_median")
     svg = svg_ratio_chart(
-        "xstream vs built-in streams: speed ratio (server CPU per operation)",
-        f"native cost ÷ module cost, median of {doc['config']['reps']} interleaved reps; right of 1.0 = module faster "
+        "xstream vs built-in streams: speed ratio (server time inside the command)",
+        f"native ÷ module time per operation, median of {doc['config']['reps']} interleaved reps; right of 1.0 = module faster "
         f"({doc['mode']} run, {doc['started']})",
         [(short_label(r), r["summary"]["ratio"], r["summary"].get("aa"), r["summary"]["verdict"]) for r in speed], fl)
     with open(os.path.join(SVG_DIR, "ratios.svg"), "w") as f:
@@ -1365,8 +1475,7 @@ def write_report(doc: dict, json_rel: str) -> None:
     svg = svg_memory_chart(
         "Memory: bytes per entry (lower is better)",
         "INFO used_memory delta ÷ entries (RDB row: file size ÷ entries); green = module at most native",
-        [(r["title"].replace("bytes per ", "").replace("RDB file size per entry", "RDB file, per entry"),
-          r["summary"]["n"], r["summary"]["m"], r["summary"]["verdict"] if r["id"] != "rdb-size" else
+        [(mem_label(r, doc["config"]), r["summary"]["n"], r["summary"]["m"], r["summary"]["verdict"] if r["id"] != "rdb-size" else
           ("met" if r["summary"]["m"] <= r["summary"]["n"] else "missed")) for r in mem])
     with open(os.path.join(SVG_DIR, "memory.svg"), "w") as f:
         f.write(svg)
@@ -1381,7 +1490,7 @@ def write_report(doc: dict, json_rel: str) -> None:
     L.append("")
     L.append("```sh")
     L.append("make bench-quick   # builds the module, ~2-3 minutes, smaller streams, 3 reps")
-    L.append("make bench         # builds the module, full sizes (1M / 5M entries), 5 reps, ~15-25 minutes")
+    L.append("make bench         # builds the module, full sizes (1M / 5M entries), 5 reps, ~8-15 minutes")
     L.append("python3 bench/xbench.py --only xrange,xdel   # some workloads only (does not rewrite this page)")
     L.append("```")
     L.append("")
@@ -1402,7 +1511,8 @@ def write_report(doc: dict, json_rel: str) -> None:
              "is at least as fast**. Memory ratio = module bytes ÷ native bytes: **≤ 1.00 means at least as lean**. Each "
              "ratio is the median of the per-rep ratios; values are medians over reps.")
     L.append("- The A/A column is the same ratio for native vs native on other keys: how far from 1.00 pure noise gets. "
-             "A miss smaller than that workload's A/A deviation is marked *within noise*.")
+             "A miss smaller than that workload's A/A deviation (of the median, or of a typical single rep, whichever "
+             "is larger) is marked *within noise*.")
     L.append("- Streams used by the read, delete and memory workloads are filled with pipelined `XADD`s with explicit IDs "
              f"(`<{BASE_MS} + i/{PER_MS}>-<i mod {PER_MS}>`, ten entries per millisecond, one field `f`; the value is the "
              "decimal entry number, or a 64-byte hex string), identical on every arm. The XADD workloads use `*` IDs "
@@ -1418,6 +1528,10 @@ def write_report(doc: dict, json_rel: str) -> None:
              "that is why only same-run ratios are reported)")
     L.append(f"- {m.get('redis', 'redis-server ?')}; module at commit {m.get('module_commit', '?')} (sha256 of the .so "
              f"{m.get('module_sha256', '?')})")
+    if doc.get("server_nice"):
+        L.append(f"- redis-server ran at nice {doc['server_nice']} (the default when run as root), so that the other "
+                 "work on the machine preempts it less often in mid-command; the client (redis-benchmark or this "
+                 "script) ran at normal priority")
     L.append(f"- Sizes: big stream {doc['config']['big']:,} entries, PEL stream {doc['config']['mid']:,}, RDB stream "
              f"{doc['config']['save_n']:,}")
     L.append("")
@@ -1430,8 +1544,8 @@ def write_report(doc: dict, json_rel: str) -> None:
     L.append("## Results")
     L.append("")
     L.append("| workload | native | module | ratio | A/A | proc-CPU ratio | client ratio | target | met? |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     mark = {"met": "✅ met", "missed": "❌ missed", "within noise": "≈ within noise", "skipped": "skipped", "—": "—"}
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
         s = r["summary"]
         if r.get("skipped") and not s.get("ratio"):
@@ -1453,18 +1567,37 @@ def write_report(doc: dict, json_rel: str) -> None:
     L.append("Values: server time inside the command per operation (µs or ms; for the blocking rows, the client-measured "
              "latency), then the client-side rate. Notes per workload:")
     L.append("")
+    notes: dict[str, list[str]] = {}
     for r in results:
         if r.get("note"):
-            L.append(f"- {_md(short_label(r))}: {_md(r['note'])}")
+            notes.setdefault(r["note"], []).append(short_label(r))
+    for note, labels in notes.items():
+        L.append(f"- {_md('; '.join(labels))}: {_md(note)}")
     L.append("")
     L.append("## A/A noise floor")
     L.append("")
     if floor.get("cmd_median") is not None:
-        L.append(f"Native against native on other keys, same run: the command-CPU ratio strays from 1.00 by "
+        L.append(f"Native against native on other keys, same run: the command-time ratio strays from 1.00 by "
                  f"{floor['cmd_median'] * 100:.1f}% at the median workload and {floor['cmd_max'] * 100:.1f}% at most; "
-                 f"the client-side ratio by {floor['client_median'] * 100:.1f}% (median) and {floor['client_max'] * 100:.1f}% (max). "
-                 "Differences smaller than that are not evidence either way.")
+                 + (f"the process-CPU ratio by {floor['proc_median'] * 100:.1f}% (median) and {floor['proc_max'] * 100:.1f}% (max); "
+                    if floor.get("proc_median") is not None else "")
+                 + f"the client-side ratio by {floor['client_median'] * 100:.1f}% (median) and {floor['client_max'] * 100:.1f}% (max). "
+                 "Differences smaller than that are not evidence either way; the A/A column gives each workload's own.")
     L.append("")
+    if quick:
+        qd, qpath = quick
+        L.append(f"## Latest quick run ({qd['started']}, `{qpath}`)")
+        L.append("")
+        L.append("Smaller sizes and fewer reps than the run above; speed ratios are native ÷ module cost, memory "
+                 "ratios module ÷ native bytes.")
+        L.append("")
+        L.append("| workload | ratio | A/A | met? |")
+        L.append("|---|---:|---:|---|")
+        for r in qd["results"]:
+            sq = r.get("summary") or {}
+            L.append(f"| {_md(short_label(r))} | {fmt_ratio(sq.get('ratio'))} | {fmt_ratio(sq.get('aa'))} | "
+                     f"{mark.get(sq.get('verdict'), sq.get('verdict') or _md(r.get('skipped', '')))} |")
+        L.append("")
     counts = {}
     for r in results:
         v = r["summary"].get("verdict") if r["summary"] else None
@@ -1475,11 +1608,13 @@ def write_report(doc: dict, json_rel: str) -> None:
     L.append("Throughput on every workload ≥ 1.00; memory per entry and per pending entry ≤ 1.00 (stretch 0.80); RDB load "
              "time ≤ 1.00 (here as a speed ratio: ≥ 1.00); blocking wake-up p99 ≤ 1.00 (speed ratio ≥ 1.00).")
     L.append("")
-    L.append("This run: " + ", ".join(f"{v}: {c}" for v, c in sorted(counts.items())) + ".")
-    missed = [r for r in results if r["summary"].get("verdict") in ("missed", "within noise")]
-    if missed:
-        L.append("")
-        L.append("Short of target: " + "; ".join(f"{short_label(r)} ({fmt_ratio(r['summary']['ratio'])})" for r in missed) + ".")
+    L.append("This run: " + ", ".join(f"{'informational' if v == '—' else v}: {c}" for v, c in sorted(counts.items())) + ".")
+    for verdict, head in (("missed", "Missed"), ("within noise", "Short, but within the A/A noise"),
+                          ("met", "Met")):
+        rows = [r for r in results if r["summary"].get("verdict") == verdict]
+        if rows:
+            L.append("")
+            L.append(f"{head}: " + "; ".join(f"{short_label(r)} ({fmt_ratio(r['summary']['ratio'])})" for r in rows) + ".")
     skipped = [r for r in results if r.get("skipped")]
     if skipped:
         L.append("")
@@ -1512,12 +1647,23 @@ def main() -> int:
     ap.add_argument("--module", default=os.path.join(ROOT, "target", "release", "libxstream.so"))
     ap.add_argument("--only", default="", help="comma-separated workload id substrings (e.g. xadd,xrange-point)")
     ap.add_argument("--reps", type=int, help="override the number of reps")
-    ap.add_argument("--nice", type=int, default=0,
+    ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0,
                     help="run redis-server at this nice value (negative needs root): on a busy shared machine a "
                          "negative value keeps other processes from preempting the server in mid-command")
+    ap.add_argument("--perf", action="store_true",
+                    help="perf record the server during the module arm of each workload's first rep "
+                         "(bench/results/perf-<workload>.txt); use with --only")
     ap.add_argument("--docs", action="store_true", help="rewrite docs even with --only")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/BENCHMARKS.md and the SVGs")
+    ap.add_argument("--regen", action="store_true",
+                    help="only regenerate the docs from the newest results in bench/results (no benchmark)")
     args = ap.parse_args()
+    if args.regen:
+        if not regenerate_docs():
+            print("xbench: no results in bench/results", file=sys.stderr)
+            return 1
+        print(f"xbench: wrote {os.path.relpath(DOC_PATH, ROOT)} and docs/bench/*.svg")
+        return 0
 
     mode = "quick" if args.quick else "smoke" if args.smoke else "full"
     cfg = dict(MODES[mode])
@@ -1547,23 +1693,28 @@ def main() -> int:
         server.start()
         log(f"{mode} run: redis-server pid {server.proc.pid} on port {server.port}, module copy in {server.dir}")
         b = Bench(server, mode, cfg, only)
+        b.perf = args.perf
         b.run_all()
     finally:
         server.stop()
     machine["loadavg_end"] = os.getloadavg()
     doc = {
         "tool": "bench/xbench.py", "mode": mode, "only": only, "started": started.strftime("%Y-%m-%d %H:%M:%S"),
-        "duration_s": time.time() - t0, "config": cfg, "machine": machine, "results": b.results,
+        "duration_s": time.time() - t0, "config": cfg, "machine": machine, "server_nice": args.nice,
+        "results": b.results,
     }
     doc["noise_floor"] = noise_floor(b.results)
     os.makedirs(RESULTS_DIR, exist_ok=True)
-    name = started.strftime("%Y%m%d-%H%M%S") + ("-quick" if mode == "quick" else "") + ("-partial" if only else "") + ".json"
+    name = started.strftime("%Y%m%d-%H%M%S") + ("" if mode == "full" else "-" + mode) + ("-partial" if only else "") + ".json"
     path = os.path.join(RESULTS_DIR, name)
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     log(f"wrote {os.path.relpath(path, ROOT)} ({doc['duration_s']:.0f} s)")
-    if (not only or args.docs) and not args.no_docs:
-        write_report(doc, os.path.relpath(path, ROOT))
+    if not args.no_docs:
+        if only and args.docs:
+            write_report(doc, os.path.relpath(path, ROOT))
+        elif not only:
+            regenerate_docs()
         log(f"wrote {os.path.relpath(DOC_PATH, ROOT)} and docs/bench/*.svg")
     print_table(b.results, doc["noise_floor"])
     return 0
