@@ -426,6 +426,14 @@ impl Listpack {
         encoding::decode(&self.buf, off).0
     }
 
+    /// The element at `off` and the offset of the next one (None after the
+    /// last), from one decode: the walk of a whole node in one pass.
+    pub fn get_next(&self, off: usize) -> (Value<'_>, Option<usize>) {
+        let (v, enc_len) = encoding::decode(&self.buf, off);
+        let n = off + enc_len + encoding::backlen_size(enc_len);
+        (v, if n >= self.eof_offset() { None } else { Some(n) })
+    }
+
     /// The integer at `off` (lpGetInteger in t_stream.c): an integer
     /// encoding, or a string that is a canonical integer. Panics otherwise,
     /// as Redis asserts; see [`Listpack::try_get_int`].

@@ -35,8 +35,8 @@ impl std::fmt::Display for Invalid {
 
 fn int_at(lp: &Listpack, p: Option<usize>) -> Result<(i64, Option<usize>), Invalid> {
     let off = p.ok_or(Invalid("node ends inside an entry"))?;
-    let v = lp.get(off).as_int().ok_or(Invalid("integer expected"))?;
-    Ok((v, lp.next(off)))
+    let (v, next) = lp.get_next(off);
+    Ok((v.as_int().ok_or(Invalid("integer expected"))?, next))
 }
 
 fn skip(lp: &Listpack, p: Option<usize>, n: i64) -> Result<Option<usize>, Invalid> {
