@@ -8,6 +8,9 @@ use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
 use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
+/// Field and value arguments kept on the stack before falling back to a Vec.
+const ARGS_INLINE: usize = 16;
+
 /// XADD / XTRIM options.
 #[derive(Debug, Default)]
 pub struct AddTrimArgs {
@@ -145,13 +148,24 @@ pub fn run(c: &Ctx) -> Result<()> {
     if s.last_id == StreamId::MAX {
         return Err(Error::Err("The stream has exhausted the last possible ID, unable to add more items"));
     }
-    let fields: Vec<&[u8]> = (field_pos..c.argc()).map(|i| c.arg(i)).collect();
+    // Up to 8 field-value pairs live on the stack (no allocation on the hot path).
+    let mut small: [&[u8]; ARGS_INLINE] = [&[]; ARGS_INLINE];
+    let heap: Vec<&[u8]>;
+    let fields: &[&[u8]] = if nfields <= ARGS_INLINE {
+        for (slot, i) in small.iter_mut().zip(field_pos..c.argc()) {
+            *slot = c.arg(i);
+        }
+        &small[..nfields]
+    } else {
+        heap = (field_pos..c.argc()).map(|i| c.arg(i)).collect();
+        &heap
+    };
     let spec = match args.id {
         None => IdSpec::Auto,
         Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
         Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
     };
-    let id = match s.append(&fields, spec, c.now_ms(), config::limits()) {
+    let id = match s.append(fields, spec, c.now_ms(), config::limits()) {
         Ok(id) => id,
         Err(AddError::IdNotGreater) => {
             return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item"))

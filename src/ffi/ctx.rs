@@ -26,6 +26,9 @@ pub enum KeyKind {
     Other,
 }
 
+/// Arguments of a propagated command gathered on the stack.
+const REPLICATE_INLINE: usize = 24;
+
 /// An argument of a propagated command.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg<'a> {
@@ -281,38 +284,56 @@ impl Ctx {
         self.replicate_raw(super::takeover::propagation_name(cmd), args);
     }
 
-    fn replicate_raw(&self, cmd: &CStr, args: &[Arg]) {
-        let mut strings: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(args.len());
-        for a in args {
-            strings.push(match a {
-                Arg::Orig(i) => self.arg_string(*i),
-                // SAFETY: creating a string from a valid buffer; freed below.
-                Arg::New(b) => unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) },
-                Arg::Word(w) => {
-                    let s = word(*w);
-                    if s.is_null() {
-                        let t = WORD_TEXT[*w as usize];
-                        // SAFETY: fallback before init_words ran: a fresh string, freed below.
-                        unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), t.as_ptr().cast(), t.len()) }
-                    } else {
-                        s
-                    }
+    /// The string for a propagated argument; `.1` tells whether it was created here.
+    fn arg_ptr(&self, a: &Arg) -> (*mut raw::RedisModuleString, bool) {
+        match a {
+            Arg::Orig(i) => (self.arg_string(*i), false),
+            // SAFETY: creating a string from a valid buffer; the caller frees it.
+            Arg::New(b) => (unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) }, true),
+            Arg::Word(w) => match word(*w) {
+                s if !s.is_null() => (s, false),
+                _ => {
+                    // Before init_words ran: a fresh string, freed by the caller.
+                    let t = WORD_TEXT[*w as usize];
+                    // SAFETY: creating a string from a valid buffer.
+                    (unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), t.as_ptr().cast(), t.len()) }, true)
                 }
-            });
+            },
         }
+    }
+
+    fn replicate_raw(&self, cmd: &CStr, args: &[Arg]) {
+        // Up to REPLICATE_INLINE arguments are gathered on the stack.
+        let mut small = [(ptr::null_mut::<raw::RedisModuleString>(), false); REPLICATE_INLINE];
+        let heap: Vec<(*mut raw::RedisModuleString, bool)>;
+        let made: &[(*mut raw::RedisModuleString, bool)] = if args.len() <= REPLICATE_INLINE {
+            for (slot, a) in small.iter_mut().zip(args) {
+                *slot = self.arg_ptr(a);
+            }
+            &small[..args.len()]
+        } else {
+            heap = args.iter().map(|a| self.arg_ptr(a)).collect();
+            &heap
+        };
+        let mut ptrs = [ptr::null_mut::<raw::RedisModuleString>(); REPLICATE_INLINE];
+        let heap_ptrs: Vec<*mut raw::RedisModuleString>;
+        let strings: &[*mut raw::RedisModuleString] = if made.len() <= REPLICATE_INLINE {
+            for (slot, m) in ptrs.iter_mut().zip(made) {
+                *slot = m.0;
+            }
+            &ptrs[..made.len()]
+        } else {
+            heap_ptrs = made.iter().map(|m| m.0).collect();
+            &heap_ptrs
+        };
         // SAFETY: "v" takes (RedisModuleString **, size_t); Redis takes its own
         // references to the strings, so the ones we created can be freed afterwards.
         unsafe {
             api!(RedisModule_Replicate)(self.ctx, cmd.as_ptr(), c"v".as_ptr(), strings.as_ptr(), strings.len());
         }
-        for (a, s) in args.iter().zip(strings) {
-            let created = match a {
-                Arg::New(_) => true,
-                Arg::Word(w) => word(*w).is_null(),
-                Arg::Orig(_) => false,
-            };
+        for &(s, created) in made {
             if created {
-                // SAFETY: created above with a NULL ctx, so we own it.
+                // SAFETY: created by arg_ptr with a NULL ctx, so we own it.
                 unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
             }
         }
