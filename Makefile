@@ -101,6 +101,17 @@ soak: deps build
 		XSTREAM_DIFF_SEGMENTS=20 XSTREAM_HOSTILE_CASES=20000 \
 			$(CARGO) test --release --test differential --test hostile -- --test-threads=$(TEST_THREADS) || exit 1; \
 	done
+	@# Robustness (issue 8) at the long sizes; each size can be overridden from the environment:
+	@# >= 10,000 structure-aware RESTORE payloads with 1 s of traffic on each accepted one,
+	@# 20 kill -9 cycles, 200 truncation points per file, 512 MB names, and the hostile inputs,
+	@# OOM and ACL comparisons. One test at a time (the 512 MB names need a few GB).
+	@echo "soak: robustness (restore_fuzz, hostile_inputs, crash_recovery, oom, acl)"
+	XSTREAM_MODULE=$(MODULE) \
+	XSTREAM_FUZZ_SCALE=$${XSTREAM_FUZZ_SCALE:-10} XSTREAM_FUZZ_TRAFFIC_MS=$${XSTREAM_FUZZ_TRAFFIC_MS:-1000} \
+	XSTREAM_KILL9_CYCLES=$${XSTREAM_KILL9_CYCLES:-20} XSTREAM_TRUNCATE_POINTS=$${XSTREAM_TRUNCATE_POINTS:-200} \
+	XSTREAM_HOSTILE_NAME_MB=$${XSTREAM_HOSTILE_NAME_MB:-512} \
+		$(CARGO) test --release --no-fail-fast --test restore_fuzz --test hostile_inputs --test crash_recovery \
+		--test oom --test acl -- --test-threads=1
 
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz

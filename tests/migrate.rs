@@ -99,10 +99,25 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     }
     let alice = pel_ids(c, "rich", "g1", Some("alice"));
     let bob = pel_ids(c, "rich", "g1", Some("bob"));
-    ok(c, &format!("XCLAIM rich g1 bob 0 {} {}", alice[0], alice[1]));
-    ok(c, &format!("XCLAIM rich g1 bob 0 {} {} RETRYCOUNT 7 TIME 1600000000000", alice[0], alice[1]));
-    ok(c, &format!("XCLAIM rich g1 dave 0 {} IDLE 172800000", alice[2]));
-    ok(c, &format!("XREADGROUP GROUP g1 alice STREAMS rich {}", "0"));
+    ok(
+        c,
+        &format!("XCLAIM rich g1 bob 0 {} {}", alice[0], alice[1]),
+    );
+    ok(
+        c,
+        &format!(
+            "XCLAIM rich g1 bob 0 {} {} RETRYCOUNT 7 TIME 1600000000000",
+            alice[0], alice[1]
+        ),
+    );
+    ok(
+        c,
+        &format!("XCLAIM rich g1 dave 0 {} IDLE 172800000", alice[2]),
+    );
+    ok(
+        c,
+        &format!("XREADGROUP GROUP g1 alice STREAMS rich {}", "0"),
+    );
     ok(c, &format!("XACK rich g1 {}", bob[0]));
     ok(c, &format!("XDEL rich {}", alice[3]));
     ok(c, &format!("XDEL rich {}", bob[1]));
@@ -118,7 +133,11 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     // nodes: many nodes (small node limits), long and binary values, tombstones in nodes.
     ok(c, "CONFIG SET stream-node-max-entries 5");
     for i in 1..=60u64 {
-        let mut a: Vec<Vec<u8>> = vec![b"XADD".to_vec(), b"nodes".to_vec(), format!("{}-0", i * 1000).into_bytes()];
+        let mut a: Vec<Vec<u8>> = vec![
+            b"XADD".to_vec(),
+            b"nodes".to_vec(),
+            format!("{}-0", i * 1000).into_bytes(),
+        ];
         a.push(b"payload".to_vec());
         a.push(match i % 5 {
             0 => vec![b'x'; 5000],
@@ -161,7 +180,9 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     ] {
         ok(c, l);
     }
-    vec!["rich", "nodes", "emptied", "empty-mk", "bare", "maxid", "ttl"]
+    vec![
+        "rich", "nodes", "emptied", "empty-mk", "bare", "maxid", "ttl",
+    ]
 }
 
 /// What must survive a round trip: FULL info (RESP2 and RESP3), the entries, the expire time.
@@ -196,7 +217,10 @@ fn view(port: u16, key: &str, module: bool) -> View {
 /// Two PEXPIRETIME replies: both without expire (`-1`), or within a second of each other.
 fn expire_close(x: &[u8], y: &[u8]) -> bool {
     let v = |b: &[u8]| -> i64 {
-        std::str::from_utf8(&b[1..b.len() - 2]).unwrap().parse().unwrap()
+        std::str::from_utf8(&b[1..b.len() - 2])
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     let (a, b) = (v(x), v(y));
     if a < 0 || b < 0 {
@@ -254,7 +278,9 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
     };
     let r = c.cmd(&["XS.IMPORT", key]);
     if r != Reply::Int(len) {
-        out.push(format!("{key}: XS.IMPORT replied {r}, want (integer) {len}"));
+        out.push(format!(
+            "{key}: XS.IMPORT replied {r}, want (integer) {len}"
+        ));
         return out;
     }
     let t = c.cmd(&["TYPE", key]);
@@ -262,13 +288,19 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
         out.push(format!("{key}: TYPE after XS.IMPORT: {t}"));
     }
     let imported = view(srv.port(), key, true);
-    if let Some(d) = diff_views(&format!("{key}: built-in before vs module after XS.IMPORT"), &before, &imported) {
+    if let Some(d) = diff_views(
+        &format!("{key}: built-in before vs module after XS.IMPORT"),
+        &before,
+        &imported,
+    ) {
         out.push(d);
     }
     // The module's own persistence of the imported stream: DEBUG RELOAD keeps it.
     let r = c.cmd(&["XS.EXPORT", key]);
     if r != Reply::Int(len) {
-        out.push(format!("{key}: XS.EXPORT replied {r}, want (integer) {len}"));
+        out.push(format!(
+            "{key}: XS.EXPORT replied {r}, want (integer) {len}"
+        ));
         return out;
     }
     let t = c.cmd(&["TYPE", key]);
@@ -276,7 +308,11 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
         out.push(format!("{key}: TYPE after XS.EXPORT: {t}"));
     }
     let exported = view(srv.port(), key, false);
-    if let Some(d) = diff_views(&format!("{key}: built-in before vs built-in after XS.IMPORT + XS.EXPORT"), &before, &exported) {
+    if let Some(d) = diff_views(
+        &format!("{key}: built-in before vs built-in after XS.IMPORT + XS.EXPORT"),
+        &before,
+        &exported,
+    ) {
         out.push(d);
     }
     let dump_after = c.raw(&["DUMP", key]);
@@ -302,8 +338,14 @@ fn import_export_fixed() {
     // Sanity: the fixture has what it claims.
     let info = c.cmd(&["XINFO", "STREAM", "rich", "FULL"]);
     let s = format!("{info}");
-    assert!(s.contains("(integer) 7"), "no delivery count 7 in rich: {s}");
-    assert!(s.contains("1600000000000"), "no old delivery time in rich: {s}");
+    assert!(
+        s.contains("(integer) 7"),
+        "no delivery count 7 in rich: {s}"
+    );
+    assert!(
+        s.contains("1600000000000"),
+        "no old delivery time in rich: {s}"
+    );
     let mut failures = Vec::new();
     for k in &keys {
         failures.extend(round_trip(&srv, k));
@@ -312,7 +354,12 @@ fn import_export_fixed() {
     for k in &keys {
         failures.extend(round_trip(&srv, k));
     }
-    assert!(failures.is_empty(), "{} difference(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} difference(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // DEBUG RELOAD with imported streams (the module's RDB form of imported data).
     let before: Vec<View> = keys.iter().map(|k| view(srv.port(), k, false)).collect();
     for k in &keys {
@@ -321,7 +368,11 @@ fn import_export_fixed() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
     for (k, b) in keys.iter().zip(before.iter()) {
         let v = view(srv.port(), k, true);
-        if let Some(d) = diff_views(&format!("{k}: built-in vs imported after DEBUG RELOAD"), b, &v) {
+        if let Some(d) = diff_views(
+            &format!("{k}: built-in vs imported after DEBUG RELOAD"),
+            b,
+            &v,
+        ) {
             failures.push(d);
         }
     }
@@ -406,10 +457,19 @@ fn import_then_same_behaviour() {
         let na = norm.normalize(&ca, &ra, 0, now);
         let nb = norm.normalize(&cb, &rb, 1, now);
         if na != nb {
-            diffs.push(format!("  {line}\n    built-in copy: {}\n    imported:      {}", groups::show(&ra, 1500), groups::show(&rb, 1500)));
+            diffs.push(format!(
+                "  {line}\n    built-in copy: {}\n    imported:      {}",
+                groups::show(&ra, 1500),
+                groups::show(&rb, 1500)
+            ));
         }
     }
-    assert!(diffs.is_empty(), "imported stream vs built-in copy: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "imported stream vs built-in copy: {} difference(s):\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
 }
 
 /// Random built-in streams: random node limits, entries, deletions, trims, XSETID, groups with
@@ -428,7 +488,13 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
     for gi in 0..ngroups {
         let g = format!("g{gi}");
         let start = *rng.pick(&["0", "$", "0-0"]);
-        let mut a = vec!["XGROUP".to_string(), "CREATE".into(), key.into(), g.clone(), start.into()];
+        let mut a = vec![
+            "XGROUP".to_string(),
+            "CREATE".into(),
+            key.into(),
+            g.clone(),
+            start.into(),
+        ];
         if rng.pct(30) {
             a.push("ENTRIESREAD".into());
             a.push(rng.below(50).to_string());
@@ -455,7 +521,18 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
                         let id = &ids[rng.below(ids.len() as u64) as usize];
                         let rc = rng.range(2, 9).to_string();
                         let t = (now_ms() - rng.range(0, 100_000_000) as i64).to_string();
-                        c.cmd(&["XCLAIM", key, &g, who, "0", id, "RETRYCOUNT", &rc, "TIME", &t]);
+                        c.cmd(&[
+                            "XCLAIM",
+                            key,
+                            &g,
+                            who,
+                            "0",
+                            id,
+                            "RETRYCOUNT",
+                            &rc,
+                            "TIME",
+                            &t,
+                        ]);
                     }
                 }
                 7 => {
@@ -480,7 +557,11 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
         }
     }
     if rng.pct(30) {
-        c.cmd(&["PEXPIRE", key, &rng.range(1_000_000, 100_000_000).to_string()]);
+        c.cmd(&[
+            "PEXPIRE",
+            key,
+            &rng.range(1_000_000, 100_000_000).to_string(),
+        ]);
     }
 }
 
@@ -536,16 +617,46 @@ fn import_export_errors() {
     let cases: &[(&str, &str)] = &[
         ("XS.IMPORT nokey", "ERR no such key"),
         ("XS.EXPORT nokey", "ERR no such key"),
-        ("XS.IMPORT str", "WRONGTYPE Operation against a key holding the wrong kind of value"),
-        ("XS.IMPORT list", "WRONGTYPE Operation against a key holding the wrong kind of value"),
-        ("XS.EXPORT str", "WRONGTYPE Operation against a key holding the wrong kind of value"),
-        ("XS.EXPORT list", "WRONGTYPE Operation against a key holding the wrong kind of value"),
-        ("XS.IMPORT mod", "ERR the key already holds an xstream stream"),
-        ("XS.EXPORT bi", "ERR the key already holds a built-in stream"),
-        ("XS.IMPORT", "ERR wrong number of arguments for 'xs.import' command"),
-        ("XS.IMPORT bi extra", "ERR wrong number of arguments for 'xs.import' command"),
-        ("XS.EXPORT", "ERR wrong number of arguments for 'xs.export' command"),
-        ("XS.EXPORT mod extra", "ERR wrong number of arguments for 'xs.export' command"),
+        (
+            "XS.IMPORT str",
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            "XS.IMPORT list",
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            "XS.EXPORT str",
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            "XS.EXPORT list",
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            "XS.IMPORT mod",
+            "ERR the key already holds an xstream stream",
+        ),
+        (
+            "XS.EXPORT bi",
+            "ERR the key already holds a built-in stream",
+        ),
+        (
+            "XS.IMPORT",
+            "ERR wrong number of arguments for 'xs.import' command",
+        ),
+        (
+            "XS.IMPORT bi extra",
+            "ERR wrong number of arguments for 'xs.import' command",
+        ),
+        (
+            "XS.EXPORT",
+            "ERR wrong number of arguments for 'xs.export' command",
+        ),
+        (
+            "XS.EXPORT mod extra",
+            "ERR wrong number of arguments for 'xs.export' command",
+        ),
     ];
     let mut bad = Vec::new();
     for (line, want) in cases {
@@ -555,7 +666,11 @@ fn import_export_errors() {
         }
     }
     assert!(bad.is_empty(), "error replies:\n{}", bad.join("\n"));
-    assert_eq!(before, snap(&mut c), "a key changed after a refused IMPORT/EXPORT");
+    assert_eq!(
+        before,
+        snap(&mut c),
+        "a key changed after a refused IMPORT/EXPORT"
+    );
     // Double import: the second is refused, the data stays.
     assert_eq!(c.cmd(&["XS.IMPORT", "bi"]), Reply::Int(1));
     let after_one = snap(&mut c);
@@ -590,7 +705,10 @@ fn import_export_errors() {
     ok(&mut c, "XADD soon 1-1 f v");
     ok(&mut c, "PEXPIRE soon 1");
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(c.cmd(&["XS.IMPORT", "soon"]), Reply::Error("ERR no such key".into()));
+    assert_eq!(
+        c.cmd(&["XS.IMPORT", "soon"]),
+        Reply::Error("ERR no such key".into())
+    );
 }
 
 fn wait_replica(p: &mut Conn, r: &mut Conn) {
@@ -607,9 +725,15 @@ fn replica_view(c: &mut Conn, key: &str) -> Vec<(String, Vec<u8>)> {
     let x = |n: &str| xcmd(module, n);
     vec![
         ("TYPE".into(), c.raw(&["TYPE", key])),
-        ("XINFO FULL".into(), c.raw(&[&x("XINFO"), "STREAM", key, "FULL", "COUNT", "0"])),
+        (
+            "XINFO FULL".into(),
+            c.raw(&[&x("XINFO"), "STREAM", key, "FULL", "COUNT", "0"]),
+        ),
         ("XRANGE".into(), c.raw(&[&x("XRANGE"), key, "-", "+"])),
-        ("DIGEST-VALUE".into(), c.raw(&["DEBUG", "DIGEST-VALUE", key])),
+        (
+            "DIGEST-VALUE".into(),
+            c.raw(&["DEBUG", "DIGEST-VALUE", key]),
+        ),
         ("PEXPIRETIME".into(), c.raw(&["PEXPIRETIME", key])),
     ]
 }
@@ -620,7 +744,11 @@ fn compare_replica(what: &str, p: &mut Conn, r: &mut Conn, keys: &[&str]) -> Vec
         let (vp, vr) = (replica_view(p, k), replica_view(r, k));
         for ((l, x), (_, y)) in vp.iter().zip(vr.iter()) {
             // The exact expire time: `ttl_kept_exactly`.
-            let same = if l == "PEXPIRETIME" { expire_close(x, y) } else { x == y };
+            let same = if l == "PEXPIRETIME" {
+                expire_close(x, y)
+            } else {
+                x == y
+            };
             if !same {
                 out.push(format!(
                     "{what}: {k} {l}\n    primary: {}\n    replica: {}",
@@ -675,12 +803,19 @@ fn ttl_kept_exactly() {
     for cmd in ["XS.IMPORT", "XS.EXPORT"] {
         assert!(!c.cmd(&[cmd, "big"]).is_error());
         assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
-        let (tp, tr) = (c.cmd(&["PEXPIRETIME", "big"]).as_int(), cr.cmd(&["PEXPIRETIME", "big"]).as_int());
+        let (tp, tr) = (
+            c.cmd(&["PEXPIRETIME", "big"]).as_int(),
+            cr.cmd(&["PEXPIRETIME", "big"]).as_int(),
+        );
         if tp != t0 || tr != t0 {
             bad.push(format!("  big after {cmd} with a replica: PEXPIRETIME was {t0}, primary {tp} ({:+} ms), replica {tr} ({:+} ms)", tp - t0, tr - t0));
         }
     }
-    assert!(bad.is_empty(), "the expire time moves (a TTL carried as a relative time?):\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "the expire time moves (a TTL carried as a relative time?):\n{}",
+        bad.join("\n")
+    );
 }
 
 /// IMPORT and EXPORT on a primary with a replica: the replica ends identical. The streams are
@@ -703,21 +838,40 @@ fn import_export_replicated() {
         for k in &keys {
             let d = cs.cmd(&["DUMP", k]);
             let ttl = cs.cmd(&["PTTL", k]).as_int().max(0).to_string();
-            let r = cp.cmd(&[b"RESTORE".as_slice(), k.as_bytes(), ttl.as_bytes(), d.as_bytes().unwrap()]);
+            let r = cp.cmd(&[
+                b"RESTORE".as_slice(),
+                k.as_bytes(),
+                ttl.as_bytes(),
+                d.as_bytes().unwrap(),
+            ]);
             assert_eq!(r, Reply::Simple("OK".into()), "RESTORE {k}: {r}");
         }
         let r = Server::replica_of(&p);
         let mut cr = r.conn();
         let tag = if takeover { "takeover" } else { "no takeover" };
-        let mut failures = compare_replica(&format!("{tag}, after the full sync"), &mut cp, &mut cr, &keys);
+        let mut failures = compare_replica(
+            &format!("{tag}, after the full sync"),
+            &mut cp,
+            &mut cr,
+            &keys,
+        );
         for k in &keys {
             let n = cp.cmd(&["XS.IMPORT", k]);
             assert!(matches!(n, Reply::Int(_)), "XS.IMPORT {k}: {n}");
         }
         wait_replica(&mut cp, &mut cr);
-        failures.extend(compare_replica(&format!("{tag}, after XS.IMPORT"), &mut cp, &mut cr, &keys));
+        failures.extend(compare_replica(
+            &format!("{tag}, after XS.IMPORT"),
+            &mut cp,
+            &mut cr,
+            &keys,
+        ));
         for k in &keys {
-            assert_eq!(cr.cmd(&["TYPE", k]), Reply::Simple("xs-stream".into()), "{tag}: replica TYPE {k}");
+            assert_eq!(
+                cr.cmd(&["TYPE", k]),
+                Reply::Simple("xs-stream".into()),
+                "{tag}: replica TYPE {k}"
+            );
         }
         // Writes after the import replicate too.
         let add = if takeover { "XADD" } else { "XS.ADD" };
@@ -727,12 +881,30 @@ fn import_export_replicated() {
             assert!(matches!(n, Reply::Int(_)), "XS.EXPORT {k}: {n}");
         }
         wait_replica(&mut cp, &mut cr);
-        failures.extend(compare_replica(&format!("{tag}, after XS.EXPORT"), &mut cp, &mut cr, &keys));
+        failures.extend(compare_replica(
+            &format!("{tag}, after XS.EXPORT"),
+            &mut cp,
+            &mut cr,
+            &keys,
+        ));
         for k in &keys {
-            assert_eq!(cr.cmd(&["TYPE", k]), Reply::Simple("stream".into()), "{tag}: replica TYPE {k}");
+            assert_eq!(
+                cr.cmd(&["TYPE", k]),
+                Reply::Simple("stream".into()),
+                "{tag}: replica TYPE {k}"
+            );
         }
-        assert_eq!(cp.raw(&["DEBUG", "DIGEST"]), cr.raw(&["DEBUG", "DIGEST"]), "{tag}: DEBUG DIGEST");
-        assert!(failures.is_empty(), "{} difference(s):\n{}", failures.len(), failures.join("\n"));
+        assert_eq!(
+            cp.raw(&["DEBUG", "DIGEST"]),
+            cr.raw(&["DEBUG", "DIGEST"]),
+            "{tag}: DEBUG DIGEST"
+        );
+        assert!(
+            failures.is_empty(),
+            "{} difference(s):\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
 }
 
@@ -779,10 +951,14 @@ fn takeover_builtin_key() {
     ok(&mut cp, "XGROUP CREATE k g 0");
     ok(&mut cp, "XREADGROUP GROUP g c COUNT 1 STREAMS k >");
     ok(&mut cp, "XADD other 1-1 f v");
-    let reference: Vec<Vec<u8>> = ["XRANGE k - +", "XINFO STREAM k FULL COUNT 0", "XPENDING k g - + 10"]
-        .iter()
-        .map(|l| cp.raw(&args(l)))
-        .collect();
+    let reference: Vec<Vec<u8>> = [
+        "XRANGE k - +",
+        "XINFO STREAM k FULL COUNT 0",
+        "XPENDING k g - + 10",
+    ]
+    .iter()
+    .map(|l| cp.raw(&args(l)))
+    .collect();
     let dump = cp.cmd(&["DUMP", "k"]);
 
     // 1. A key created by RESTORE of a built-in DUMP.
@@ -807,22 +983,39 @@ fn takeover_builtin_key() {
     if r != Reply::Array(vec![want.clone()]) {
         bad.push(format!("  MULTI XRANGE k: {r}"));
     }
-    let r = cb.cmd(&["EVAL", "return redis.pcall('XRANGE', KEYS[1], '-', '+')", "1", "k"]);
+    let r = cb.cmd(&[
+        "EVAL",
+        "return redis.pcall('XRANGE', KEYS[1], '-', '+')",
+        "1",
+        "k",
+    ]);
     if r != want {
         bad.push(format!("  EVAL pcall XRANGE k: {r}"));
     }
-    assert!(bad.is_empty(), "takeover, built-in key: replies other than `{TAKEOVER_WRONGTYPE}`:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "takeover, built-in key: replies other than `{TAKEOVER_WRONGTYPE}`:\n{}",
+        bad.join("\n")
+    );
     // Nothing changed on the key.
     assert_eq!(cb.cmd(&["DUMP", "k"]), dump, "the built-in key changed");
     // XS.IMPORT, then the standard names serve it with the same content.
     assert_eq!(cb.cmd(&["XS.IMPORT", "k"]), Reply::Int(2));
-    let now: Vec<Vec<u8>> = ["XRANGE k - +", "XINFO STREAM k FULL COUNT 0", "XPENDING k g - + 10"]
-        .iter()
-        .map(|l| cb.raw(&args(l)))
-        .collect();
+    let now: Vec<Vec<u8>> = [
+        "XRANGE k - +",
+        "XINFO STREAM k FULL COUNT 0",
+        "XPENDING k g - + 10",
+    ]
+    .iter()
+    .map(|l| cb.raw(&args(l)))
+    .collect();
     let t = now_ms();
     let n = Normalizer::default();
-    for ((l, x), y) in ["XRANGE", "XINFO STREAM FULL", "XPENDING"].iter().zip(reference.iter()).zip(now.iter()) {
+    for ((l, x), y) in ["XRANGE", "XINFO STREAM FULL", "XPENDING"]
+        .iter()
+        .zip(reference.iter())
+        .zip(now.iter())
+    {
         let cmd = args(match *l {
             "XRANGE" => "XRANGE k - +",
             "XPENDING" => "XPENDING k g - + 10",
@@ -834,7 +1027,10 @@ fn takeover_builtin_key() {
             "after XS.IMPORT: {l}"
         );
     }
-    assert_eq!(cb.cmd(&["XADD", "k", "3-1", "f", "x"]), Reply::Bulk(b"3-1".to_vec()));
+    assert_eq!(
+        cb.cmd(&["XADD", "k", "3-1", "f", "x"]),
+        Reply::Bulk(b"3-1".to_vec())
+    );
     assert_eq!(cb.cmd(&["TYPE", "k"]), Reply::Simple("xs-stream".into()));
     // XS.EXPORT in takeover mode: built-in again, refused again by the standard names.
     assert_eq!(cb.cmd(&["XS.EXPORT", "k"]), Reply::Int(3));

@@ -21,15 +21,24 @@
 //!   at startup) shape B's nodes like A's (XINFO STREAM radix-tree-keys/nodes equal).
 //! - `takeover_replica_and_aof`: a replica of B (module with `takeover yes`) ends with the same
 //!   digest and contents; B's AOF (appendonly, no RDB preamble) and the replication stream seen
-//!   by a raw `SYNC` client contain the standard names only, never `XS.*`.
+//!   by a raw `SYNC` client carry the module's names (`XS.*`), never the built-in ones: Redis 7.0
+//!   replays the AOF without the command filter, so a logged `XADD` would reach the built-in.
+//! - `takeover_replica_digest`: DEBUG DIGEST-VALUE of a replica after XREADGROUP.
+//! - `takeover_aof_restart`: a restart from B's AOF (with and without RDB preamble) gives back
+//!   module streams with all the data.
+//!
+//! Tolerated naming differences (Redis or the module format the registered name into the
+//! text): `'xs.add'` for `'xadd'`, `XS.INFO` / `XS.GROUP` for `XINFO` / `XGROUP`, and
+//! `ERR XS.READ command is not allowed with BLOCK option from scripts` where the built-in
+//! echoes argv[0] as the script spelled it (`xread`).
 //!
 //! Env: XSTREAM_SEED, XSTREAM_TDIFF_OPS / XSTREAM_TDIFF_OPS3 (basic differential, RESP2 / RESP3
 //! ops), XSTREAM_TGDIFF_OPS / XSTREAM_TGDIFF_OPS3 (group differential), XSTREAM_TDIFF_SEGMENTS,
 //! XSTREAM_DIFF_MAX, XSTREAM_DIFF_STRICT_NAMES, XSTREAM_DIFF_STATS.
 
-mod common;
 #[path = "takeover/basic.rs"]
 mod basic;
+mod common;
 #[path = "takeover/groups.rs"]
 mod groups_diff;
 #[path = "takeover/via.rs"]
@@ -88,7 +97,10 @@ fn assert_served_by_module(b: &Server, what: &str) {
         .filter(|(n, _)| n.starts_with("xs."))
         .map(|(_, k)| k)
         .sum();
-    assert!(module > 0, "{what}: no XS.* command ran on the takeover server");
+    assert!(
+        module > 0,
+        "{what}: no XS.* command ran on the takeover server"
+    );
     let list: Vec<String> = calls
         .iter()
         .filter(|(n, _)| n.starts_with("xs."))
@@ -134,9 +146,8 @@ fn takeover_differential_groups() {
 // Fixed sequences compared between A and B
 // =============================================================================================
 
-/// Runs `lines` (each a command line, split on single spaces; `{sp}` inside a token is a
-/// space) on both servers in order, through `conn_a` / `conn_b`, and compares each reply
-/// (after clock masking and command-name loosening). Returns the list of (line, A reply).
+/// Runs `lines` on both servers in order (`ca`: A, `cb`: B) and compares each reply after clock
+/// masking and command-name loosening; panics with every difference.
 fn compare_lines(ca: &mut Conn, cb: &mut Conn, what: &str, lines: &[Vec<String>]) {
     let mut diffs = Vec::new();
     for args in lines {
@@ -153,7 +164,12 @@ fn compare_lines(ca: &mut Conn, cb: &mut Conn, what: &str, lines: &[Vec<String>]
             ));
         }
     }
-    assert!(diffs.is_empty(), "{what}: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{what}: {} difference(s):\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
 }
 
 /// Clock fields masked (XPENDING extended, XINFO CONSUMERS, XINFO STREAM FULL) and, on B's
@@ -177,8 +193,16 @@ fn mask(raw: &[u8], args: &[String], side: usize) -> Vec<u8> {
         // The module formats this one from argv[0], which the filter has replaced by the XS.*
         // name (the built-in echoes argv[0] as the caller spelled it): a naming difference of
         // the same kind, reported, tolerated here.
-        let n = common::groups::replace_bytes(&n, b"ERR XS.READGROUP command is not allowed", b"ERR XREADGROUP command is not allowed");
-        common::groups::replace_bytes(&n, b"ERR XS.READ command is not allowed", b"ERR XREAD command is not allowed")
+        let n = common::groups::replace_bytes(
+            &n,
+            b"ERR XS.READGROUP command is not allowed",
+            b"ERR XREADGROUP command is not allowed",
+        );
+        common::groups::replace_bytes(
+            &n,
+            b"ERR XS.READ command is not allowed",
+            b"ERR XREAD command is not allowed",
+        )
     } else {
         n
     }
@@ -194,7 +218,11 @@ fn argv(line: &str) -> Vec<String> {
 fn script_lines() -> Vec<Vec<String>> {
     let mut v: Vec<Vec<String>> = Vec::new();
     let eval = |script: &str, keys: &[&str], args: &[&str]| -> Vec<String> {
-        let mut a = vec!["EVAL".to_string(), script.to_string(), keys.len().to_string()];
+        let mut a = vec![
+            "EVAL".to_string(),
+            script.to_string(),
+            keys.len().to_string(),
+        ];
         a.extend(keys.iter().map(|s| s.to_string()));
         a.extend(args.iter().map(|s| s.to_string()));
         a
@@ -220,13 +248,21 @@ fn script_lines() -> Vec<Vec<String>> {
         &[],
     ));
     v.push(eval("return redis.call('XADD', KEYS[1])", &["s1"], &[]));
-    v.push(eval("return redis.pcall('XINFO', 'STREAM', KEYS[1], 'FULL')", &["s1"], &[]));
+    v.push(eval(
+        "return redis.pcall('XINFO', 'STREAM', KEYS[1], 'FULL')",
+        &["s1"],
+        &[],
+    ));
     v.push(eval(
         "redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0'); return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', '1', 'STREAMS', KEYS[1], '>')",
         &["s1"],
         &[],
     ));
-    v.push(eval("return redis.call('XPENDING', KEYS[1], 'g')", &["s1"], &[]));
+    v.push(eval(
+        "return redis.call('XPENDING', KEYS[1], 'g')",
+        &["s1"],
+        &[],
+    ));
     v.push(eval(
         "return redis.call('XCLAIM', KEYS[1], 'g', 'd', '0', '2-1', 'JUSTID')",
         &["s1"],
@@ -237,23 +273,63 @@ fn script_lines() -> Vec<Vec<String>> {
         &["s1"],
         &[],
     ));
-    v.push(eval("return redis.call('XACK', KEYS[1], 'g', '2-1', '3-1')", &["s1"], &[]));
+    v.push(eval(
+        "return redis.call('XACK', KEYS[1], 'g', '2-1', '3-1')",
+        &["s1"],
+        &[],
+    ));
     v.push(eval("return redis.call('XLEN', KEYS[1])", &["s1"], &[]));
-    v.push(eval("return redis.call('XDEL', KEYS[1], '2-1')", &["s1"], &[]));
-    v.push(eval("return redis.call('XTRIM', KEYS[1], 'MAXLEN', '0')", &["s1"], &[]));
-    v.push(eval("return redis.call('XSETID', KEYS[1], '9-9')", &["s1"], &[]));
-    v.push(eval("return redis.call('XINFO', 'STREAM', KEYS[1])", &["s1"], &[]));
-    v.push(eval("return redis.call('XINFO', 'GROUPS', KEYS[1])", &["s1"], &[]));
-    v.push(eval("return redis.call('XREVRANGE', KEYS[1], '+', '-')", &["s1"], &[]));
-    v.push(eval("return redis.call('XREAD', 'STREAMS', KEYS[1], '0')", &["s1"], &[]));
+    v.push(eval(
+        "return redis.call('XDEL', KEYS[1], '2-1')",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XTRIM', KEYS[1], 'MAXLEN', '0')",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XSETID', KEYS[1], '9-9')",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XINFO', 'STREAM', KEYS[1])",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XINFO', 'GROUPS', KEYS[1])",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XREVRANGE', KEYS[1], '+', '-')",
+        &["s1"],
+        &[],
+    ));
+    v.push(eval(
+        "return redis.call('XREAD', 'STREAMS', KEYS[1], '0')",
+        &["s1"],
+        &[],
+    ));
     // Read-only script (EVAL_RO): reads allowed, XADD refused the same way.
     v.push({
-        let mut a = eval("return redis.call('XRANGE', KEYS[1], '-', '+')", &["s1"], &[]);
+        let mut a = eval(
+            "return redis.call('XRANGE', KEYS[1], '-', '+')",
+            &["s1"],
+            &[],
+        );
         a[0] = "EVAL_RO".into();
         a
     });
     v.push({
-        let mut a = eval("return redis.call('XADD', KEYS[1], '10-1', 'f', 'v')", &["s1"], &[]);
+        let mut a = eval(
+            "return redis.call('XADD', KEYS[1], '10-1', 'f', 'v')",
+            &["s1"],
+            &[],
+        );
         a[0] = "EVAL_RO".into();
         a
     });
@@ -336,7 +412,11 @@ fn takeover_scripts_and_functions() {
         compare_lines(&mut ca, &mut cb, &what, &lines);
         // Written through scripts and functions: the keys are module streams on B.
         for k in ["s1", "f1", "m1"] {
-            assert_eq!(cb.cmd(&["TYPE", k]), Reply::Simple("xs-stream".into()), "{what}: TYPE {k}");
+            assert_eq!(
+                cb.cmd(&["TYPE", k]),
+                Reply::Simple("xs-stream".into()),
+                "{what}: TYPE {k}"
+            );
         }
         // A WATCHed key modified by a stream command aborts the transaction on both.
         let mut wa = a.conn();
@@ -356,7 +436,11 @@ fn takeover_scripts_and_functions() {
             o.push(w.raw(&["EXEC"]));
             obs.push(o);
         }
-        assert_eq!(obs[0], obs[1], "{what}: WATCH + stream writes: A {:?} B {:?}", obs[0], obs[1]);
+        assert_eq!(
+            obs[0], obs[1],
+            "{what}: WATCH + stream writes: A {:?} B {:?}",
+            obs[0], obs[1]
+        );
     }
     assert_served_by_module(&b, "scripts and functions");
 }
@@ -464,17 +548,26 @@ impl<'a> Env<'a> {
         let t0 = Instant::now();
         loop {
             match client_flags(&mut self.admin, id) {
-                Some((flags, cmd)) if cmd != "client|id" && cmd != "hello" && !cmd.is_empty() && cmd != "NULL" => {
+                Some((flags, cmd))
+                    if cmd != "client|id" && cmd != "hello" && !cmd.is_empty() && cmd != "NULL" =>
+                {
                     if flags.contains('b') {
                         break;
                     }
                     let r = read_raw(&mut c, Duration::from_secs(5));
-                    panic!("`{line}` did not block on port {}: {}", self.srv.port(), escape(&r));
+                    panic!(
+                        "`{line}` did not block on port {}: {}",
+                        self.srv.port(),
+                        escape(&r)
+                    );
                 }
                 None => panic!("client of `{line}` is gone"),
                 _ => {}
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "`{line}` never processed");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "`{line}` never processed"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         self.waiters.push((c, id, line.to_string()));
@@ -499,7 +592,10 @@ impl<'a> Env<'a> {
         let l = format!("[{}] {label}", self.waiters[w].2);
         self.note(l, &r);
         let ms = t0.elapsed().as_millis();
-        self.note(format!("[{}] replied within 5 s", self.waiters[w].2), (ms < 5000).to_string().as_bytes());
+        self.note(
+            format!("[{}] replied within 5 s", self.waiters[w].2),
+            (ms < 5000).to_string().as_bytes(),
+        );
     }
     fn finish(mut self) -> Vec<(String, Vec<u8>)> {
         // Nobody may stay blocked.
@@ -535,8 +631,10 @@ fn blocking_diff(test: &str, scenario: impl Fn(&mut Env)) {
                 (Some((la, ra)), Some((lb, rb))) if la == lb && ra == rb => {}
                 (x, y) => diffs.push(format!(
                     "  #{i}\n    A: {}\n    B: {}",
-                    x.map(|(l, r)| format!("{l} => {}", escape(r))).unwrap_or_default(),
-                    y.map(|(l, r)| format!("{l} => {}", escape(r))).unwrap_or_default()
+                    x.map(|(l, r)| format!("{l} => {}", escape(r)))
+                        .unwrap_or_default(),
+                    y.map(|(l, r)| format!("{l} => {}", escape(r)))
+                        .unwrap_or_default()
                 )),
             }
         }
@@ -709,7 +807,10 @@ fn takeover_node_limits() {
         let na = xinfo_nodes(ca, key);
         let nb = xinfo_nodes(cb, key);
         table.push(format!("{what}: A {na:?} B {nb:?}"));
-        assert_eq!(na, nb, "{what}: (length, radix-tree-keys, radix-tree-nodes) differ");
+        assert_eq!(
+            na, nb,
+            "{what}: (length, radix-tree-keys, radix-tree-nodes) differ"
+        );
         let fa = ca.raw(&["XINFO", "STREAM", key]);
         let fb = cb.raw(&["XINFO", "STREAM", key]);
         assert_eq!(escape(&fa), escape(&fb), "{what}: XINFO STREAM differs");
@@ -718,8 +819,17 @@ fn takeover_node_limits() {
     for c in [&mut ca, &mut cb] {
         add_entries(c, "k1", 1, 50, 3);
     }
-    check(&mut ca, &mut cb, "k1", "startup stream-node-max-entries 7, 50 entries");
-    assert_eq!(xinfo_nodes(&mut ca, "k1").1, 8, "A: 50 entries / 7 per node");
+    check(
+        &mut ca,
+        &mut cb,
+        "k1",
+        "startup stream-node-max-entries 7, 50 entries",
+    );
+    assert_eq!(
+        xinfo_nodes(&mut ca, "k1").1,
+        8,
+        "A: 50 entries / 7 per node"
+    );
 
     // CONFIG SET at runtime, while k1 exists: new nodes follow the new limit.
     for c in [&mut ca, &mut cb] {
@@ -737,8 +847,18 @@ fn takeover_node_limits() {
         add_entries(c, "k1", 100, 20, 3);
         add_entries(c, "k2", 1, 20, 3);
     }
-    check(&mut ca, &mut cb, "k1", "after CONFIG SET stream-node-max-entries 3 (existing stream)");
-    check(&mut ca, &mut cb, "k2", "after CONFIG SET stream-node-max-entries 3 (new stream)");
+    check(
+        &mut ca,
+        &mut cb,
+        "k1",
+        "after CONFIG SET stream-node-max-entries 3 (existing stream)",
+    );
+    check(
+        &mut ca,
+        &mut cb,
+        "k2",
+        "after CONFIG SET stream-node-max-entries 3 (new stream)",
+    );
 
     // Bytes: a small byte limit with larger values (new keys only: changing the byte limit while
     // nodes exist is avoided, see tests/differential.rs).
@@ -756,11 +876,23 @@ fn takeover_node_limits() {
         );
         add_entries(c, "k3", 1, 40, 30);
     }
-    check(&mut ca, &mut cb, "k3", "stream-node-max-entries 0, stream-node-max-bytes 200");
+    check(
+        &mut ca,
+        &mut cb,
+        "k3",
+        "stream-node-max-entries 0, stream-node-max-bytes 200",
+    );
     // Lower-case config name, CONFIG SET of both at once, approximate trims follow the nodes.
     for c in [&mut ca, &mut cb] {
         assert_eq!(
-            c.cmd(&["config", "set", "STREAM-NODE-MAX-ENTRIES", "5", "stream-node-max-bytes", "0"]),
+            c.cmd(&[
+                "config",
+                "set",
+                "STREAM-NODE-MAX-ENTRIES",
+                "5",
+                "stream-node-max-bytes",
+                "0"
+            ]),
             Reply::Simple("OK".into())
         );
         add_entries(c, "k4", 1, 33, 3);
@@ -777,7 +909,12 @@ fn takeover_node_limits() {
     for c in [&mut ca, &mut cb] {
         add_entries(c, "k4", 100, 11, 3);
     }
-    check(&mut ca, &mut cb, "k4", "after DEBUG RELOAD on B and 11 more entries");
+    check(
+        &mut ca,
+        &mut cb,
+        "k4",
+        "after DEBUG RELOAD on B and 11 more entries",
+    );
     report(&format!("takeover_node_limits:\n  {}", table.join("\n  ")));
 }
 
@@ -795,7 +932,10 @@ fn wait_offsets(primary: &mut Conn, replica: &mut Conn) {
         if !mo.is_empty() && mo == ro {
             return;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "replica offset {ro} != {mo}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "replica offset {ro} != {mo}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -808,14 +948,51 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
     for k in 0..3 {
         let key = format!("r{k}");
         for i in 0..40u64 {
-            let r = c.cmd(&["XADD", &key, &format!("{}-{}", i + 1, rng.below(3)), "f", &i.to_string()]);
+            let r = c.cmd(&[
+                "XADD",
+                &key,
+                &format!("{}-{}", i + 1, rng.below(3)),
+                "f",
+                &i.to_string(),
+            ]);
             assert!(!r.is_error(), "{r}");
         }
         c.cmd(&["XGROUP", "CREATE", &key, "g1", "0"]);
         c.cmd(&["xgroup", "create", &key, "g2", "$", "ENTRIESREAD", "3"]);
-        c.cmd(&["XREADGROUP", "GROUP", "g1", "alice", "COUNT", "10", "STREAMS", &key, ">"]);
-        c.cmd(&["XREADGROUP", "GROUP", "g1", "bob", "NOACK", "COUNT", "3", "STREAMS", &key, ">"]);
-        c.cmd(&["XREADGROUP", "GROUP", "g1", "carol", "COUNT", "5", "STREAMS", &key, ">"]);
+        c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "10",
+            "STREAMS",
+            &key,
+            ">",
+        ]);
+        c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "bob",
+            "NOACK",
+            "COUNT",
+            "3",
+            "STREAMS",
+            &key,
+            ">",
+        ]);
+        c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "carol",
+            "COUNT",
+            "5",
+            "STREAMS",
+            &key,
+            ">",
+        ]);
         let pend = c.cmd(&["XPENDING", &key, "g1", "-", "+", "3"]);
         let ids: Vec<String> = pend
             .as_array()
@@ -825,12 +1002,23 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
         if let Some(id) = ids.first() {
             c.cmd(&["XDEL", &key, id]);
         }
-        let mut claim = vec!["XCLAIM".to_string(), key.clone(), "g1".into(), "dave".into(), "0".into()];
+        let mut claim = vec![
+            "XCLAIM".to_string(),
+            key.clone(),
+            "g1".into(),
+            "dave".into(),
+            "0".into(),
+        ];
         claim.extend(ids.iter().cloned());
         claim.extend(["RETRYCOUNT".into(), "4".into()]);
         c.cmd(&claim);
         c.cmd(&["XAUTOCLAIM", &key, "g1", "erin", "0", "0-0", "COUNT", "2"]);
-        c.cmd(&["XACK", &key, "g1", ids.last().map(|s| s.as_str()).unwrap_or("1-0")]);
+        c.cmd(&[
+            "XACK",
+            &key,
+            "g1",
+            ids.last().map(|s| s.as_str()).unwrap_or("1-0"),
+        ]);
         c.cmd(&["XGROUP", "CREATECONSUMER", &key, "g2", "idle-one"]);
         c.cmd(&["XGROUP", "SETID", &key, "g2", "5-0", "ENTRIESREAD", "4"]);
         c.cmd(&["XTRIM", &key, "MAXLEN", "=", "33"]);
@@ -838,7 +1026,15 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
         c.cmd(&["XADD", &key, "MAXLEN", "~", "20", "100-1", "f", "trimmed"]);
         c.cmd(&["XADD", &key, "MINID", "~", "10", "101-1", "f", "trimmed"]);
         c.cmd(&["XGROUP", "DELCONSUMER", &key, "g1", "carol"]);
-        c.cmd(&["XSETID", &key, "99999999999999-0", "ENTRIESADDED", "1000", "MAXDELETEDID", "3-0"]);
+        c.cmd(&[
+            "XSETID",
+            &key,
+            "99999999999999-0",
+            "ENTRIESADDED",
+            "1000",
+            "MAXDELETEDID",
+            "3-0",
+        ]);
         let ev = vec![
             "EVAL".to_string(),
             "return redis.call('XADD', KEYS[1], '*', 'from', 'lua')".into(),
@@ -857,10 +1053,29 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
     c.cmd(&["DEL", "gone"]);
     if clock_ids {
         for i in 0..30 {
-            c.cmd(&["XADD", "auto", "MAXLEN", "~", "10", "*", "i", &i.to_string()]);
+            c.cmd(&[
+                "XADD",
+                "auto",
+                "MAXLEN",
+                "~",
+                "10",
+                "*",
+                "i",
+                &i.to_string(),
+            ]);
         }
         c.cmd(&["XGROUP", "CREATE", "auto", "g", "0"]);
-        c.cmd(&["XREADGROUP", "GROUP", "g", "c", "COUNT", "4", "STREAMS", "auto", ">"]);
+        c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "COUNT",
+            "4",
+            "STREAMS",
+            "auto",
+            ">",
+        ]);
         c.cmd(&["XAUTOCLAIM", "auto", "g", "d", "0", "0-0", "COUNT", "2"]);
     }
 }
@@ -872,8 +1087,14 @@ fn snapshot(c: &mut Conn, keys: &[&str]) -> Vec<(String, Vec<u8>)> {
     for k in keys {
         v.push((format!("TYPE {k}"), c.raw(&["TYPE", k])));
         v.push((format!("XRANGE {k}"), c.raw(&["XRANGE", k, "-", "+"])));
-        v.push((format!("XINFO STREAM {k} FULL"), c.raw(&["XINFO", "STREAM", k, "FULL"])));
-        v.push((format!("DEBUG DIGEST-VALUE {k}"), c.raw(&["DEBUG", "DIGEST-VALUE", k])));
+        v.push((
+            format!("XINFO STREAM {k} FULL"),
+            c.raw(&["XINFO", "STREAM", k, "FULL"]),
+        ));
+        v.push((
+            format!("DEBUG DIGEST-VALUE {k}"),
+            c.raw(&["DEBUG", "DIGEST-VALUE", k]),
+        ));
     }
     v.push(("DBSIZE".into(), c.raw(&["DBSIZE"])));
     v.push(("DEBUG DIGEST".into(), c.raw(&["DEBUG", "DIGEST"])));
@@ -888,7 +1109,11 @@ fn content(c: &mut Conn, keys: &[&str]) -> Vec<(String, Vec<u8>)> {
         .filter(|(l, _)| l.starts_with("XRANGE") || l.starts_with("XINFO"))
         .map(|(l, raw)| {
             let args: Vec<&str> = l.split(' ').collect();
-            let n = mask(&raw, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), 0);
+            let n = mask(
+                &raw,
+                &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                0,
+            );
             (l, n)
         })
         .collect()
@@ -921,8 +1146,17 @@ fn entries_read(raw: &[u8]) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(groups) = n.field("groups") {
         for g in &groups.kids {
-            let f = |name: &str| g.field(name).map(|x| escape(&x.to_bytes())).unwrap_or_default();
-            v.push(format!("{} entries-read {} lag {}", f("name"), f("entries-read"), f("lag")));
+            let f = |name: &str| {
+                g.field(name)
+                    .map(|x| escape(&x.to_bytes()))
+                    .unwrap_or_default()
+            };
+            v.push(format!(
+                "{} entries-read {} lag {}",
+                f("name"),
+                f("entries-read"),
+                f("lag")
+            ));
         }
     }
     v
@@ -950,9 +1184,20 @@ fn assert_same_snap(what: &str, x: &[(String, Vec<u8>)], y: &[(String, Vec<u8>)]
         .iter()
         .zip(y.iter())
         .filter(|(a, b)| a != b)
-        .map(|((l, a), (_, b))| format!("  {l}\n    first:  {}\n    second: {}", escape(a), escape(b)))
+        .map(|((l, a), (_, b))| {
+            format!(
+                "  {l}\n    first:  {}\n    second: {}",
+                escape(a),
+                escape(b)
+            )
+        })
         .collect();
-    assert!(diffs.is_empty(), "{what}: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{what}: {} difference(s):\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
 }
 
 /// Reads every file of the AOF (7.0: a directory with base and incr files).
@@ -985,7 +1230,10 @@ fn command_names(mut b: &[u8]) -> Vec<String> {
             }
         }
         let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n: usize = std::str::from_utf8(&b[1..line_end]).unwrap().parse().unwrap();
+        let n: usize = std::str::from_utf8(&b[1..line_end])
+            .unwrap()
+            .parse()
+            .unwrap();
         b = &b[line_end + 2..];
         for i in 0..n {
             let le = b.windows(2).position(|w| w == b"\r\n").unwrap();
@@ -1048,9 +1296,15 @@ fn takeover_replica_and_aof() {
     let keys = ["r0", "r1", "r2", "gone"];
 
     // The module serves like the built-in, on the primaries and on the replicas.
-    assert_same_snap("A vs B (primaries)", &content(&mut ca, &keys), &content(&mut cb, &keys));
+    assert_same_snap(
+        "A vs B (primaries)",
+        &content(&mut ca, &keys),
+        &content(&mut cb, &keys),
+    );
     let no_er = |v: Vec<(String, Vec<u8>)>| -> Vec<(String, Vec<u8>)> {
-        v.into_iter().map(|(l, r)| (l, without_entries_read(&r))).collect()
+        v.into_iter()
+            .map(|(l, r)| (l, without_entries_read(&r)))
+            .collect()
     };
     assert_same_snap(
         "A' vs B' (replicas; entries-read / lag aside)",
@@ -1061,9 +1315,15 @@ fn takeover_replica_and_aof() {
     // B vs its replica: identical but for the seen-times.
     let all = ["r0", "r1", "r2", "gone", "auto"];
     let strip = |v: &[(String, Vec<u8>)]| -> Vec<(String, Vec<u8>)> {
-        v.iter().map(|(l, r)| (l.clone(), without_seen_time(r))).collect()
+        v.iter()
+            .map(|(l, r)| (l.clone(), without_seen_time(r)))
+            .collect()
     };
-    assert_same_snap("B vs B' (replica)", &strip(&snapshot(&mut cb, &all)), &strip(&snapshot(&mut cb2, &all)));
+    assert_same_snap(
+        "B vs B' (replica)",
+        &strip(&snapshot(&mut cb, &all)),
+        &strip(&snapshot(&mut cb2, &all)),
+    );
     assert_eq!(cb2.cmd(&["TYPE", "r0"]), Reply::Simple("xs-stream".into()));
     for k in keys {
         let info = |c: &mut Conn| entries_read(&c.raw(&["XINFO", "STREAM", k, "FULL"]));
@@ -1075,98 +1335,147 @@ fn takeover_replica_and_aof() {
         }
     }
 
-    // B's AOF: standard names only.
+    // B's AOF and replication stream carry the module's names (XS.*), never the standard stream
+    // names: Redis 7.0 replays the AOF without the command filter, so a logged XADD would be run
+    // by the built-in at the next start (see `takeover_aof_restart`).
+    let std_names = ["XADD", "XCLAIM", "XGROUP", "XSETID", "XTRIM", "XDEL", "XACK"];
     wait_persistence_idle(&mut cb, Duration::from_secs(10));
     let names = name_counts(&command_names(&read_aof(b.dir())));
     report(&format!("takeover AOF command names: {names:?}"));
-    for want in ["XADD", "XCLAIM", "XGROUP", "XSETID", "XTRIM", "XDEL", "XACK"] {
+    for want in ["XS.ADD", "XS.CLAIM", "XS.GROUP", "XS.SETID", "XS.TRIM", "XS.DEL", "XS.ACK"] {
         assert!(names.contains_key(want), "no {want} in the AOF: {names:?}");
     }
-    let xs: Vec<&String> = names.keys().filter(|n| n.starts_with("XS.")).collect();
-    assert!(xs.is_empty(), "XS.* names in the AOF: {xs:?}");
+    for n in std_names {
+        assert!(!names.contains_key(n), "{n} (a built-in name) in the AOF: {names:?}");
+    }
 
     // The replication stream seen by the SYNC client.
     let stream = read_sync_stream(&mut sync, &mut cb);
     let snames = name_counts(&command_names(&stream));
     report(&format!("takeover replication stream command names: {snames:?}"));
-    for want in ["XADD", "XCLAIM", "XGROUP"] {
+    for want in ["XS.ADD", "XS.CLAIM", "XS.GROUP"] {
         assert!(snames.contains_key(want), "no {want} in the replication stream: {snames:?}");
     }
-    let xs: Vec<&String> = snames.keys().filter(|n| n.starts_with("XS.")).collect();
-    assert!(xs.is_empty(), "XS.* names in the replication stream: {xs:?}");
+    for n in std_names {
+        assert!(!snames.contains_key(n), "{n} (a built-in name) in the replication stream: {snames:?}");
+    }
     drop(sync);
 
-    // AOF rewrite: standard names in the new base file (restarts: `takeover_aof_restart`).
+    // AOF rewrite: the module's names in the new base file too.
     assert!(!cb.cmd(&["BGREWRITEAOF"]).is_error());
     std::thread::sleep(Duration::from_millis(50));
     wait_persistence_idle(&mut cb, Duration::from_secs(20));
     let names = name_counts(&command_names(&read_aof(b.dir())));
     report(&format!("takeover AOF after BGREWRITEAOF: {names:?}"));
-    for want in ["XADD", "XSETID", "XGROUP", "XCLAIM"] {
+    for want in ["XS.ADD", "XS.SETID", "XS.GROUP", "XS.CLAIM"] {
         assert!(names.contains_key(want), "no {want} in the rewritten AOF: {names:?}");
     }
-    let xs: Vec<&String> = names.keys().filter(|n| n.starts_with("XS.")).collect();
-    assert!(xs.is_empty(), "XS.* names in the rewritten AOF: {xs:?}");
+    for n in std_names {
+        assert!(!names.contains_key(n), "{n} (a built-in name) in the rewritten AOF: {names:?}");
+    }
 }
 
 /// A restart of B replays its AOF: the data must come back as module streams, complete. (On
-/// Redis 7.0 AOF loading runs commands without the command filter: commands logged under the
-/// standard names reach the BUILT-IN commands.) Both AOF forms: with the RDB preamble (the
-/// default: only writes after the last rewrite are replayed as commands) and without.
+/// Redis 7.0 AOF loading runs commands without the command filter, which is why the module logs
+/// its own names.) Both AOF forms: with the RDB preamble (the default: only writes after the last
+/// rewrite are replayed as commands) and without. The same workload runs on a plain server A with
+/// the same AOF settings: after both restart, B's content equals A's (an AOF rewrite drops pending
+/// entries whose stream entry was deleted, on both), every key is still a module stream, and no
+/// entry was lost.
 #[test]
 fn takeover_aof_restart() {
     let mut failures = Vec::new();
     for preamble in ["yes", "no"] {
-        let mut b = Server::builder()
-            .module_args(&["takeover", "yes"])
-            .arg("--appendonly", "yes")
-            .arg("--aof-use-rdb-preamble", preamble)
-            .start();
-        let mut cb = b.conn();
-        wait_persistence_idle(&mut cb, Duration::from_secs(10));
-        via::load_functions(&mut cb);
-        let rng = Rng::from_env("takeover_aof_restart");
-        replicated_workload(&mut cb, &mut rng.clone(), true);
-        // A rewrite, then more writes (an existing key and a new one) after it.
-        assert!(!cb.cmd(&["BGREWRITEAOF"]).is_error());
-        std::thread::sleep(Duration::from_millis(50));
-        wait_persistence_idle(&mut cb, Duration::from_secs(20));
-        for l in [
-            "XADD r0 99999999999999-100 after rewrite",
-            "XADD newkey 1-1 f created-after-rewrite",
-            "XGROUP CREATE newkey g 0",
-            "XREADGROUP GROUP g c STREAMS newkey >",
-        ] {
-            let r = cb.cmd(&argv(l));
-            assert!(!r.is_error(), "{l}: {r}");
+        let mut servers = Vec::new();
+        for takeover in [false, true] {
+            let mut bld = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", preamble);
+            bld = if takeover { bld.module_args(&["takeover", "yes"]) } else { bld.no_module() };
+            servers.push(bld.start());
         }
         let all = ["r0", "r1", "r2", "auto", "newkey"];
-        let before = snapshot(&mut cb, &all);
-        drop(cb);
-        b.restart();
-        let mut cb = b.conn();
-        let after = snapshot(&mut cb, &all);
-        let strip_seen = |v: &[(String, Vec<u8>)]| -> Vec<(String, Vec<u8>)> {
-            v.iter().map(|(l, r)| (l.clone(), without_seen_time(r))).collect()
-        };
-        let (x, y) = (strip_seen(&before), strip_seen(&after));
+        // `auto` has clock IDs: compared across B's restart only.
+        let explicit = ["r0", "r1", "r2", "newkey"];
+        let rng = Rng::from_env("takeover_aof_restart");
+        let mut before_ranges = Vec::new();
+        let mut before_groups: Vec<Vec<u8>> = Vec::new();
+        for (i, srv) in servers.iter().enumerate() {
+            let mut c = srv.conn();
+            wait_persistence_idle(&mut c, Duration::from_secs(10));
+            via::load_functions(&mut c);
+            replicated_workload(&mut c, &mut rng.clone(), true);
+            // A rewrite, then more writes (an existing key and a new one) after it.
+            assert!(!c.cmd(&["BGREWRITEAOF"]).is_error());
+            std::thread::sleep(Duration::from_millis(50));
+            wait_persistence_idle(&mut c, Duration::from_secs(20));
+            for l in [
+                "XADD r0 99999999999999-100 after rewrite",
+                "XADD newkey 1-1 f created-after-rewrite",
+                "XGROUP CREATE newkey g 0",
+                "XREADGROUP GROUP g c STREAMS newkey >",
+            ] {
+                let r = c.cmd(&argv(l));
+                assert!(!r.is_error(), "{l}: {r}");
+            }
+            if i == 1 {
+                before_ranges = all.iter().map(|k| c.raw(&["XRANGE", k, "-", "+"])).collect();
+                before_groups = explicit.iter().map(|k| c.raw(&["XINFO", "GROUPS", k])).collect();
+            }
+        }
+        for srv in servers.iter_mut() {
+            srv.restart();
+        }
+        let mut ca = servers[0].conn();
+        let mut cb = servers[1].conn();
+        for (k, before) in all.iter().zip(&before_ranges) {
+            let t = cb.raw(&["TYPE", k]);
+            if t != b"+xs-stream\r\n" {
+                failures.push(format!("aof-use-rdb-preamble {preamble}: TYPE {k} after restart: {}", escape(&t)));
+            }
+            let after = cb.raw(&["XRANGE", k, "-", "+"]);
+            if &after != before {
+                failures.push(format!("aof-use-rdb-preamble {preamble}: XRANGE {k} changed across the restart"));
+            }
+        }
+        // Groups (entries-read included) survive on the module side. Only with the RDB preamble:
+        // a rewrite to commands drops pending entries whose stream entry was deleted (and a
+        // consumer left with none), exactly as the built-in's (compared above).
+        for (k, before) in explicit.iter().zip(&before_groups).filter(|_| preamble == "yes") {
+            let after = cb.raw(&["XINFO", "GROUPS", k]);
+            if &after != before {
+                failures.push(format!(
+                    "aof-use-rdb-preamble {preamble}: XINFO GROUPS {k} changed across the restart:\n    before: {}\n    after:  {}",
+                    trunc(&escape(before), 300),
+                    trunc(&escape(&after), 300)
+                ));
+            }
+        }
+        // entries-read / lag are masked: the built-in's AOF loses entries-read (it logs `>` reads
+        // as XCLAIM only, redis#12898), the module's keeps it (checked against B's own state below).
+        let (x, y) = (
+            mask_group_counters(content(&mut ca, &explicit)),
+            mask_group_counters(content(&mut cb, &explicit)),
+        );
         let diffs: Vec<String> = x
             .iter()
             .zip(y.iter())
             .filter(|(p, q)| p != q)
             .map(|((l, p), (_, q))| {
-                format!("  {l}\n    before: {}\n    after:  {}", trunc(&escape(p), 300), trunc(&escape(q), 300))
+                format!(
+                    "  {l}\n    built-in: {}\n    module:   {}",
+                    trunc(&escape(p), 300),
+                    trunc(&escape(q), 300)
+                )
             })
             .collect();
         if !diffs.is_empty() {
-            let log: Vec<String> = b
+            let log: Vec<String> = servers[1]
                 .log()
                 .lines()
                 .filter(|l| l.contains("CRITICAL") || l.contains("DB loaded from"))
                 .map(|l| format!("    {l}"))
                 .collect();
             failures.push(format!(
-                "aof-use-rdb-preamble {preamble}: {} difference(s) after a restart from the AOF:\n{}\n  server log:\n{}",
+                "aof-use-rdb-preamble {preamble}: {} difference(s) between built-in and module after a restart from the AOF:\n{}\n  module server log:\n{}",
                 diffs.len(),
                 diffs.iter().take(8).cloned().collect::<Vec<_>>().join("\n"),
                 log.join("\n")
@@ -1174,6 +1483,28 @@ fn takeover_aof_restart() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// XINFO STREAM FULL with each group's entries-read and lag replaced by a marker.
+fn mask_group_counters(v: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    v.into_iter()
+        .map(|(l, raw)| {
+            if !l.starts_with("XINFO STREAM") || (raw.first() != Some(&b'*') && raw.first() != Some(&b'%')) {
+                return (l, raw);
+            }
+            let mut n = Node::parse(&raw);
+            if let Some(groups) = n.field_mut("groups") {
+                for g in groups.kids.iter_mut() {
+                    for f in ["entries-read", "lag"] {
+                        if let Some(x) = g.field_mut(f) {
+                            *x = Node { t: b'+', head: b"MASKED".to_vec(), blob: None, kids: Vec::new() };
+                        }
+                    }
+                }
+            }
+            (l, n.to_bytes())
+        })
+        .collect()
 }
 
 fn trunc(s: &str, n: usize) -> String {
@@ -1223,7 +1554,8 @@ fn read_sync_stream(sock: &mut std::net::TcpStream, primary: &mut Conn) -> Vec<u
     // A marker command after the workload; read until it arrives.
     primary.cmd(&["SET", "sync-marker", "1"]);
     let mut buf = Vec::new();
-    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     // The RDB payload is a bulk string without the trailing CRLF: read the socket by hand.
     use std::io::Read;
     let t0 = Instant::now();
@@ -1237,14 +1569,22 @@ fn read_sync_stream(sock: &mut std::net::TcpStream, primary: &mut Conn) -> Vec<u
         if find(&buf, b"sync-marker").is_some() {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "no marker in the SYNC stream");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no marker in the SYNC stream"
+        );
     }
     // Skip newlines (keep-alives) and the payload.
     let mut i = 0;
     while i < buf.len() && buf[i] == b'\n' {
         i += 1;
     }
-    assert_eq!(buf[i], b'$', "SYNC: expected a bulk payload, got {}", escape(&buf[i..(i + 40).min(buf.len())]));
+    assert_eq!(
+        buf[i],
+        b'$',
+        "SYNC: expected a bulk payload, got {}",
+        escape(&buf[i..(i + 40).min(buf.len())])
+    );
     let le = i + find(&buf[i..], b"\r\n").unwrap();
     let head = std::str::from_utf8(&buf[i + 1..le]).unwrap().to_string();
     let rest = if let Some(mark) = head.strip_prefix("EOF:") {
@@ -1262,4 +1602,137 @@ fn read_sync_stream(sock: &mut std::net::TcpStream, primary: &mut Conn) -> Vec<u
 
 fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)
+}
+
+// =============================================================================================
+// ACL
+// =============================================================================================
+
+/// Runs each of `cmds` as a user with ACL `rules` on both servers (each on fresh data: `acl:s`
+/// with one entry and group `g`, prepared by the default user) and returns the differences,
+/// command names in error texts loosened.
+fn acl_diffs(a: &Server, b: &Server, rules: &[&str], cmds: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut replies: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (side, srv) in [a, b].into_iter().enumerate() {
+        let mut admin = srv.conn();
+        admin.cmd(&["ACL", "DELUSER", "tester"]);
+        let mut setuser = vec!["ACL", "SETUSER", "tester", "on", ">pw"];
+        setuser.extend(rules.iter().copied());
+        let r = admin.cmd(&setuser);
+        assert_eq!(r, Reply::Simple("OK".into()), "ACL SETUSER {rules:?}: {r}");
+        let mut c = srv.conn();
+        assert_eq!(c.cmd(&["AUTH", "tester", "pw"]), Reply::Simple("OK".into()));
+        let mut v = Vec::new();
+        for l in cmds {
+            // Each command on the same fresh data.
+            admin.cmd(&["FLUSHALL"]);
+            admin.cmd(&["XADD", "acl:s", "1-1", "f", "v"]);
+            admin.cmd(&["XGROUP", "CREATE", "acl:s", "g", "0"]);
+            let args = argv(l);
+            v.push(mask(&c.raw(&args), &args, side));
+        }
+        replies.push(v);
+    }
+    for (i, l) in cmds.iter().enumerate() {
+        if replies[0][i] != replies[1][i] {
+            out.push(format!(
+                "  user {rules:?}: {l}\n    A: {}\n    B: {}",
+                escape(&replies[0][i]),
+                escape(&replies[1][i])
+            ));
+        }
+    }
+    out
+}
+
+/// ACL denials written for the standard names keep denying in takeover mode: `-xadd`,
+/// `-xgroup|destroy`, `-xtrim` and a read-only recipe `+@all -@write`. (Redis checks the ACL
+/// after the command filter, i.e. against XS.ADD, which no such rule names and which is in no
+/// category on 7.0; the module can re-check the standard command itself with
+/// RM_ACLCheckCommandPermissions, which evaluates the built-in's name and categories.)
+/// Key permissions (`%R~` / `%W~`) follow the key specs and already agree.
+#[test]
+fn takeover_acl_denials() {
+    let a = Server::start_plain();
+    let b = start_takeover();
+    let mut diffs = Vec::new();
+    diffs.extend(acl_diffs(
+        &a,
+        &b,
+        &["~*", "&*", "+@all", "-xadd", "-xgroup|destroy", "-xtrim"],
+        &[
+            "XADD acl:s 2-1 f v",
+            "xadd acl:s 2-2 f v",
+            "XGROUP DESTROY acl:s g",
+            "XTRIM acl:s MAXLEN 0",
+            "XLEN acl:s",
+            "XRANGE acl:s - +",
+        ],
+    ));
+    diffs.extend(acl_diffs(
+        &a,
+        &b,
+        &["~*", "&*", "+@all", "-@write"],
+        &[
+            "XADD acl:s 3-1 f v",
+            "XDEL acl:s 1-1",
+            "XGROUP CREATE acl:s g2 0",
+            "XSETID acl:s 5-0",
+            "XRANGE acl:s - +",
+        ],
+    ));
+    diffs.extend(acl_diffs(
+        &a,
+        &b,
+        &["%R~acl:*", "%W~w:*", "+@all"],
+        &[
+            "XADD acl:s 4-1 f v",
+            "XRANGE acl:s - +",
+            "XADD w:1 1-1 f v",
+            "XRANGE w:1 - +",
+            "XINFO STREAM w:1",
+        ],
+    ));
+    assert!(
+        diffs.is_empty(),
+        "ACL denials on the standard names: {} difference(s) between the built-in and takeover:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+/// ACL grants by standard name or category (`+xlen`, `+@stream`, `+@read`): Redis checks XS.LEN,
+/// which such a user may not run, before the module sees the call; and on 7.0 module commands
+/// cannot join categories (COMPAT.md section 5). A known limitation (users of takeover mode
+/// must also grant the XS.* names); run with `--ignored` to see it.
+#[test]
+#[ignore = "Redis 7.0: grants of XADD or @stream do not cover XS.* (known limitation)"]
+fn takeover_acl_grants() {
+    let a = Server::start_plain();
+    let b = start_takeover();
+    let mut diffs = Vec::new();
+    diffs.extend(acl_diffs(
+        &a,
+        &b,
+        &["~*", "-@all", "+xlen", "+xrange", "+xreadgroup"],
+        &[
+            "XLEN acl:s",
+            "XRANGE acl:s - +",
+            "XREADGROUP GROUP g c STREAMS acl:s >",
+        ],
+    ));
+    diffs.extend(acl_diffs(
+        &a,
+        &b,
+        &["~*", "+@stream"],
+        &["XADD acl:s 2-1 f v", "XLEN acl:s", "XINFO STREAM acl:s"],
+    ));
+    diffs.extend(acl_diffs(&a, &b, &["~*", "+@read"], &["XRANGE acl:s - +"]));
+    assert!(
+        diffs.is_empty(),
+        "ACL grants: {} difference(s):\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
 }

@@ -23,17 +23,17 @@ pub fn run_import(c: &Ctx) -> Result<()> {
         KeyKind::Other if !key.is_native_stream() => return Err(Error::WrongType),
         KeyKind::Other => {}
     }
-    let ttl = key.ttl_ms();
+    let expire_at = key.expire_at_ms();
     let payload = c.call_dump(1).map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?.ok_or(Error::NoSuchKey)?;
     let s = crate::native::decode_dump(&payload).map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
     let n = s.length;
     if !key.replace_with_stream(s) {
         return Err(Error::Err("XS.IMPORT: cannot store the stream"));
     }
-    if let Some(ms) = ttl {
-        key.set_ttl_ms(ms);
+    if let Some(at) = expire_at {
+        key.set_expire_at_ms(at);
     }
-    c.replicate_verbatim_as_is();
+    c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())
 }
@@ -46,12 +46,12 @@ pub fn run_export(c: &Ctx) -> Result<()> {
         KeyKind::Other => return Err(Error::WrongType),
         KeyKind::Stream => {
             let s = key.stream().ok_or(Error::WrongType)?;
-            (crate::native::encode_dump(s), key.ttl_ms().unwrap_or(0), s.length)
+            (crate::native::encode_dump(s), key.expire_at_ms(), s.length)
         }
     };
     drop(key);
     c.call_restore(1, ttl, &payload).map_err(|e| Error::Full(format!("ERR XS.EXPORT: {e}")))?;
-    c.replicate_verbatim_as_is();
+    c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())
 }

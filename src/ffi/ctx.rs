@@ -106,6 +106,15 @@ impl Ctx {
         string_bytes(s)
     }
 
+    /// The raw argument vector.
+    pub fn argv(&self) -> &[*mut raw::RedisModuleString] {
+        if self.argv.is_null() || self.argc == 0 {
+            return &[];
+        }
+        // SAFETY: argv holds argc valid pointers for the duration of the call.
+        unsafe { std::slice::from_raw_parts(self.argv, self.argc) }
+    }
+
     pub fn arg_string(&self, i: usize) -> *mut raw::RedisModuleString {
         if i >= self.argc {
             return ptr::null_mut();
@@ -258,21 +267,10 @@ impl Ctx {
 
     // ---- propagation and events ---------------------------------------------
 
-    /// Propagates the command exactly as received, whatever the mode.
-    pub fn replicate_verbatim_as_is(&self) {
-        // SAFETY: valid ctx.
-        unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
-    }
-
-    /// Propagates the command as received (under its standard name in takeover mode).
+    /// Propagates the command as received. In takeover mode argv[0] is already the
+    /// module's name (the filter rewrote it), which is what the AOF needs (see
+    /// ffi/takeover.rs).
     pub fn replicate_verbatim(&self) {
-        if super::takeover::active() {
-            if let Some(std) = super::takeover::standard_name_for(self.arg(0)) {
-                let args: Vec<Arg> = (1..self.argc).map(Arg::Orig).collect();
-                self.replicate_raw(std, &args);
-                return;
-            }
-        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
     }
@@ -281,7 +279,7 @@ impl Ctx {
     /// sent are passed by reference (Redis takes its own references); only new
     /// ones are created.
     pub fn replicate(&self, cmd: &'static CStr, args: &[Arg]) {
-        self.replicate_raw(super::takeover::propagation_name(cmd), args);
+        self.replicate_raw(cmd, args);
     }
 
     /// The string for a propagated argument; `.1` tells whether it was created here.
@@ -377,22 +375,25 @@ impl Ctx {
         }
     }
 
-    /// `RESTORE key ttl payload REPLACE` through RM_Call (not propagated).
-    pub fn call_restore(&self, i: usize, ttl_ms: i64, payload: &[u8]) -> Result<(), String> {
-        let ttl = ttl_ms.to_string();
+    /// `RESTORE key <expire-at> payload REPLACE ABSTTL` (or `0 ... REPLACE` without an
+    /// expire) through RM_Call (not propagated).
+    pub fn call_restore(&self, i: usize, expire_at_ms: Option<i64>, payload: &[u8]) -> Result<(), String> {
+        let ttl = expire_at_ms.unwrap_or(0).to_string();
+        let last = if expire_at_ms.is_some() { c"ABSTTL" } else { c"REPLACE" };
         // SAFETY: "sbbc": a live argument string, two (ptr, len) buffers valid for the
         // call, a NUL-terminated C string; the reply is freed before returning.
         unsafe {
             let r = api!(RedisModule_Call)(
                 self.ctx,
                 c"RESTORE".as_ptr(),
-                c"sbbc".as_ptr(),
+                c"sbbcc".as_ptr(),
                 self.arg_string(i),
                 ttl.as_ptr(),
                 ttl.len(),
                 payload.as_ptr(),
                 payload.len(),
                 c"REPLACE".as_ptr(),
+                last.as_ptr(),
             );
             if r.is_null() {
                 return Err("RESTORE failed".into());
@@ -499,19 +500,19 @@ impl Key<'_> {
         !self.key.is_null() && unsafe { api!(RedisModule_KeyType)(self.key) } as isize == raw::REDISMODULE_KEYTYPE_STREAM
     }
 
-    /// Remaining time to live in ms, or None.
-    pub fn ttl_ms(&self) -> Option<i64> {
+    /// The absolute expire time (Unix ms), or None.
+    pub fn expire_at_ms(&self) -> Option<i64> {
         if self.key.is_null() {
             return None;
         }
         // SAFETY: open key.
-        let t = unsafe { api!(RedisModule_GetExpire)(self.key) };
+        let t = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
         if t == raw::REDISMODULE_NO_EXPIRE as i64 { None } else { Some(t) }
     }
 
-    pub fn set_ttl_ms(&self, ms: i64) {
+    pub fn set_expire_at_ms(&self, at: i64) {
         // SAFETY: open writable key.
-        unsafe { api!(RedisModule_SetExpire)(self.key, ms) };
+        unsafe { api!(RedisModule_SetAbsExpire)(self.key, at) };
     }
 
     /// Replaces whatever the key holds with our stream.

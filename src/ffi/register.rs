@@ -40,7 +40,14 @@ pub struct Command {
 pub fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
     // SAFETY: the arguments come straight from Redis's command callback.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
-    match fence::catch(|| h(&c)) {
+    match fence::catch(|| {
+        if super::takeover::active() && !c.must_obey() {
+            if let Err(msg) = super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) {
+                return Err(Error::Full(msg));
+            }
+        }
+        h(&c)
+    }) {
         Ok(Ok(())) => {}
         Ok(Err(Error::WrongArity)) => c.reply_wrong_arity(),
         Ok(Err(e)) => c.reply_error(&e.message()),

@@ -110,15 +110,56 @@ mod tests {
 }
 
 // ---- propagation names ---------------------------------------------------------
+//
+// Propagation and AOF rewrite keep the module's names (XS.ADD ...) in takeover
+// mode too. Redis 7.0 replays the AOF by calling commands directly, without the
+// command filter, so an AOF written with standard names would be replayed by the
+// built-in streams at the next start (a key of the wrong type, writes refused:
+// data loss). Replicas run the filter, but their AOF is the same stream. The
+// module's names work everywhere the module is loaded, with or without takeover.
 
-/// The name a command is propagated (and AOF-rewritten) under: the standard one
-/// in takeover mode, so that the replication stream and the AOF read like the
-/// built-in's (replicas and restarts load the module with the same argument).
-pub fn propagation_name(cmd: &'static CStr) -> &'static CStr {
-    if !active() {
-        return cmd;
+// ---- ACL for the standard names ---------------------------------------------------
+
+/// In takeover mode a client that sends `XADD` runs `XS.ADD`, and Redis checks the
+/// ACL against `XS.ADD` only, after the filter: a user denied `XADD` (`-xadd`,
+/// `-@write`...) would get through. So each command also checks the user's
+/// permission for the standard command (same arguments, standard name) and refuses
+/// as the built-in would. Commands from the primary or the AOF are exempt (their
+/// client has no user). Err holds the error reply.
+pub fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::RedisModuleString], argv0: &[u8]) -> Result<(), String> {
+    let Some(std) = standard_name_for(argv0) else { return Ok(()) };
+    let std = std.to_bytes();
+    // SAFETY: a command context of a client with a user (the caller excludes the
+    // primary and AOF clients, whose user is NULL); every string created here is freed.
+    unsafe {
+        let name = api!(RedisModule_GetCurrentUserName)(ctx);
+        if name.is_null() {
+            return Ok(());
+        }
+        let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+        api!(RedisModule_FreeString)(ctx, name);
+        if user.is_null() {
+            return Ok(());
+        }
+        let std_name = api!(RedisModule_CreateString)(std::ptr::null_mut(), std.as_ptr().cast(), std.len());
+        let mut args: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(argv.len());
+        args.push(std_name);
+        args.extend_from_slice(argv.get(1..).unwrap_or(&[]));
+        let rc = api!(RedisModule_ACLCheckCommandPermissions)(user, args.as_mut_ptr(), args.len() as c_int);
+        api!(RedisModule_FreeString)(std::ptr::null_mut(), std_name);
+        api!(RedisModule_FreeModuleUser)(user);
+        if rc == raw::REDISMODULE_OK as c_int {
+            return Ok(());
+        }
     }
-    standard_name_for(cmd.to_bytes()).unwrap_or(cmd)
+    // The built-in's text names the command in lower case, with its subcommand.
+    let mut full = String::from_utf8_lossy(std).to_lowercase();
+    if (std == b"XGROUP" || std == b"XINFO") && argv.len() > 1 {
+        let sub = super::ctx::string_bytes(argv[1]);
+        full.push('|');
+        full.push_str(&String::from_utf8_lossy(sub).to_lowercase());
+    }
+    Err(format!("NOPERM this user has no permissions to run the '{full}' command"))
 }
 
 // ---- the server's node limits ----------------------------------------------------

@@ -139,7 +139,6 @@ fn emit_sub(
     key: *mut raw::RedisModuleString,
     args: &[&[u8]],
 ) {
-    let cmd = super::takeover::propagation_name(cmd);
     let strings: Vec<*mut raw::RedisModuleString> = args
         .iter()
         // SAFETY: creating strings from valid buffers; freed below.

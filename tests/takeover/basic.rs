@@ -25,7 +25,7 @@ const HISTORY: usize = 25;
 
 #[derive(Clone, Debug)]
 enum Tok {
-    /// Command name, built-in spelling (`XADD`); the module side gets `XS.ADD`.
+    /// Command name, standard spelling (`XADD`): both servers get it (B through the filter).
     Cmd(&'static str),
     /// This side's key of pair i.
     Key(usize),
@@ -597,7 +597,11 @@ impl Runner {
             "xstream.node-max-bytes".into(),
             xb.to_string(),
         ]);
-        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-*: {r}");
+        assert_eq!(
+            r,
+            Reply::Simple("OK".into()),
+            "CONFIG SET xstream.node-max-*: {r}"
+        );
         self.history
             .push_back(format!("   (node limits: entries={e} bytes={b})"));
         self.all_limits.push(format!("{e}/{b}"));
@@ -1246,19 +1250,34 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
             ca[0] = name.clone();
             cb[0] = name;
         }
-        let via = if wrappable(&ca) { Via::pick(&mut r.gen.rng) } else { Via::Plain };
-        *vias.entry(match via {
-            Via::Plain => "plain",
-            Via::Multi => "MULTI/EXEC",
-            Via::Eval => "EVAL",
-            Via::Fcall => "FCALL",
-        }).or_insert(0) += 1;
+        let via = if wrappable(&ca) {
+            Via::pick(&mut r.gen.rng)
+        } else {
+            Via::Plain
+        };
+        *vias
+            .entry(match via {
+                Via::Plain => "plain",
+                Via::Multi => "MULTI/EXEC",
+                Via::Eval => "EVAL",
+                Via::Fcall => "FCALL",
+            })
+            .or_insert(0) += 1;
         r.log_cmd(&ca);
         let oa = exec_via(&mut r.a, via, &ca);
         let ob = exec_via(&mut r.b, via, &cb);
-        let side_b = if loose_names { loosen(&ob.side) } else { ob.side.clone() };
+        let side_b = if loose_names {
+            loosen(&ob.side)
+        } else {
+            ob.side.clone()
+        };
         if oa.side != side_b {
-            let note = format!("{} [transaction replies differ: A {} / B {}]", via.tag(), escape(&oa.side), escape(&ob.side));
+            let note = format!(
+                "{} [transaction replies differ: A {} / B {}]",
+                via.tag(),
+                escape(&oa.side),
+                escape(&ob.side)
+            );
             r.fail(i, &ca, &cb, &oa.raw, &ob.raw, &note);
         }
         let (ra, ba) = (oa.reply, oa.raw);
@@ -1436,7 +1455,8 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
 /// C_ERR without setting errno and picks its error text from a stale errno, so it answers
 /// either message depending on what failed before. Either answer is accepted from both sides.
 fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
-    const EDOM: &[u8] = b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
+    const EDOM: &[u8] =
+        b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
     const ERANGE: &[u8] = b"-ERR Elements are too large to be stored";
     let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"))
         || ca.iter().any(|c| c.eq_ignore_ascii_case(b"XADD"));

@@ -58,11 +58,20 @@ const BAD_IDS: &[&str] = &[
     "99999999999999999999",
 ];
 const BAD_INTS: &[&str] = &["abc", "1.0", "", " 1", "9223372036854775808", "0x1"];
-const MIN_IDLES: &[&str] = &["0", "0", "0", "0", "3600000", "3600000", "10000000000000", "-1"];
+const MIN_IDLES: &[&str] = &[
+    "0",
+    "0",
+    "0",
+    "0",
+    "3600000",
+    "3600000",
+    "10000000000000",
+    "-1",
+];
 
 #[derive(Clone, Debug)]
 enum Tok {
-    /// Built-in spelling (`XADD`); side B gets `XS.ADD` when it is the module.
+    /// Standard spelling (`XADD`): both servers get it (B through the filter).
     Cmd(&'static str),
     Key(usize),
     /// The string key shared by both sides (WRONGTYPE).
@@ -338,7 +347,9 @@ impl Runner {
         } else {
             let n = *self.rng.pick(&[1usize, 1, 2, 2, 3]);
             (0..n)
-                .map(|i| format!("{}{}", *self.rng.pick(&["f", "name", "x", "order"]), i).into_bytes())
+                .map(|i| {
+                    format!("{}{}", *self.rng.pick(&["f", "name", "x", "order"]), i).into_bytes()
+                })
                 .collect()
         };
         self.keys[k].fields = names.clone();
@@ -364,7 +375,13 @@ impl Runner {
         let approx = self.rng.pct(40);
         if self.rng.pct(55) {
             out.push(lit("MAXLEN"));
-            out.push(lit(if approx { "~" } else if self.rng.pct(50) { "=" } else { "" }));
+            out.push(lit(if approx {
+                "~"
+            } else if self.rng.pct(50) {
+                "="
+            } else {
+                ""
+            }));
             let len = self.a_len(k);
             let n = match self.rng.below(10) {
                 0 => self.rng.below(5),
@@ -374,7 +391,13 @@ impl Runner {
             out.push(lit(n.to_string()));
         } else {
             out.push(lit("MINID"));
-            out.push(lit(if approx { "~" } else if self.rng.pct(50) { "=" } else { "" }));
+            out.push(lit(if approx {
+                "~"
+            } else if self.rng.pct(50) {
+                "="
+            } else {
+                ""
+            }));
             let id = if self.keys[k].ids.is_empty() || self.rng.pct(10) {
                 (self.rng.below(5), 0)
             } else {
@@ -427,7 +450,10 @@ impl Runner {
             // Never create the missing key.
             let t = &mut op.toks;
             if let Some(Tok::Cmd("XADD")) = t.first() {
-                if !t.iter().any(|x| matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM"))) {
+                if !t
+                    .iter()
+                    .any(|x| matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
+                {
                     t.insert(2, lit("NOMKSTREAM"));
                 }
             }
@@ -608,7 +634,13 @@ impl Runner {
                         ];
                     }
                     4 => t.extend([lit("JUNK"), lit("STREAMS"), key, Tok::Lit(id)]),
-                    5 => t.extend([lit("STREAMS"), key.clone(), key, Tok::Lit(id.clone()), Tok::Lit(id)]),
+                    5 => t.extend([
+                        lit("STREAMS"),
+                        key.clone(),
+                        key,
+                        Tok::Lit(id.clone()),
+                        Tok::Lit(id),
+                    ]),
                     _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
                 }
                 t
@@ -756,7 +788,13 @@ impl Runner {
                     92..=93 => vec![Tok::Cmd("XINFO"), lit("HELP")],
                     94 => vec![Tok::Cmd("XINFO"), lit("GROUPS")],
                     95 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key],
-                    96 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL"), lit("COUNT")],
+                    96 => vec![
+                        Tok::Cmd("XINFO"),
+                        lit("STREAM"),
+                        key,
+                        lit("FULL"),
+                        lit("COUNT"),
+                    ],
                     97 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FOO")],
                     98 => vec![Tok::Cmd("XINFO"), lit("GROUPS"), key, lit("x")],
                     _ => vec![Tok::Cmd("XINFO"), lit("NOPE"), key],
@@ -802,7 +840,11 @@ impl Runner {
                 };
                 let mut t = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
                 if self.rng.pct(35) {
-                    let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
+                    let added = if k < NPAIRS {
+                        self.a_entries_added(k)
+                    } else {
+                        0
+                    };
                     let n = match self.rng.below(10) {
                         0..=5 => (added + self.rng.below(4)).to_string(),
                         6 => added.saturating_sub(1).to_string(),
@@ -853,7 +895,14 @@ impl Runner {
                     _ => b"0-0".to_vec(),
                 };
                 match self.rng.below(100) {
-                    0 => t.extend([lit("GROUP"), lit("g1"), lit("c"), lit("STREAMS"), key, Tok::Lit(id)]),
+                    0 => t.extend([
+                        lit("GROUP"),
+                        lit("g1"),
+                        lit("c"),
+                        lit("STREAMS"),
+                        key,
+                        Tok::Lit(id),
+                    ]),
                     1 => t.extend([lit("NOACK"), lit("STREAMS"), key, Tok::Lit(id)]),
                     2 => t.extend([lit("STREAMS"), key]),
                     _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
@@ -871,13 +920,25 @@ impl Runner {
                 3 => vec![Tok::Cmd("XACK"), key, lit("g1")],
                 4 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice")],
                 5 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
-                6 => vec![Tok::Cmd("XAUTOCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
+                6 => vec![
+                    Tok::Cmd("XAUTOCLAIM"),
+                    key,
+                    lit("g1"),
+                    lit("alice"),
+                    lit("0"),
+                ],
                 7 => vec![Tok::Cmd("XPENDING"), key],
                 8 => vec![Tok::Cmd("XGROUP")],
                 9 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key],
                 10 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key, lit("g1"), lit("x")],
                 11 => vec![Tok::Cmd("XINFO")],
-                12 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key, lit("g1"), lit("x")],
+                12 => vec![
+                    Tok::Cmd("XINFO"),
+                    lit("CONSUMERS"),
+                    key,
+                    lit("g1"),
+                    lit("x"),
+                ],
                 13 => vec![Tok::Cmd("XREAD"), lit("STREAMS")],
                 14 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1")],
                 _ => vec![Tok::Cmd("XPENDING"), key, lit("g1"), lit("-"), lit("+")],
@@ -930,7 +991,13 @@ impl Runner {
         } else {
             self.bad_int()
         };
-        let mut t = vec![Tok::Cmd("XCLAIM"), Tok::Key(k), Tok::Lit(g), Tok::Lit(c), Tok::Lit(minidle)];
+        let mut t = vec![
+            Tok::Cmd("XCLAIM"),
+            Tok::Key(k),
+            Tok::Lit(g),
+            Tok::Lit(c),
+            Tok::Lit(minidle),
+        ];
         let n = match self.rng.below(10) {
             0..=5 => 1,
             6..=8 => self.rng.range(2, 4),
@@ -946,7 +1013,7 @@ impl Runner {
             let v: Vec<u8> = match self.rng.below(10) {
                 0..=1 => b"0".to_vec(),
                 2..=3 => b"1000".to_vec(),
-                4..=6 => b"172800000".to_vec(), // two days: NOW-2D
+                4..=6 => b"172800000".to_vec(),  // two days: NOW-2D
                 7 => b"10000000000000".to_vec(), // negative time: clamped to now
                 8 => b"-5".to_vec(),             // future: clamped to now
                 _ => self.bad_int(),
@@ -981,7 +1048,11 @@ impl Runner {
             opts.push(vec![lit(if self.rng.pct(90) { "FORCE" } else { "force" })]);
         }
         if self.rng.pct(30) {
-            opts.push(vec![lit(if self.rng.pct(90) { "JUSTID" } else { "justid" })]);
+            opts.push(vec![lit(if self.rng.pct(90) {
+                "JUSTID"
+            } else {
+                "justid"
+            })]);
         }
         if self.rng.pct(12) {
             let v = match self.rng.below(10) {
@@ -996,7 +1067,13 @@ impl Runner {
             opts.push(vec![lit("LASTID"), Tok::Lit(v)]);
         }
         if self.rng.pct(3) {
-            opts.push(vec![lit(*self.rng.pick(&["FOO", "IDLE", "TIME", "LASTID", "RETRYCOUNT"]))]);
+            opts.push(vec![lit(*self.rng.pick(&[
+                "FOO",
+                "IDLE",
+                "TIME",
+                "LASTID",
+                "RETRYCOUNT",
+            ]))]);
         }
         // Shuffle a little.
         for i in (1..opts.len()).rev() {
@@ -1010,7 +1087,11 @@ impl Runner {
     }
 
     fn entries_read_arg(&mut self, k: usize) -> Vec<u8> {
-        let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
+        let added = if k < NPAIRS {
+            self.a_entries_added(k)
+        } else {
+            0
+        };
         match self.rng.below(100) {
             0..=14 => b"0".to_vec(),
             15..=44 => added.to_string().into_bytes(),
@@ -1065,7 +1146,13 @@ impl Runner {
             self.group(km)
         };
         let id = self.group_id_arg(km);
-        let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATE"), key, Tok::Lit(g.clone()), Tok::Lit(id)];
+        let mut t = vec![
+            Tok::Cmd("XGROUP"),
+            case(&mut self.rng, "CREATE"),
+            key,
+            Tok::Lit(g.clone()),
+            Tok::Lit(id),
+        ];
         let mk = self.rng.pct(20);
         let mut opts: Vec<Vec<Tok>> = Vec::new();
         if mk {
@@ -1076,7 +1163,11 @@ impl Runner {
             opts.push(vec![lit("ENTRIESREAD"), Tok::Lit(er)]);
         }
         if self.rng.pct(3) {
-            opts.push(vec![lit(*self.rng.pick(&["FOO", "ENTRIESREAD", "MKSTREAM"]))]);
+            opts.push(vec![lit(*self.rng.pick(&[
+                "FOO",
+                "ENTRIESREAD",
+                "MKSTREAM",
+            ]))]);
         }
         if opts.len() > 1 && self.rng.pct(40) {
             opts.swap(0, 1);
@@ -1103,7 +1194,13 @@ impl Runner {
             1 => {
                 let g = self.group(km);
                 let id = self.group_id_arg(km);
-                let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "SETID"), key, Tok::Lit(g), Tok::Lit(id)];
+                let mut t = vec![
+                    Tok::Cmd("XGROUP"),
+                    case(&mut self.rng, "SETID"),
+                    key,
+                    Tok::Lit(g),
+                    Tok::Lit(id),
+                ];
                 if self.rng.pct(45) {
                     let er = self.entries_read_arg(km);
                     t.extend([lit("ENTRIESREAD"), Tok::Lit(er)]);
@@ -1116,7 +1213,12 @@ impl Runner {
             2 => {
                 let g = self.group(km);
                 (
-                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DESTROY"), key, Tok::Lit(g.clone())],
+                    vec![
+                        Tok::Cmd("XGROUP"),
+                        case(&mut self.rng, "DESTROY"),
+                        key,
+                        Tok::Lit(g.clone()),
+                    ],
                     Kind::GroupDestroy(k, g),
                 )
             }
@@ -1124,7 +1226,13 @@ impl Runner {
                 let g = self.group(km);
                 let c = self.consumer();
                 (
-                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATECONSUMER"), key, Tok::Lit(g), Tok::Lit(c)],
+                    vec![
+                        Tok::Cmd("XGROUP"),
+                        case(&mut self.rng, "CREATECONSUMER"),
+                        key,
+                        Tok::Lit(g),
+                        Tok::Lit(c),
+                    ],
                     Kind::Other,
                 )
             }
@@ -1132,13 +1240,27 @@ impl Runner {
                 let g = self.group(km);
                 let c = self.consumer();
                 (
-                    vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DELCONSUMER"), key, Tok::Lit(g), Tok::Lit(c)],
+                    vec![
+                        Tok::Cmd("XGROUP"),
+                        case(&mut self.rng, "DELCONSUMER"),
+                        key,
+                        Tok::Lit(g),
+                        Tok::Lit(c),
+                    ],
                     Kind::Other,
                 )
             }
-            5 => (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "HELP")], Kind::Other),
+            5 => (
+                vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "HELP")],
+                Kind::Other,
+            ),
             6 => (
-                vec![Tok::Cmd("XGROUP"), lit(*self.rng.pick(&["FOO", "CREATEX", "HELP"])), key, lit("g1")],
+                vec![
+                    Tok::Cmd("XGROUP"),
+                    lit(*self.rng.pick(&["FOO", "CREATEX", "HELP"])),
+                    key,
+                    lit("g1"),
+                ],
                 Kind::Other,
             ),
             _ => {
@@ -1146,9 +1268,33 @@ impl Runner {
                     0 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g1")],
                     1 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1")],
                     2 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key],
-                    3 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1"), lit("a"), lit("b")],
-                    4 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1"), lit("0"), lit("ENTRIESREAD")],
-                    _ => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g9"), lit("0"), lit("MKSTREAM"), lit("ENTRIESREAD"), lit("1"), lit("X")],
+                    3 => vec![
+                        Tok::Cmd("XGROUP"),
+                        lit("CREATECONSUMER"),
+                        key,
+                        lit("g1"),
+                        lit("a"),
+                        lit("b"),
+                    ],
+                    4 => vec![
+                        Tok::Cmd("XGROUP"),
+                        lit("SETID"),
+                        key,
+                        lit("g1"),
+                        lit("0"),
+                        lit("ENTRIESREAD"),
+                    ],
+                    _ => vec![
+                        Tok::Cmd("XGROUP"),
+                        lit("CREATE"),
+                        key,
+                        lit("g9"),
+                        lit("0"),
+                        lit("MKSTREAM"),
+                        lit("ENTRIESREAD"),
+                        lit("1"),
+                        lit("X"),
+                    ],
                 };
                 (t, Kind::Other)
             }
@@ -1217,7 +1363,11 @@ impl Runner {
 
     /// Sends `toks` to both sides, compares the normalised replies; returns side A's reply.
     fn exec(&mut self, i: usize, toks: &[Tok], note: &str) -> Reply {
-        let via = if note.is_empty() { Via::pick(&mut self.rng) } else { Via::Plain };
+        let via = if note.is_empty() {
+            Via::pick(&mut self.rng)
+        } else {
+            Via::Plain
+        };
         self.exec_via(i, toks, note, via)
     }
 
@@ -1239,9 +1389,17 @@ impl Runner {
         let ob = exec_via(&mut self.b, via, &cb);
         let (ra, ba) = (oa.reply, oa.raw);
         let bb = ob.raw;
-        let side_b = if self.norm.loose_names { loosen(&ob.side) } else { ob.side.clone() };
+        let side_b = if self.norm.loose_names {
+            loosen(&ob.side)
+        } else {
+            ob.side.clone()
+        };
         if oa.side != side_b {
-            let n = format!("{note} [transaction replies differ: A {} / B {}]", escape(&oa.side), escape(&ob.side));
+            let n = format!(
+                "{note} [transaction replies differ: A {} / B {}]",
+                escape(&oa.side),
+                escape(&ob.side)
+            );
             self.fail(i, &ca, &cb, &ba, &bb, &ba, &bb, &n);
         }
         let now = now_ms();
@@ -1279,7 +1437,10 @@ impl Runner {
     /// the end): `[id, nil]` entries, XAUTOCLAIM deleted IDs, lag unknown, old delivery times...
     fn count_events(&mut self, ca: &[Vec<u8>], ba: &[u8], na: &[u8]) {
         let name = ca[0].to_ascii_uppercase();
-        let sub = ca.get(1).map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+        let sub = ca
+            .get(1)
+            .map(|a| a.to_ascii_uppercase())
+            .unwrap_or_default();
         let n = Node::parse(ba);
         let mut ev: Vec<&'static str> = Vec::new();
         if n.is_error() {
@@ -1292,9 +1453,14 @@ impl Runner {
                 let mut entries = 0;
                 let mut walk = |x: &Node| {
                     // An entry is [id, fields] or [id, nil].
-                    if x.t == b'*' && x.kids.len() == 2 && x.kids[0].str_bytes().map(looks_like_id).unwrap_or(false) {
+                    if x.t == b'*'
+                        && x.kids.len() == 2
+                        && x.kids[0].str_bytes().map(looks_like_id).unwrap_or(false)
+                    {
                         entries += 1;
-                        if matches!(x.kids[1].t, b'_') || (x.kids[1].t == b'*' && x.kids[1].head == b"-1") {
+                        if matches!(x.kids[1].t, b'_')
+                            || (x.kids[1].t == b'*' && x.kids[1].head == b"-1")
+                        {
                             nil_entries += 1;
                         }
                     }
@@ -1307,7 +1473,11 @@ impl Runner {
                 }
                 visit(&n, &mut walk);
                 if entries > 0 {
-                    ev.push(if hist { "XREADGROUP history with entries" } else { "XREADGROUP > with entries" });
+                    ev.push(if hist {
+                        "XREADGROUP history with entries"
+                    } else {
+                        "XREADGROUP > with entries"
+                    });
                 }
                 if nil_entries > 0 {
                     ev.push("XREADGROUP history with [id, nil]");
@@ -1348,7 +1518,11 @@ impl Runner {
             b"XINFO" if sub == b"GROUPS" => {
                 for g in &n.kids {
                     if let Some(l) = g.field("lag") {
-                        ev.push(if l.int().is_some() { "XINFO GROUPS lag known" } else { "XINFO GROUPS lag nil" });
+                        ev.push(if l.int().is_some() {
+                            "XINFO GROUPS lag known"
+                        } else {
+                            "XINFO GROUPS lag nil"
+                        });
                     }
                 }
             }
@@ -1370,7 +1544,17 @@ impl Runner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], na: &[u8], nb: &[u8], note: &str) {
+    fn fail(
+        &mut self,
+        i: usize,
+        ca: &[Vec<u8>],
+        cb: &[Vec<u8>],
+        ba: &[u8],
+        bb: &[u8],
+        na: &[u8],
+        nb: &[u8],
+        note: &str,
+    ) {
         let class = |x: &[u8]| -> String {
             if x.starts_with(b"-") {
                 trunc(&escape(x), 90)
@@ -1378,7 +1562,9 @@ impl Runner {
                 format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
             }
         };
-        let sub = if ca.len() > 1 && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO")) {
+        let sub = if ca.len() > 1
+            && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO"))
+        {
             format!(" {}", String::from_utf8_lossy(&ca[1]).to_uppercase())
         } else {
             String::new()
@@ -1485,7 +1671,11 @@ impl Runner {
             "xstream.node-max-bytes".into(),
             xb.to_string(),
         ]);
-        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-*: {r}");
+        assert_eq!(
+            r,
+            Reply::Simple("OK".into()),
+            "CONFIG SET xstream.node-max-*: {r}"
+        );
         self.history
             .push_back(format!("   (node limits: entries={e} bytes={b})"));
         self.all_limits.push(format!("{e}/{b}"));
@@ -1515,7 +1705,14 @@ impl Runner {
     fn full_check(&mut self, i: usize) {
         for k in 0..NKEYS {
             for toks in [
-                vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k), lit("FULL"), lit("COUNT"), lit("0")],
+                vec![
+                    Tok::Cmd("XINFO"),
+                    lit("STREAM"),
+                    Tok::Key(k),
+                    lit("FULL"),
+                    lit("COUNT"),
+                    lit("0"),
+                ],
                 vec![Tok::Cmd("XINFO"), lit("GROUPS"), Tok::Key(k)],
             ] {
                 self.exec(i, &toks, " [periodic XINFO check]");
@@ -1626,4 +1823,3 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
     ));
     done
 }
-

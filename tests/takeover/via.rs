@@ -140,7 +140,11 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
         }
         Via::Eval | Via::Fcall => {
             let mut full: Vec<Vec<u8>> = if via == Via::Eval {
-                vec![b"EVAL".to_vec(), EVAL_SCRIPT.as_bytes().to_vec(), b"0".to_vec()]
+                vec![
+                    b"EVAL".to_vec(),
+                    EVAL_SCRIPT.as_bytes().to_vec(),
+                    b"0".to_vec(),
+                ]
             } else {
                 vec![b"FCALL".to_vec(), b"xcall".to_vec(), b"0".to_vec()]
             };
