@@ -248,9 +248,6 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
         let name = r.string()?;
         let last = StreamId { ms: r.len()?, seq: r.len()? };
         let entries_read = if v2 { r.len()? as i64 } else { ENTRIES_READ_INVALID };
-        if entries_read < ENTRIES_READ_INVALID {
-            return err("bad entries-read");
-        }
         if !s.create_group(&name, last, entries_read) {
             return err("duplicate group");
         }

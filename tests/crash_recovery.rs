@@ -167,6 +167,7 @@ fn kill9_under_load() {
     let mut delivered_missing = 0usize;
     let mut problems: Vec<String> = Vec::new();
     let mut rewrites = 0;
+    let mut rewrites_live = 0;
     for cycle in 0..cycles {
         let stop = Arc::new(AtomicBool::new(false));
         let port = s.port();
@@ -179,12 +180,23 @@ fn kill9_under_load() {
             .collect();
         let delay = rng.range(300, 1500);
         let rewrite = cycle % 2 == 1;
+        let mut in_rewrite = false;
         if rewrite {
-            std::thread::sleep(Duration::from_millis(delay / 2));
-            let r = s.conn().cmd(&["BGREWRITEAOF"]);
+            std::thread::sleep(Duration::from_millis(delay));
+            let mut c = s.conn();
+            let r = c.cmd(&["BGREWRITEAOF"]);
             assert!(!r.is_error(), "BGREWRITEAOF: {r}");
             rewrites += 1;
-            std::thread::sleep(Duration::from_millis(delay / 2 + rng.below(30)));
+            // Kill while the child still runs when possible (a short random wait otherwise).
+            let t0 = std::time::Instant::now();
+            let until = Duration::from_millis(rng.below(40));
+            while t0.elapsed() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            in_rewrite = c.cmd(&["INFO", "persistence"]).text().contains("aof_rewrite_in_progress:1");
+            if in_rewrite {
+                rewrites_live += 1;
+            }
         } else {
             std::thread::sleep(Duration::from_millis(delay));
         }
@@ -257,7 +269,13 @@ fn kill9_under_load() {
         report(&format!(
             "kill9: cycle {}/{cycles}: killed after {delay} ms{}, {ops} acknowledged ops; restart: {n_entries} entries; lost XS.ADD {lost_adds}, XS.ACK back {acks_back}, deliveries missing {delivered_missing} (so far); log mentions truncation {truncated}x",
             cycle + 1,
-            if rewrite { " (BGREWRITEAOF running)" } else { "" }
+            if in_rewrite {
+                " (during BGREWRITEAOF)"
+            } else if rewrite {
+                " (after a BGREWRITEAOF)"
+            } else {
+                ""
+            }
         ));
         // Make sure AOF rewrites left no half state: wait before the next load.
         wait_persistence_idle(&mut c, Duration::from_secs(30));
@@ -265,7 +283,7 @@ fn kill9_under_load() {
     let adds: usize = all.added.values().map(|m| m.len()).sum();
     let acks: usize = all.acked.values().map(|m| m.len()).sum();
     report(&format!(
-        "kill9: {cycles} kill -9 cycles ({rewrites} during BGREWRITEAOF), {total_ops} acknowledged ops ({adds} XS.ADD, {acks} IDs ACKed): lost XS.ADD {lost_adds}, XS.ACK back in PEL {acks_back}, delivered-unacked missing from PEL {delivered_missing}"
+        "kill9: {cycles} kill -9 cycles ({rewrites} with a BGREWRITEAOF started before, {rewrites_live} killed while it ran), {total_ops} acknowledged ops ({adds} XS.ADD, {acks} IDs ACKed): lost XS.ADD {lost_adds}, XS.ACK back in PEL {acks_back}, delivered-unacked missing from PEL {delivered_missing}"
     ));
     assert!(problems.is_empty(), "{} problem(s):\n  {}\n--- log ---\n{}", problems.len(), problems.join("\n  "), s.log_tail(40));
 }

@@ -226,6 +226,21 @@ fn id_overflow() {
         for c in *seq {
             if c[0] == "XPENDING" {
                 t.same_masked(c, mask_pending);
+            } else if c[0] == "XADD" && c[2].ends_with("-*") {
+                // `<ms>-*` when the last ID is `<ms>-18446744073709551615`: Redis 7.0 returns
+                // C_ERR without setting errno and picks its error text from a stale errno, so
+                // either text may come from it; the module gives the meaningful one.
+                let (b, m) = t.run(c);
+                let ok = |r: &Reply| match r {
+                    Reply::Error(e) => {
+                        e == "ERR Elements are too large to be stored"
+                            || e == "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+                    }
+                    _ => false,
+                };
+                if b != m && !(ok(&b) && ok(&m)) {
+                    t.diff(format!("  {}:\n      built-in: {b}\n      module:   {m}", c.join(" ")));
+                }
             } else {
                 t.same(c);
             }
@@ -277,7 +292,12 @@ fn count_and_limit_extremes() {
             vec!["XAUTOCLAIM", "k", "g", "c", v, "0-0", "COUNT", "5", "JUSTID"],
         ];
         for c in &cmds {
-            t.same(c);
+            if c[0] == "XINFO" {
+                // FULL shows seen / delivery times.
+                t.same_masked(c, mask_times);
+            } else {
+                t.same(c);
+            }
             n += 1;
         }
         // Clock-dependent replies.

@@ -144,9 +144,9 @@ impl Meta {
         }
         if self.max_deleted_entry_id.is_zero() || self.max_deleted_entry_id < self.first_id {
             if id < self.first_id {
-                return (self.entries_added - self.length) as i64;
+                return self.entries_added.wrapping_sub(self.length) as i64;
             } else if id == self.first_id {
-                return (self.entries_added - self.length + 1) as i64;
+                return self.entries_added.wrapping_sub(self.length).wrapping_add(1) as i64;
             }
         }
         ENTRIES_READ_INVALID
@@ -158,11 +158,11 @@ impl Meta {
             return Some(0);
         }
         if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(g.last_id, StreamId::MAX) {
-            return Some(self.entries_added as i64 - g.entries_read);
+            return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
         let read = self.estimate_distance(g.last_id);
         if read != ENTRIES_READ_INVALID {
-            Some(self.entries_added as i64 - read)
+            Some((self.entries_added as i64).wrapping_sub(read))
         } else {
             None
         }
@@ -324,7 +324,7 @@ impl Stream {
             self.rax.insert(&id.to_be_bytes(), lp);
         }
         self.length += 1;
-        self.entries_added += 1;
+        self.entries_added = self.entries_added.wrapping_add(1);
         self.last_id = id;
         if self.length == 1 {
             self.first_id = id;
@@ -560,7 +560,7 @@ impl Stream {
             let id = e.id();
             if id > g.last_id {
                 if g.entries_read != ENTRIES_READ_INVALID && !meta.range_has_tombstones(id, StreamId::MAX) {
-                    g.entries_read += 1;
+                    g.entries_read = g.entries_read.wrapping_add(1);
                 } else if meta.entries_added != 0 {
                     g.entries_read = meta.estimate_distance(id);
                 }
