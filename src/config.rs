@@ -19,6 +19,14 @@ pub static NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);
 /// Set at load only (module argument or `xstream.takeover` in redis.conf).
 pub static TAKEOVER: AtomicBool = AtomicBool::new(false);
 
+/// `acl-twin yes`: every XS.* command also needs the ACL permission of its built-in
+/// twin (XS.ADD needs XADD's). Redis 7.0 cannot put module commands in ACL
+/// categories, so a user denied `@write` can run XS.ADD unless this is on; with it
+/// on, a user granted only `+xs.range` also needs `+xrange`. Off by default (rules
+/// naming XS.* commands work as written); always on in takeover mode, where
+/// clients send the standard names and ACL rules name them.
+pub static ACL_TWIN: AtomicBool = AtomicBool::new(false);
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

@@ -65,6 +65,7 @@ redis_module! {
         string: [],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
+            ["acl-twin", &config::ACL_TWIN, false, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
         module_args_as_configuration: true,

@@ -387,3 +387,30 @@ fn getkeys_match_builtin() {
     report(&format!("getkeys: {} argument shapes (GETKEYS, GETKEYSANDFLAGS) and 15 COMMAND INFO entries compared: {} differences", shapes.len(), diffs.len()));
     assert!(diffs.is_empty(), "{} difference(s); first:\n  {}", diffs.len(), diffs[..diffs.len().min(10)].join("\n  "));
 }
+
+/// `xstream.acl-twin yes`: category rules reach the XS.* commands through their built-in twins
+/// (Redis 7.0 gives module commands no category): a `+@all -@write` user is refused XS.ADD with
+/// the built-in's NOPERM text for XADD, and still reads; with the config off, XS.ADD passes.
+#[test]
+fn acl_twin_applies_category_denials() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    assert_eq!(admin.cmd(&["XS.ADD", "k", "1-1", "f", "v"]), Reply::Bulk(b"1-1".to_vec()));
+    let r = admin.cmd(&["ACL", "SETUSER", "ro", "reset", "on", ">pw", "~*", "+@all", "-@write"]);
+    assert_eq!(r, Reply::Simple("OK".into()));
+    let mut ro = s.conn();
+    assert_eq!(ro.cmd(&["AUTH", "ro", "pw"]), Reply::Simple("OK".into()));
+    // Off (the default): categories do not reach module commands on 7.0.
+    assert_eq!(ro.cmd(&["XS.ADD", "k", "2-1", "f", "v"]), Reply::Bulk(b"2-1".to_vec()));
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "xstream.acl-twin", "yes"]), Reply::Simple("OK".into()));
+    assert_eq!(
+        ro.cmd(&["XS.ADD", "k", "3-1", "f", "v"]),
+        Reply::Error("NOPERM this user has no permissions to run the 'xadd' command".into())
+    );
+    assert_eq!(
+        ro.cmd(&["XS.GROUP", "CREATE", "k", "g", "0"]),
+        Reply::Error("NOPERM this user has no permissions to run the 'xgroup|create' command".into())
+    );
+    assert_eq!(ro.cmd(&["XS.LEN", "k"]), Reply::Int(2));
+    assert_eq!(admin.cmd(&["XS.LEN", "k"]), Reply::Int(2));
+}

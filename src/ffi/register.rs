@@ -41,7 +41,8 @@ pub fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString
     // SAFETY: the arguments come straight from Redis's command callback.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
     match fence::catch(|| {
-        if super::takeover::active() && !c.must_obey() {
+        let twin = super::takeover::active() || crate::config::ACL_TWIN.load(std::sync::atomic::Ordering::Relaxed);
+        if twin && !c.must_obey() {
             if let Err(msg) = super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) {
                 return Err(Error::Full(msg));
             }

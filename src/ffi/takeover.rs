@@ -120,12 +120,13 @@ mod tests {
 
 // ---- ACL for the standard names ---------------------------------------------------
 
-/// In takeover mode a client that sends `XADD` runs `XS.ADD`, and Redis checks the
-/// ACL against `XS.ADD` only, after the filter: a user denied `XADD` (`-xadd`,
-/// `-@write`...) would get through. So each command also checks the user's
-/// permission for the standard command (same arguments, standard name) and refuses
-/// as the built-in would. Commands from the primary or the AOF are exempt (their
-/// client has no user). Err holds the error reply.
+/// Redis checks the ACL against the XS.* name only: on 7.0 module commands belong
+/// to no ACL category, so a user denied `@write` could run XS.ADD, and in takeover
+/// mode a user denied `XADD` would get through the filter. So each command also
+/// checks the user's permission for its built-in twin (same arguments, standard
+/// name) and refuses as the built-in would: always in takeover mode, otherwise
+/// when `xstream.acl-twin` is on. Commands from the primary or the AOF are exempt
+/// (their client has no user). Err holds the error reply.
 pub fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::RedisModuleString], argv0: &[u8]) -> Result<(), String> {
     let Some(std) = standard_name_for(argv0) else { return Ok(()) };
     let std = std.to_bytes();
