@@ -25,7 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long a server gets to answer PING after spawning (and after a restart).
+/// How long a server may take to answer PING (XSTREAM_START_TIMEOUT_S overrides: valgrind).
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn start_timeout() -> Duration {
+    std::env::var("XSTREAM_START_TIMEOUT_S").ok().and_then(|v| v.parse().ok()).map(Duration::from_secs).unwrap_or(START_TIMEOUT)
+}
 /// How long Drop waits after SIGTERM before sending SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Read timeout of a [`Conn`]: a reply slower than this means a hung server.
@@ -294,7 +299,9 @@ impl Server {
         for attempt in 0..6 {
             self.port = port;
             let log_len_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-            let child = Command::new("redis-server")
+            // XSTREAM_REDIS_SERVER runs another binary or a wrapper (e.g. under valgrind).
+            let bin = std::env::var("XSTREAM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+            let child = Command::new(bin)
                 .args(self.command_line())
                 .current_dir(&self.dir)
                 .stdin(Stdio::null())
@@ -350,8 +357,8 @@ impl Server {
                     }
                 }
             }
-            if t0.elapsed() > START_TIMEOUT {
-                return Err(format!("no PONG within {:?}", START_TIMEOUT));
+            if t0.elapsed() > start_timeout() {
+                return Err(format!("no PONG within {:?}", start_timeout()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
