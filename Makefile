@@ -100,7 +100,11 @@ soak: deps build
 		XSTREAM_MODULE=$(MODULE) XSTREAM_DIFF_OPS=$(SOAK_OPS) XSTREAM_DIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
 		XSTREAM_DIFF_SEGMENTS=20 XSTREAM_HOSTILE_CASES=20000 \
 			$(CARGO) test --release --test differential --test hostile -- --test-threads=$(TEST_THREADS) || exit 1; \
+		XSTREAM_MODULE=$(MODULE) XSTREAM_GDIFF_OPS=$(SOAK_OPS) XSTREAM_GDIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
+			$(CARGO) test --release --test differential_groups -- --test-threads=$(TEST_THREADS) || exit 1; \
 	done
+	@echo "soak: blocking (250,000 blocked reads per side)"
+	XSTREAM_MODULE=$(MODULE) XSTREAM_BLOCK_SOAK=1 $(CARGO) test --release --test blocking_soak -- --nocapture
 	@# Robustness (issue 8) at the long sizes; each size can be overridden from the environment:
 	@# >= 10,000 structure-aware RESTORE payloads with 1 s of traffic on each accepted one,
 	@# 20 kill -9 cycles, 200 truncation points per file, 512 MB names, and the hostile inputs,
