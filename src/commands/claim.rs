@@ -13,6 +13,17 @@ use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::{ClaimCount, Nack, StreamId};
 
+/// The consumer called `name`, seen now, or created (with its keyspace event on
+/// key argument `key_arg`), as streamLookupConsumer / streamCreateConsumer.
+pub fn consumer_slot(c: &Ctx, g: &mut crate::stream::Group, name: &[u8], now: i64, key_arg: usize) -> Result<u32> {
+    if let Some(sl) = g.lookup_consumer(name, Some(now)) {
+        return Ok(sl);
+    }
+    let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
+    c.notify(c"xgroup-createconsumer", key_arg);
+    Ok(sl)
+}
+
 /// Propagates one NACK's state in the XCLAIM form.
 pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u8], id: StreamId, nack: &Nack, group_last: StreamId) {
     let id_text = id.to_bytes();
@@ -161,18 +172,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         }
         let sl = match slot {
             Some(sl) => sl,
-            None => {
-                let sl = match g.lookup_consumer(name, Some(now)) {
-                    Some(sl) => sl,
-                    None => {
-                        let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
-                        c.notify(c"xgroup-createconsumer", 1);
-                        sl
-                    }
-                };
-                slot = Some(sl);
-                sl
-            }
+            None => *slot.insert(consumer_slot(c, g, name, now, 1)?),
         };
         let rule = if retrycount >= 0 {
             ClaimCount::Set(retrycount as u64)
@@ -282,18 +282,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = match slot {
             Some(sl) => sl,
-            None => {
-                let sl = match g.lookup_consumer(name, Some(now)) {
-                    Some(sl) => sl,
-                    None => {
-                        let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
-                        c.notify(c"xgroup-createconsumer", 1);
-                        sl
-                    }
-                };
-                slot = Some(sl);
-                sl
-            }
+            None => *slot.insert(consumer_slot(c, g, name, now, 1)?),
         };
         let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
         let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };

@@ -15,7 +15,7 @@
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::StreamId;
 
 pub fn run_read(c: &Ctx) -> Result<()> {
@@ -278,20 +278,15 @@ fn serve_group_new(
 ) -> Result<()> {
     let consumer_name = c.arg(group_arg + 1);
     let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
-    let slot = match grp.lookup_consumer(consumer_name, Some(now)) {
-        Some(sl) => sl,
-        None => {
-            let sl = grp.create_consumer(consumer_name, now).ok_or(Error::Err("cannot create consumer"))?;
-            c.notify(c"xgroup-createconsumer", key_idx);
-            if noack {
-                c.replicate(
-                    c"XS.GROUP",
-                    &[Arg::New(b"CREATECONSUMER"), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
-                );
-            }
-            sl
-        }
-    };
+    let existed = grp.find_consumer(consumer_name).is_some();
+    let slot = super::claim::consumer_slot(c, grp, consumer_name, now, key_idx)?;
+    if !existed && noack {
+        // A NOACK read propagates no XS.CLAIM, which would create the consumer on replicas.
+        c.replicate(
+            c"XS.GROUP",
+            &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
+        );
+    }
     if let Some(cons) = grp.consumer_mut(slot) {
         cons.active_time = now;
     }

@@ -203,40 +203,10 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Redis's `string2ll`: the strict integer form (no blanks, no `+`, no leading
-/// zeros, `-0` rejected), fitting an i64.
+/// zeros, `-0` rejected), fitting an i64. The same rules decide which strings a
+/// listpack stores as integers, so the listpack's implementation serves both.
 pub fn string2ll(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if neg {
-        if v > (i64::MAX as u64) + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else if v > i64::MAX as u64 {
-        None
-    } else {
-        Some(v as i64)
-    }
+    crate::listpack::string_to_i64(s)
 }
 
 /// Redis's `string2ull`: `string2ll` (negative rejected), else C `strtoull`
