@@ -31,18 +31,18 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
     ffi::ctx::init_words();
-    if let Err(e) = ffi::blocking::init(ctx.ctx) {
+    if let Err(e) = ffi::blocking::init(ctx) {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }
     for c in commands::COMMANDS {
-        if let Err(e) = ffi::register::create(ctx.ctx, c) {
+        if let Err(e) = ffi::register::create(ctx, c) {
             ctx.log_warning(&format!("xstream: {e}"));
             return Status::Err;
         }
     }
     if config::TAKEOVER.load(std::sync::atomic::Ordering::Relaxed) {
-        if let Err(e) = ffi::takeover::start(ctx.ctx) {
+        if let Err(e) = ffi::takeover::start(ctx) {
             ctx.log_warning(&format!("xstream: takeover: {e}"));
             return Status::Err;
         }

@@ -38,7 +38,10 @@ type Waiters = HashMap<(i32, Vec<u8>), BTreeMap<u64, (usize, usize)>>;
 /// The registry of blocked group readers (main thread only; the mutex is never contended).
 static GROUP_WAITERS: Mutex<Option<Waiters>> = Mutex::new(None);
 /// Keys whose waiters must be checked before the event loop sleeps.
-static PENDING: Mutex<Option<HashSet<(i32, Vec<u8>)>>> = Mutex::new(None);
+static PENDING: Mutex<Option<HashSet<DbKey>>> = Mutex::new(None);
+
+/// A key in a database: (db id, key name).
+type DbKey = (i32, Vec<u8>);
 /// Whether PENDING has anything (checked every loop iteration without locking).
 static HAS_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -82,7 +85,8 @@ fn unregister(reg: &Registration) {
 }
 
 /// Creates the context the deletion checks use (at load).
-pub fn init(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+pub fn init(context: &redis_module::Context) -> Result<(), String> {
+    let ctx = context.ctx;
     // SAFETY: valid OnLoad ctx; the detached context lives as long as the module.
     let d = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx) };
     if d.is_null() {
@@ -260,7 +264,8 @@ unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw
         // alive until free_state runs (after this callback).
         let state = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<BlockState>().as_ref() };
         match state {
-            Some(st) => serve_blocked(&c, st, string_bytes(key)),
+            // SAFETY: the ready key Redis passes for this callback, alive during it.
+            Some(st) => serve_blocked(&c, st, unsafe { string_bytes(key) }),
             None => false,
         }
     });

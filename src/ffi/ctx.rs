@@ -103,7 +103,8 @@ impl Ctx {
         }
         // SAFETY: i < argc, and argv holds argc valid strings for this call.
         let s = unsafe { *self.argv.add(i) };
-        string_bytes(s)
+        // SAFETY: s is an argument of this call, valid while the Ctx (borrowed by the result) lives.
+        unsafe { string_bytes(s) }
     }
 
     /// The raw argument vector.
@@ -538,14 +539,18 @@ impl Drop for Key<'_> {
     }
 }
 
-/// Bytes of a RedisModuleString.
-pub fn string_bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+/// Bytes of a RedisModuleString (empty for NULL).
+///
+/// # Safety
+/// `s` is NULL or a valid RedisModuleString that outlives `'a` (an argument of
+/// the running command or callback).
+pub unsafe fn string_bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
     if s.is_null() {
         return &[];
     }
     let mut len = 0usize;
-    // SAFETY: s is a valid string; the returned pointer lives as long as the string,
-    // which outlives the command (argv) or the callback that passed it.
+    // SAFETY: s is valid for 'a (the caller's contract); StringPtrLen returns its
+    // buffer, alive as long as the string.
     unsafe {
         let p = api!(RedisModule_StringPtrLen)(s, &mut len);
         if p.is_null() {

@@ -37,13 +37,17 @@ pub struct Command {
 }
 
 /// Runs a handler inside the panic fence and replies its error, if any.
-pub fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
+///
+/// # Safety
+/// The arguments are those Redis passed to a command callback.
+pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
     // SAFETY: the arguments come straight from Redis's command callback.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
     match fence::catch(|| {
         let twin = super::takeover::active() || crate::config::ACL_TWIN.load(std::sync::atomic::Ordering::Relaxed);
         if twin && !c.must_obey() {
-            if let Err(msg) = super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) {
+            // SAFETY: ctx and argv are this command's; must_obey() excluded primary and AOF.
+            if let Err(msg) = unsafe { super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) } {
                 return Err(Error::Full(msg));
             }
         }
@@ -115,7 +119,8 @@ fn key_range(c: &Command) -> (c_int, c_int, c_int) {
 }
 
 /// Creates a top-level command (and its subcommands, for a container).
-pub fn create(ctx: *mut raw::RedisModuleCtx, c: &Command) -> Result<(), String> {
+pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String> {
+    let ctx = context.ctx;
     let name = cstring(c.name);
     let flags = cstring(c.flags);
     let (first, last, step) = key_range(c);
@@ -163,7 +168,8 @@ macro_rules! command_entry {
             argv: *mut *mut redis_module::raw::RedisModuleString,
             argc: std::os::raw::c_int,
         ) -> std::os::raw::c_int {
-            $crate::ffi::register::run(ctx, argv, argc, $handler)
+            // SAFETY: the arguments come straight from Redis's command callback.
+            unsafe { $crate::ffi::register::run(ctx, argv, argc, $handler) }
         }
     };
 }

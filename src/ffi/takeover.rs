@@ -63,7 +63,8 @@ unsafe extern "C" fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
         // SAFETY: fctx is valid for the duration of the callback; argument 0 exists
         // (Redis never runs a filter on an empty command).
         let arg0 = unsafe { api!(RedisModule_CommandFilterArgGet)(fctx, 0) };
-        let Some(name) = module_name_for(super::ctx::string_bytes(arg0)) else { return };
+        // SAFETY: argument 0 of the filtered command, alive during the callback.
+        let Some(name) = module_name_for(unsafe { super::ctx::string_bytes(arg0) }) else { return };
         let name = name.to_bytes();
         // SAFETY: a new string owned by the filter context once replaced (Redis
         // frees the old argument and keeps the new one).
@@ -75,7 +76,7 @@ unsafe extern "C" fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
 }
 
 /// Installs the filter (idempotent).
-pub fn install(ctx: *mut raw::RedisModuleCtx) -> bool {
+fn install(ctx: *mut raw::RedisModuleCtx) -> bool {
     if !FILTER.load(Ordering::Relaxed).is_null() {
         return true;
     }
@@ -127,7 +128,11 @@ mod tests {
 /// name) and refuses as the built-in would: always in takeover mode, otherwise
 /// when `xstream.acl-twin` is on. Commands from the primary or the AOF are exempt
 /// (their client has no user). Err holds the error reply.
-pub fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::RedisModuleString], argv0: &[u8]) -> Result<(), String> {
+///
+/// # Safety
+/// `ctx` is the running command's context and `argv` its arguments, and the
+/// command does not come from the primary or the AOF (whose client has no user).
+pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::RedisModuleString], argv0: &[u8]) -> Result<(), String> {
     let Some(std) = standard_name_for(argv0) else { return Ok(()) };
     let std = std.to_bytes();
     // SAFETY: a command context of a client with a user (the caller excludes the
@@ -156,7 +161,8 @@ pub fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::Redis
     // The built-in's text names the command in lower case, with its subcommand.
     let mut full = String::from_utf8_lossy(std).to_lowercase();
     if (std == b"XGROUP" || std == b"XINFO") && argv.len() > 1 {
-        let sub = super::ctx::string_bytes(argv[1]);
+        // SAFETY: argv holds the running command's arguments (the caller's contract).
+        let sub = unsafe { super::ctx::string_bytes(argv[1]) };
         full.push('|');
         full.push_str(&String::from_utf8_lossy(sub).to_lowercase());
     }
@@ -207,7 +213,8 @@ unsafe extern "C" fn on_config_change(ctx: *mut raw::RedisModuleCtx, _eid: raw::
 
 /// Turns takeover on at load: the filter, and the server's node limits kept in
 /// sync through the config-change event.
-pub fn start(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+pub fn start(context: &redis_module::Context) -> Result<(), String> {
+    let ctx = context.ctx;
     if !install(ctx) {
         return Err("cannot register the command filter".into());
     }

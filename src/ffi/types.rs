@@ -308,7 +308,8 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const
         let (db, key) = unsafe {
             (api!(RedisModule_GetDbIdFromOptCtx)(ctx), api!(RedisModule_GetKeyNameFromOptCtx)(ctx))
         };
-        super::blocking::key_unlinked(db, super::ctx::string_bytes(key.cast_mut()));
+        // SAFETY: the key name of the opt context, valid during the callback.
+        super::blocking::key_unlinked(db, unsafe { super::ctx::string_bytes(key.cast_mut()) });
     })
 }
 

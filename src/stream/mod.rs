@@ -542,6 +542,7 @@ impl Stream {
     /// advances the group's last ID and read counter, records the delivery in the
     /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`. Returns
     /// (entries, whether the group's last ID changed).
+    #[expect(clippy::too_many_arguments, reason = "one call site; these are XREADGROUP's parameters")]
     pub fn read_group_new(
         &mut self,
         gname: &[u8],
