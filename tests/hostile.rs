@@ -309,6 +309,12 @@ fn corrupted_restore_payloads() {
         };
         match &r {
             Reply::Simple(ok) if ok == "OK" => {
+                // A corruption can turn the payload into a valid value of another type (the type
+                // byte spliced from elsewhere): Redis's own loader decoded it, not ours.
+                if c.cmd(&["TYPE", "k"]) != Reply::Simple("xs-stream".into()) {
+                    *outcomes.entry("OK (another type)".into()).or_default() += 1;
+                    continue;
+                }
                 accepted += 1;
                 *outcomes.entry("OK".into()).or_default() += 1;
                 let reads: [&[&str]; 6] = [
