@@ -363,6 +363,9 @@ impl Gen {
     /// Some ID near the key's known IDs (for ranges, MINID, XDEL, MAXDELETEDID...).
     fn some_id(&mut self, k: usize) -> (u64, u64) {
         let ks = &self.keys[k];
+        if self.rng.pct(7) {
+            return edge_id(&mut self.rng, &ks.ids);
+        }
         if ks.ids.is_empty() || self.rng.pct(5) {
             return (self.rng.below(20), self.rng.below(5));
         }
@@ -1234,8 +1237,12 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
         let ca = r.sides.render(&op, 0, &r.auto);
         let cb = r.sides.render(&op, 1, &r.auto);
         r.log_cmd(&ca);
+        // The dirty counter (rdb_changes_since_last_save) moves by the same amount on both sides.
+        let d0 = dirty(&mut r.conn);
         let (ra, ba) = r.conn.cmd_raw(&ca);
+        let d1 = dirty(&mut r.conn);
         let (mut rb, mut bb) = r.conn.cmd_raw(&cb);
+        let d2 = dirty(&mut r.conn);
         let is_help = ca
             .get(1)
             .map(|a| a.eq_ignore_ascii_case(b"HELP"))
@@ -1317,6 +1324,10 @@ fn run(server: &Server, module: bool, what: &str) -> usize {
             }
         } else if ba != bb && !stale_errno_case(&ca, &ba, &bb) {
             r.fail(i, &ca, &cb, &ba, &bb, "");
+        }
+        if d1 - d0 != d2 - d1 {
+            let note = format!(" [dirty counter: +{} vs +{}]", d1 - d0, d2 - d1);
+            r.fail(i, &ca, &cb, &ba, &bb, &note);
         }
         if ra.is_error() {
             errors += 1;

@@ -30,6 +30,8 @@ pub fn run(c: &Ctx) -> Result<()> {
     // notifies nor signals the key.
     if acked > 0 {
         c.replicate_verbatim();
+        // The built-in counts one change per entry acknowledged.
+        c.add_dirty(acked as u64 - 1);
     }
     Ok(())
 }

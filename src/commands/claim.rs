@@ -7,6 +7,11 @@
 //! LASTID group-last-id`, which sets the replica's NACK exactly. A PEL entry whose
 //! stream entry is gone goes out the same way (the replica, not finding the
 //! entry either, drops its NACK).
+//!
+//! `ENTRIESREAD n` is an internal option, accepted only from the primary or the
+//! AOF: XS.READGROUP propagates a `>` read as one XS.CLAIM for all its entries
+//! with the group's new entries-read (read.rs); a user gets the built-in's
+//! "Unrecognized XCLAIM option" error for it.
 
 use super::{cstr, is_kw, parse_ll};
 use crate::error::{Error, Result};
@@ -15,13 +20,29 @@ use crate::stream::{ClaimCount, Nack, StreamId};
 
 /// The consumer called `name`, seen now, or created (with its keyspace event on
 /// key argument `key_arg`), as streamLookupConsumer / streamCreateConsumer.
-pub fn consumer_slot(c: &Ctx, g: &mut crate::stream::Group, name: &[u8], now: i64, key_arg: usize) -> Result<u32> {
+/// `.1` tells whether it was created: the built-in counts that as a change
+/// (SCC_DEFAULT), and the caller accounts for it (see [`Ctx::add_dirty`]).
+pub fn consumer_slot(c: &Ctx, g: &mut crate::stream::Group, name: &[u8], now: i64, key_arg: usize) -> Result<(u32, bool)> {
     if let Some(sl) = g.lookup_consumer(name, Some(now)) {
-        return Ok(sl);
+        return Ok((sl, false));
     }
     let sl = g.create_consumer(name, now).ok_or(Error::Err("cannot create consumer"))?;
     c.notify(c"xgroup-createconsumer", key_arg);
-    Ok(sl)
+    Ok((sl, true))
+}
+
+/// The consumer for a claim (XS.CLAIM / XS.AUTOCLAIM), created on first use; a
+/// creation is counted as a change but not propagated (the XS.CLAIM forms that
+/// follow create it on replicas).
+fn claim_slot(c: &Ctx, slot: &mut Option<u32>, g: &mut crate::stream::Group, name: &[u8], now: i64) -> Result<u32> {
+    if let Some(sl) = *slot {
+        return Ok(sl);
+    }
+    let (sl, created) = consumer_slot(c, g, name, now, 1)?;
+    if created {
+        c.add_dirty(1);
+    }
+    Ok(*slot.insert(sl))
 }
 
 /// Propagates one NACK's state in the XCLAIM form.
@@ -106,6 +127,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
     let mut force = false;
     let mut justid = false;
     let mut last_id = StreamId::MIN;
+    let mut entries_read: Option<i64> = None;
     while j < c.argc() {
         let moreargs = c.argc() - 1 - j;
         let opt = c.arg(j);
@@ -125,6 +147,11 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         } else if is_kw(opt, "LASTID") && moreargs > 0 {
             j += 1;
             last_id = StreamId::parse(c.arg(j), 0, true, false).ok_or(Error::InvalidId)?.0;
+        } else if is_kw(opt, "ENTRIESREAD") && moreargs > 0 && c.must_obey() {
+            // Internal: the group's entries-read after a `>` read, propagated with
+            // its deliveries (read.rs). Users get the built-in's error below.
+            j += 1;
+            entries_read = Some(ll_or(c.arg(j), "Invalid ENTRIESREAD option argument for XCLAIM")?);
         } else {
             return Err(Error::Full(format!(
                 "ERR Unrecognized XCLAIM option '{}'",
@@ -170,10 +197,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
                 continue;
             }
         }
-        let sl = match slot {
-            Some(sl) => sl,
-            None => *slot.insert(consumer_slot(c, g, name, now, 1)?),
-        };
+        let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if retrycount >= 0 {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
@@ -196,6 +220,9 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         if let Some(g) = s.group(gname) {
             propagate_group_id(c, 1, 2, g.last_id, g.entries_read);
         }
+    }
+    if let (Some(er), Some(g)) = (entries_read, s.group_mut(gname)) {
+        g.entries_read = er;
     }
     c.set_array_len(n);
     Ok(())
@@ -280,10 +307,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
             continue;
         }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
-        let sl = match slot {
-            Some(sl) => sl,
-            None => *slot.insert(consumer_slot(c, g, name, now, 1)?),
-        };
+        let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
         let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };
         let glast = g.last_id;

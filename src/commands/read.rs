@@ -6,17 +6,14 @@
 //! and is served by [`serve_blocked`] when a write signals one of them.
 //!
 //! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
-//! propagated. Each entry delivered to a PEL goes out as XS.CLAIM ... LASTID; a
-//! read that moved the group then goes out as XS.GROUP SETID ... ENTRIESREAD (the
-//! built-in 7.0 does this only for NOACK reads and leaves entries-read stale on
-//! replicas otherwise); a consumer created by a NOACK read as XS.GROUP
-//! CREATECONSUMER (otherwise the XS.CLAIM creates it on the replica).
+//! propagated; see [`serve_group`] for what goes out instead (one XS.CLAIM per
+//! read for the entries delivered, with the group's last ID and entries-read).
 
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
-use crate::stream::StreamId;
+use crate::stream::{Nack, StreamId};
 
 pub fn run_read(c: &Ctx) -> Result<()> {
     run_generic(c, false)
@@ -168,6 +165,12 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             continue;
         }
         let (id, _) = StreamId::parse(arg, 0, true, false).ok_or(Error::InvalidId)?;
+        // The built-in stores `>` as the maximal ID (UINT64_MAX-UINT64_MAX) and tells
+        // the two apart by value only, so an explicit maximal ID is `>`.
+        if xreadgroup && id == StreamId::MAX {
+            from.push(ReadFrom::New);
+            continue;
+        }
         from.push(ReadFrom::After(id));
     }
 
@@ -214,7 +217,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             super::range::reply_range(c, s, start, StreamId::MAX, n, false);
             continue;
         };
-        serve_group_new(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, now)?;
+        serve_group(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, false, now)?;
     }
     if served > 0 {
         if resp3 {
@@ -263,8 +266,30 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
 
 /// Serves a group read on one stream: the consumer is looked up (seen now) or
 /// created, then history or new entries are replied and recorded.
+///
+/// Propagation and the dirty counter follow t_stream.c of 7.0: a read served
+/// synchronously counts one change per stream (`if (groups) server.dirty++`),
+/// and a created consumer one more (SCC_DEFAULT); a read served to a blocked
+/// client (blocked.c) counts only the consumer. What goes out:
+/// - a created consumer: `XS.GROUP CREATECONSUMER` (the built-in sends it only
+///   with NOACK; sending it always keeps the replica's consumers equal after a
+///   history read, and counts the built-in's change). For a blocked reader
+///   without NOACK the delivery below creates it instead.
+/// - `>` with acknowledgement: ONE `XS.CLAIM key group consumer 0 id1 .. idN TIME t
+///   RETRYCOUNT 1 FORCE JUSTID LASTID last ENTRIESREAD n` for all the entries
+///   delivered (each got the same time and count 1), where the built-in sends one
+///   XCLAIM per entry plus `XGROUP SETID ... ENTRIESREAD` (7.4; 7.0 leaves
+///   entries-read stale on replicas). One command is one change, as theirs.
+///   ENTRIESREAD is an internal option of XS.CLAIM, accepted only from the
+///   primary or the AOF.
+/// - `>` with NOACK: `XS.GROUP SETID key group last ENTRIESREAD n`.
+/// - a history read propagates nothing (as the built-in: delivery counts and
+///   times of re-read entries stay on the primary) and counts its change.
+///
+/// A blocked reader therefore counts one change more than the built-in's (its
+/// delivery must be propagated, and every module propagation counts one).
 #[allow(clippy::too_many_arguments)]
-fn serve_group_new(
+fn serve_group(
     c: &Ctx,
     s: &mut crate::stream::Stream,
     g: &[u8],
@@ -274,14 +299,13 @@ fn serve_group_new(
     count: u64,
     noack: bool,
     history: bool,
+    blocked: bool,
     now: i64,
 ) -> Result<()> {
     let consumer_name = c.arg(group_arg + 1);
     let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
-    let existed = grp.find_consumer(consumer_name).is_some();
-    let slot = super::claim::consumer_slot(c, grp, consumer_name, now, key_idx)?;
-    if !existed && noack {
-        // A NOACK read propagates no XS.CLAIM, which would create the consumer on replicas.
+    let (slot, created) = super::claim::consumer_slot(c, grp, consumer_name, now, key_idx)?;
+    if created && (!blocked || noack) {
         c.replicate(
             c"XS.GROUP",
             &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
@@ -301,26 +325,72 @@ fn serve_group_new(
             }
         });
         c.set_array_len(n as usize);
-    } else {
-        let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, |e, nack, glast| {
-            super::range::reply_entry(c, &e);
-            if let Some(nk) = nack {
-                propagate_xclaim(c, key_idx, group_arg, consumer_name, e.id(), &nk, glast);
-            }
-        });
-        c.set_array_len(n as usize);
-        // The group's new last ID and read counter go out as XS.GROUP SETID ...
-        // ENTRIESREAD: with NOACK nothing else carries them, and without it the
-        // XS.CLAIM ... LASTID forms carry the last ID but not entries-read, which
-        // Redis 7.0 leaves stale on replicas (fixed upstream, redis#12898, the
-        // same way). Replicas end content-identical (COMPAT.md §7).
-        if moved {
-            if let Some(grp) = s.group(g) {
-                propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
-            }
+        c.add_dirty(1);
+        return Ok(());
+    }
+    // Bounded by the entries actually delivered.
+    let mut delivered: Vec<(StreamId, Nack)> = Vec::new();
+    let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, |e, nack, _| {
+        super::range::reply_entry(c, &e);
+        if let Some(nk) = nack {
+            delivered.push((e.id(), nk));
         }
+    });
+    c.set_array_len(n as usize);
+    let Some(grp) = s.group(g) else { return Ok(()) };
+    if !delivered.is_empty() {
+        propagate_deliveries(c, key_idx, group_arg, consumer_name, &delivered, grp.last_id, grp.entries_read);
+    } else if moved {
+        propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
     }
     Ok(())
+}
+
+/// Propagates the entries a `>` read delivered, with the group's new last ID and
+/// entries-read, as one XS.CLAIM (see [`serve_group`]). Deliveries of one read
+/// share their time and count; should they not, each goes out on its own,
+/// followed by the group's counters.
+fn propagate_deliveries(
+    c: &Ctx,
+    key_idx: usize,
+    group_arg: usize,
+    consumer: &[u8],
+    delivered: &[(StreamId, Nack)],
+    last: StreamId,
+    entries_read: i64,
+) {
+    let Some(&(_, first)) = delivered.first() else { return };
+    let shared = delivered
+        .iter()
+        .all(|(_, nk)| nk.delivery_time == first.delivery_time && nk.delivery_count == first.delivery_count);
+    if !shared {
+        for (id, nk) in delivered {
+            propagate_xclaim(c, key_idx, group_arg, consumer, *id, nk, last);
+        }
+        propagate_group_id(c, key_idx, group_arg, last, entries_read);
+        return;
+    }
+    let ids: Vec<Vec<u8>> = delivered.iter().map(|(id, _)| id.to_bytes()).collect();
+    let time = first.delivery_time.to_string();
+    let retry = first.delivery_count.to_string();
+    let last = last.to_bytes();
+    let er = entries_read.to_string();
+    let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
+    args.extend([Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1), Arg::Word(Word::Zero)]);
+    args.extend(ids.iter().map(|id| Arg::New(id)));
+    args.extend([
+        Arg::Word(Word::Time),
+        Arg::New(time.as_bytes()),
+        Arg::Word(Word::RetryCount),
+        Arg::New(retry.as_bytes()),
+        Arg::Word(Word::Force),
+        Arg::Word(Word::JustId),
+        Arg::Word(Word::LastId),
+        Arg::New(&last),
+        Arg::Word(Word::EntriesRead),
+        Arg::New(er.as_bytes()),
+    ]);
+    c.replicate(c"XS.CLAIM", &args);
 }
 
 /// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
@@ -357,7 +427,7 @@ pub fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     match (gname, st.group_arg) {
         (Some(g), Some(ga)) => {
             let now = c.now_ms() as i64;
-            if let Err(e) = serve_group_new(c, s, g, ga, key_idx, start, st.count, st.noack, false, now) {
+            if let Err(e) = serve_group(c, s, g, ga, key_idx, start, st.count, st.noack, false, true, now) {
                 // Cannot happen (the group was just found); keep the reply well formed.
                 c.reply_error(&e.message());
             }

@@ -29,6 +29,10 @@ pub enum KeyKind {
 /// Arguments of a propagated command gathered on the stack.
 const REPLICATE_INLINE: usize = 24;
 
+/// The most changes one command adds to the dirty counter beyond its propagation
+/// (see [`Ctx::add_dirty`]).
+pub const DIRTY_EXACT_MAX: u64 = 10_000;
+
 /// An argument of a propagated command.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg<'a> {
@@ -335,6 +339,28 @@ impl Ctx {
                 // SAFETY: created by arg_ptr with a NULL ctx, so we own it.
                 unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
             }
+        }
+    }
+
+    /// Adds `n` to the server's dirty counter (`rdb_changes_since_last_save`, what
+    /// `save <seconds> <changes>` counts) without propagating anything.
+    ///
+    /// A module has no API for the counter: RM_Replicate and RM_ReplicateVerbatim
+    /// each add one (module.c), and nothing else a module calls does. The built-in
+    /// commands add per change (XDEL and XTRIM per entry deleted, XACK per entry
+    /// acknowledged, XCLAIM per entry claimed, one per consumer created) while
+    /// propagating once, so where our propagation count is below theirs the rest
+    /// comes from here: RM_Replicate with the `A` and `R` flags (no AOF, no
+    /// replicas) propagates nothing (alsoPropagate returns on an empty target) and
+    /// still counts one change. Each call costs a command lookup and a one-element
+    /// argv (about 0.1 µs), so a single command adds at most [`DIRTY_EXACT_MAX`];
+    /// beyond that (XTRIM of a million entries) the count saturates instead of
+    /// costing a million lookups.
+    pub fn add_dirty(&self, n: u64) {
+        for _ in 0..n.min(DIRTY_EXACT_MAX) {
+            // SAFETY: valid ctx; "AR" are flags only (no arguments follow); XS.LEN is
+            // registered, so the lookup succeeds; nothing is propagated.
+            unsafe { api!(RedisModule_Replicate)(self.ctx, c"XS.LEN".as_ptr(), c"AR".as_ptr()) };
         }
     }
 

@@ -362,27 +362,17 @@ impl Stream {
     /// no live entry is left. Does not touch first_id / max_deleted_entry_id (the
     /// XDEL command does, as in the built-in). Returns whether it existed.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        let mut key = Vec::with_capacity(16);
-        let Some(lp) = self.rax.seek_mut(SeekOp::Le, &id.to_be_bytes(), &mut key) else {
+        // Found as streamDeleteItem finds it: an iterator from `id` to `id` that
+        // passes over tombstones and stops at the first live entry above `id`. (After
+        // XSETID below a deleted ID, a node's entries are not in ID order: a
+        // tombstone above `id` may precede it.)
+        let Some((node, flags_off, flags)) = self.range(id, id, false).next_entry().map(|e| (e.node, e.pos.flags_off, e.pos.flags))
+        else {
             return false;
         };
-        let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
-        let m = node::master(lp);
-        let mut p = m.first_entry;
-        let mut found = None;
-        while let Some(off) = p {
-            let e = node::entry_at(lp, &m, master_id, off);
-            if e.id > id {
-                break;
-            }
-            if e.id == id && e.flags & FLAG_DELETED == 0 {
-                found = Some(e);
-                break;
-            }
-            p = e.next_off;
-        }
-        let Some(e) = found else { return false };
-        lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
+        let key = node.to_be_bytes();
+        let Some(lp) = self.rax.get_mut(&key) else { return false };
+        lp.replace_int(flags_off, flags | FLAG_DELETED);
         let (count, deleted) = node::counts(lp);
         if count == 1 {
             self.rax.remove(&key);
@@ -657,6 +647,8 @@ pub struct Entry<'a> {
     lp: &'a Listpack,
     master: Master,
     pos: EntryPos,
+    /// The master ID of the node holding the entry (its key in the tree).
+    node: StreamId,
 }
 
 impl<'a> Entry<'a> {
@@ -792,14 +784,14 @@ impl<'a> RangeIter<'a> {
                         self.done = true;
                         return None;
                     }
-                    return Some(Entry { lp, master: m, pos: e });
+                    return Some(Entry { lp, master: m, pos: e, node: master_id });
                 }
             } else if e.id <= self.end && live {
                 if e.id < self.start {
                     self.done = true;
                     return None;
                 }
-                return Some(Entry { lp, master: m, pos: e });
+                return Some(Entry { lp, master: m, pos: e, node: master_id });
             }
         }
         None

@@ -1372,3 +1372,44 @@ pub fn snap(c: &mut Conn, module: bool, key: &str) -> KeySnap {
         len: c.raw(&[&xcmd(module, "XLEN"), key]),
     }
 }
+
+/// The server's dirty counter (`rdb_changes_since_last_save` of INFO persistence): what
+/// `save <seconds> <changes>` counts. The differential runners compare how much each command
+/// moves it on both sides.
+pub fn dirty(c: &mut Conn) -> i64 {
+    let text = c.cmd(&["INFO", "persistence"]).text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rdb_changes_since_last_save in INFO persistence: {text}"))
+}
+
+/// An ID from the edges that every ID position of the generators draws from now and then:
+/// `0-0`, `0-1`, `max-max` (the built-in's internal `>`), `max-0`, `0-max`, and around the
+/// key's own IDs (`ids`: every ID it ever had, deleted ones included): `ms-max`, `ms-0`,
+/// `ms±1` with the extreme sequences, `seq±1`, the first and last ID.
+pub fn edge_id(rng: &mut Rng, ids: &[(u64, u64)]) -> (u64, u64) {
+    const M: u64 = u64::MAX;
+    let fixed = [(0, 0), (0, 1), (M, M), (M, 0), (0, M), (M, M - 1), (M - 1, M)];
+    let Some(&(ms, seq)) = (if ids.is_empty() || rng.pct(40) {
+        None
+    } else {
+        match rng.below(3) {
+            0 => ids.first(),
+            1 => ids.last(),
+            _ => ids.get(rng.below(ids.len() as u64) as usize),
+        }
+    }) else {
+        return *rng.pick(&fixed);
+    };
+    match rng.below(8) {
+        0 => (ms, M),
+        1 => (ms, 0),
+        2 => (ms.saturating_sub(1), M),
+        3 => (ms.saturating_add(1), 0),
+        4 => (ms, seq.saturating_add(1)),
+        5 => (ms, seq.saturating_sub(1)),
+        6 => (ms.saturating_add(1), M),
+        _ => (ms, seq),
+    }
+}
