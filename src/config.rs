@@ -7,7 +7,9 @@
 //! the data is propagated as explicit commands (approximate trims go out exact).
 
 use crate::stream::{NodeLimits, NODE_BYTES_DEFAULT, NODE_ENTRIES_DEFAULT};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
+use redis_module::{RedisError, RedisString};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
 /// Entries per node (live + deleted) before a new node is started; 0 = no cap.
 pub static NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
@@ -42,6 +44,133 @@ pub fn limits() -> NodeLimits {
         NodeLimits {
             entries_max: NODE_MAX_ENTRIES.load(Ordering::Relaxed),
             bytes_max: NODE_MAX_BYTES.load(Ordering::Relaxed),
+        }
+    }
+}
+
+// ---- reply level (`xstream.compat`) ----------------------------------------------
+
+/// The stream behaviour of a Redis release, where replies of existing commands
+/// changed after 7.0. New commands and options are available at every level; a
+/// level only selects what an existing command answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Level {
+    /// Redis 7.0.
+    V7_0 = 70,
+    /// Redis 7.2 (and Valkey 7.2 / 8.0): consumers' active-time, `inactive`,
+    /// consumers created by reads and claims that deliver nothing, blocked
+    /// XREADGROUP re-executed, XSETID below the max deleted ID refused, the
+    /// `'xread'` / `'xreadgroup'` unbalanced-list texts.
+    V7_2 = 72,
+    /// Redis 7.4: XREADGROUP's group ID always propagated and counted only when
+    /// something went out; BLOCK allowed from scripts; `XREAD ... +` as 7.4.x.
+    V7_4 = 74,
+    /// Redis 8.0 (milestone 1): lag and entries-read fixes, the 8.0 unbalanced-list texts.
+    V8_0 = 80,
+    /// The newest Redis this module implements.
+    Latest = 255,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::V7_0 => "7.0",
+            Level::V7_2 => "7.2",
+            Level::V7_4 => "7.4",
+            Level::V8_0 => "8.0",
+            Level::Latest => "latest",
+        }
+    }
+
+    /// The level of a release from its `redis_version` (Valkey reports the Redis
+    /// release it is compatible with, 7.2.4). 7.9.x are the 8.0 milestones.
+    pub fn of_redis_version(v: &str) -> Level {
+        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        match (major, minor) {
+            (0..=6, _) | (7, 0..=1) => Level::V7_0,
+            (7, 2..=3) => Level::V7_2,
+            (7, 4..=8) => Level::V7_4,
+            _ => Level::V8_0,
+        }
+    }
+
+    fn from_u8(v: u8) -> Level {
+        match v {
+            72 => Level::V7_2,
+            74 => Level::V7_4,
+            80 => Level::V8_0,
+            255 => Level::Latest,
+            _ => Level::V7_0,
+        }
+    }
+}
+
+/// The host server's level, detected at load (INFO server's `redis_version`).
+static HOST_LEVEL: AtomicU8 = AtomicU8::new(Level::V7_0 as u8);
+/// The configured level; 0 = `host`.
+static COMPAT: AtomicU8 = AtomicU8::new(0);
+
+pub fn set_host_level(l: Level) {
+    HOST_LEVEL.store(l as u8, Ordering::Relaxed);
+}
+
+pub fn host_level() -> Level {
+    Level::from_u8(HOST_LEVEL.load(Ordering::Relaxed))
+}
+
+/// The level replies follow now.
+pub fn level() -> Level {
+    match COMPAT.load(Ordering::Relaxed) {
+        0 => host_level(),
+        v => Level::from_u8(v),
+    }
+}
+
+/// The lag / entries-read rules of the level in force.
+pub fn lag_rules() -> crate::stream::LagRules {
+    if level() >= Level::V8_0 {
+        crate::stream::LagRules::Redis8
+    } else {
+        crate::stream::LagRules::Redis7
+    }
+}
+
+/// `xstream.compat`: `host` (default: as this server's built-in streams), or a
+/// level (`7.0`, `7.2`, `7.4`, `8.0`, `latest`). CONFIG SET refuses anything else.
+pub struct CompatConfig;
+
+pub static COMPAT_CONFIG: CompatConfig = CompatConfig;
+
+/// The values `xstream.compat` takes.
+pub const COMPAT_VALUES: &[(&str, u8)] = &[
+    ("host", 0),
+    ("7.0", Level::V7_0 as u8),
+    ("7.2", Level::V7_2 as u8),
+    ("7.4", Level::V7_4 as u8),
+    ("8.0", Level::V8_0 as u8),
+    ("latest", Level::Latest as u8),
+];
+
+impl ConfigurationValue<RedisString> for CompatConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        let v = COMPAT.load(Ordering::Relaxed);
+        let name = COMPAT_VALUES.iter().find(|(_, x)| *x == v).map_or("host", |(n, _)| n);
+        RedisString::create(None, name)
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let s = val.to_string_lossy();
+        match COMPAT_VALUES.iter().find(|(n, _)| n.eq_ignore_ascii_case(&s)) {
+            Some((_, v)) => {
+                COMPAT.store(*v, Ordering::Relaxed);
+                Ok(())
+            }
+            None => Err(RedisError::String(format!(
+                "xstream.compat must be one of {}",
+                COMPAT_VALUES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ))),
         }
     }
 }

@@ -31,6 +31,13 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
     ffi::ctx::init_words();
+    let version = ffi::host::redis_version(ctx).unwrap_or_default();
+    config::set_host_level(config::Level::of_redis_version(&version));
+    ctx.log_notice(&format!(
+        "xstream: host redis_version {version}: replies at level {} (xstream.compat {})",
+        config::host_level().name(),
+        config::level().name()
+    ));
     if let Err(e) = ffi::blocking::init(ctx) {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
@@ -62,7 +69,9 @@ redis_module! {
             ["node-max-entries", &config::NODE_MAX_ENTRIES, stream::NODE_ENTRIES_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
         ],
-        string: [],
+        string: [
+            ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, None],
+        ],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
             ["acl-twin", &config::ACL_TWIN, false, ConfigurationFlags::DEFAULT, None],

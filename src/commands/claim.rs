@@ -14,6 +14,7 @@
 //! "Unrecognized XCLAIM option" error for it.
 
 use super::{cstr, is_kw, parse_ll};
+use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::{ClaimCount, Nack, StreamId};
@@ -174,6 +175,11 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
     }
     let name = c.arg(3);
     let mut slot: Option<u32> = None;
+    if crate::config::level() >= Level::V7_2 {
+        // 7.2: the consumer exists (and is seen) even if nothing is claimed.
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        claim_slot(c, &mut slot, g, name, now)?;
+    }
     c.reply_array_postponed();
     let mut n = 0usize;
     for &(id, _) in &ids {
@@ -206,6 +212,9 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             ClaimCount::Keep
         };
         let Some(updated) = g.claim(id, sl, deliverytime, rule, true) else { continue };
+        if let Some(cons) = g.consumer_mut(sl) {
+            cons.active_time = now;
+        }
         let glast = g.last_id;
         if justid {
             c.reply_id(id);
@@ -272,6 +281,11 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     // vector grows with what is found (never preallocated from COUNT).
     let mut deleted: Vec<StreamId> = Vec::new();
     let mut slot: Option<u32> = None;
+    if crate::config::level() >= Level::V7_2 {
+        // 7.2: the consumer exists (and is seen) even if nothing is claimed.
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        claim_slot(c, &mut slot, g, name, now)?;
+    }
     // The cursor (reply[0]) is only known at the end: the claimed IDs are
     // collected (bounded by the PEL) and their entries replied after it.
     let mut claimed: Vec<StreamId> = Vec::new();
@@ -310,6 +324,9 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
         let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };
+        if let Some(cons) = g.consumer_mut(sl) {
+            cons.active_time = now;
+        }
         let glast = g.last_id;
         claimed.push(id);
         count -= 1;

@@ -6,6 +6,7 @@
 //! of Redis 7.0 (the 7.2 additions `inactive` / `active-time` are not emitted).
 
 use super::{cstr, is_kw, parse_ll};
+use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::{Group, Meta, Stream, StreamId, ENTRIES_READ_INVALID};
@@ -71,7 +72,7 @@ fn reply_lag(c: &Ctx, meta: &Meta, g: &Group) {
 
 pub fn run_groups(c: &Ctx) -> Result<()> {
     with_stream(c, |s| {
-        let meta = s.meta();
+        let meta = s.meta(crate::config::lag_rules());
         let Some(mut it) = s.groups_iter() else {
             c.reply_array(0);
             return Ok(());
@@ -103,14 +104,20 @@ pub fn run_consumers(c: &Ctx) -> Result<()> {
         c.reply_array(g.consumer_count());
         let now = c.now_ms() as i64;
         let mut it = g.consumers();
+        let inactive = crate::config::level() >= Level::V7_2;
         while let Some((_, cons)) = it.next_consumer() {
-            c.reply_map(3);
+            c.reply_map(if inactive { 4 } else { 3 });
             c.reply_bulk(b"name");
             c.reply_bulk(&cons.name);
             c.reply_bulk(b"pending");
             c.reply_int(cons.pel.len() as i64);
             c.reply_bulk(b"idle");
             c.reply_int((now - cons.seen_time).max(0));
+            if inactive {
+                // 7.2: time since the last successful delivery, -1 if none.
+                c.reply_bulk(b"inactive");
+                c.reply_int(if cons.active_time == -1 { -1 } else { now - cons.active_time });
+            }
         }
         Ok(())
     })
@@ -171,7 +178,7 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         c.reply_bulk(b"entries");
         super::range::reply_range(c, s, StreamId::MIN, StreamId::MAX, count, false);
         c.reply_bulk(b"groups");
-        let meta = s.meta();
+        let meta = s.meta(crate::config::lag_rules());
         let Some(mut it) = s.groups_iter() else {
             c.reply_array(0);
             return Ok(());
@@ -208,12 +215,17 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
             c.reply_bulk(b"consumers");
             c.reply_array(g.consumer_count());
             let mut ci = g.consumers();
+            let active = crate::config::level() >= Level::V7_2;
             while let Some((_, cons)) = ci.next_consumer() {
-                c.reply_map(4);
+                c.reply_map(if active { 5 } else { 4 });
                 c.reply_bulk(b"name");
                 c.reply_bulk(&cons.name);
                 c.reply_bulk(b"seen-time");
                 c.reply_int(cons.seen_time);
+                if active {
+                    c.reply_bulk(b"active-time");
+                    c.reply_int(cons.active_time);
+                }
                 c.reply_bulk(b"pel-count");
                 c.reply_int(cons.pel.len() as i64);
                 c.reply_bulk(b"pending");

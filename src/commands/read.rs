@@ -11,6 +11,7 @@
 
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
+use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::{Nack, StreamId};
@@ -21,6 +22,18 @@ pub fn run_read(c: &Ctx) -> Result<()> {
 
 pub fn run_readgroup(c: &Ctx) -> Result<()> {
     run_generic(c, true)
+}
+
+/// The error for a key list without an ID per key: its text changed in 7.2 and 8.0.
+fn unbalanced(xreadgroup: bool) -> Error {
+    let text = match (crate::config::level(), xreadgroup) {
+        (Level::V7_0, _) => "Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+        (Level::V7_2 | Level::V7_4, false) => "Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
+        (Level::V7_2 | Level::V7_4, true) => "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.",
+        (_, false) => "Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.",
+        (_, true) => "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.",
+    };
+    Error::Err(text)
 }
 
 /// Entries served to a blocked XREAD when it gave no COUNT (XREAD_BLOCKED_DEFAULT_COUNT).
@@ -39,10 +52,53 @@ pub struct BlockState {
     registration: Option<crate::ffi::blocking::Registration>,
 }
 
-impl BlockState {
-    pub fn registration(&self) -> Option<&crate::ffi::blocking::Registration> {
+impl crate::ffi::blocking::Waiter for BlockState {
+    fn serve(&self, c: &Ctx, ready_key: &[u8]) -> bool {
+        serve_blocked(c, self, ready_key)
+    }
+
+    fn release(&self, c: &Ctx, key_gone: bool) {
+        if !key_gone {
+            // Timeout or CLIENT UNBLOCK: a null reply, as XREAD's.
+            c.reply_null_array();
+        } else if crate::config::level() < Level::V7_2 {
+            c.reply_error("UNBLOCKED the stream key no longer exists");
+        } else {
+            // 7.2 re-executes the command: it now fails on the key that went away.
+            c.reply_error(&reexec_error(c, self).message());
+        }
+    }
+
+    fn registration(&self) -> Option<&crate::ffi::blocking::Registration> {
         self.registration.as_ref()
     }
+}
+
+/// What a blocked XREADGROUP gets when Redis 7.2 re-executes it after its key or
+/// group went away: the first pass's error for the first key that fails (a key
+/// of another type: WRONGTYPE; no stream or no group: NOGROUP).
+fn reexec_error(c: &Ctx, st: &BlockState) -> Error {
+    let g = st.group_arg.map_or(&[][..], |g| c.arg(g));
+    for k in 0..st.from.len() {
+        let key_idx = st.streams_arg + k;
+        let key = c.key(key_idx, false);
+        if key.kind() == KeyKind::Other {
+            return key.wrong_type();
+        }
+        if key.stream().and_then(|s| s.group(g)).is_none() {
+            return nogroup_read(c.arg(key_idx), g);
+        }
+    }
+    nogroup_read(c.arg(st.streams_arg), g)
+}
+
+/// XREADGROUP's error for a key without the group.
+fn nogroup_read(key: &[u8], group: &[u8]) -> Error {
+    Error::Full(format!(
+        "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+        String::from_utf8_lossy(cstr(key)),
+        String::from_utf8_lossy(cstr(group))
+    ))
 }
 
 /// How a stream's ID argument was given.
@@ -69,7 +125,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let moreargs = argc - i - 1;
         let o = c.arg(i);
         if is_kw(o, "BLOCK") && moreargs > 0 {
-            if c.in_script() {
+            // 7.4 lets scripts pass BLOCK (answered as a non-blocking read).
+            if c.in_script() && crate::config::level() < Level::V7_4 {
                 return Err(Error::Full(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
                     String::from_utf8_lossy(cstr(c.arg(0)))
@@ -87,9 +144,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             streams_arg = i + 1;
             streams_count = argc - streams_arg;
             if streams_count % 2 != 0 {
-                return Err(Error::Err(
-                    "Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                ));
+                return Err(unbalanced(xreadgroup));
             }
             streams_count /= 2;
             break;
@@ -130,11 +185,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         }
         if let Some(g) = gname {
             if key.stream().and_then(|s| s.group(g)).is_none() {
-                return Err(Error::Full(format!(
-                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                    String::from_utf8_lossy(cstr(c.arg(key_idx))),
-                    String::from_utf8_lossy(cstr(g))
-                )));
+                return Err(nogroup_read(c.arg(key_idx), g));
             }
         }
         let arg = c.arg(id_idx);
@@ -182,6 +233,11 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let key_idx = streams_arg + k;
         let mut key = c.key(key_idx, xreadgroup);
         let Some(s) = key.stream_mut() else { continue };
+        if let (Some(g), Some(ga), true) = (gname, group_arg, crate::config::level() >= Level::V7_2) {
+            // 7.2: the consumer exists (and is seen) on every stream of the call,
+            // served or not.
+            group_consumer(c, s, g, ga, key_idx, noack, false, now)?;
+        }
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
             (Some(g), ReadFrom::New) => {
@@ -255,7 +311,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             registration,
         };
         let keys: Vec<usize> = (streams_arg..streams_arg + streams_count).collect();
-        if !crate::ffi::blocking::block_on_keys(c, &keys, timeout, state) {
+        if !crate::ffi::blocking::block_on_keys(c, &keys, timeout, Box::new(state)) {
             return Err(Error::Err("cannot block the client"));
         }
         return Ok(());
@@ -303,17 +359,7 @@ fn serve_group(
     now: i64,
 ) -> Result<()> {
     let consumer_name = c.arg(group_arg + 1);
-    let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
-    let (slot, created) = super::claim::consumer_slot(c, grp, consumer_name, now, key_idx)?;
-    if created && (!blocked || noack) {
-        c.replicate(
-            c"XS.GROUP",
-            &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
-        );
-    }
-    if let Some(cons) = grp.consumer_mut(slot) {
-        cons.active_time = now;
-    }
+    let slot = group_consumer(c, s, g, group_arg, key_idx, noack, blocked, now)?;
     c.reply_array_postponed();
     if history {
         let n = s.read_group_history(g, slot, start, count, now, |id, e| match e {
@@ -325,25 +371,57 @@ fn serve_group(
             }
         });
         c.set_array_len(n as usize);
-        c.add_dirty(1);
+        // 7.0 counts every stream served; 7.4 only those that propagated something,
+        // which a history read never does.
+        if crate::config::level() < Level::V7_4 {
+            c.add_dirty(1);
+        }
         return Ok(());
     }
     // Bounded by the entries actually delivered.
     let mut delivered: Vec<(StreamId, Nack)> = Vec::new();
-    let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, |e, nack, _| {
+    let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, crate::config::lag_rules(), |e, nack, _| {
         super::range::reply_entry(c, &e);
         if let Some(nk) = nack {
             delivered.push((e.id(), nk));
         }
     });
     c.set_array_len(n as usize);
-    let Some(grp) = s.group(g) else { return Ok(()) };
+    let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
+        // 7.2's active-time: the last time entries went into this consumer's PEL.
+        if let Some(cons) = grp.consumer_mut(slot) {
+            cons.active_time = now;
+        }
         propagate_deliveries(c, key_idx, group_arg, consumer_name, &delivered, grp.last_id, grp.entries_read);
     } else if moved {
         propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
     }
     Ok(())
+}
+
+/// The reading consumer of group `g`, seen now, or created (see [`serve_group`]
+/// for what a creation propagates).
+#[allow(clippy::too_many_arguments)]
+fn group_consumer(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    group_arg: usize,
+    key_idx: usize,
+    noack: bool,
+    blocked: bool,
+    now: i64,
+) -> Result<u32> {
+    let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
+    let (slot, created) = super::claim::consumer_slot(c, grp, c.arg(group_arg + 1), now, key_idx)?;
+    if created && (!blocked || noack) {
+        c.replicate(
+            c"XS.GROUP",
+            &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
+        );
+    }
+    Ok(slot)
 }
 
 /// Propagates the entries a `>` read delivered, with the group's new last ID and
@@ -395,7 +473,7 @@ fn propagate_deliveries(
 
 /// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
 /// Returns false to keep it blocked.
-pub fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
+fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     // The first occurrence of the key wins, as in blockForKeys.
     let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
     let key_idx = st.streams_arg + k;
@@ -405,8 +483,12 @@ pub fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     let gt = match (gname, st.from[k]) {
         (Some(g), _) => match s.group(g) {
             Some(grp) => grp.last_id,
-            None => {
+            None if crate::config::level() < Level::V7_2 => {
                 c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
+                return true;
+            }
+            None => {
+                c.reply_error(&reexec_error(c, st).message());
                 return true;
             }
         },

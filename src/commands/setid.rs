@@ -39,6 +39,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
+    // 7.2: the last ID never goes below a deleted entry's ID (7.0 allowed it, and
+    // with it entries out of ID order inside a node).
+    if crate::config::level() >= crate::config::Level::V7_2 && id < s.max_deleted_entry_id {
+        return Err(Error::Err("The ID specified in XSETID is smaller than current max_deleted_entry_id"));
+    }
     if s.length > 0 {
         if id < s.last_valid_id() {
             return Err(Error::Err("The ID specified in XSETID is smaller than the target stream top item"));

@@ -1,8 +1,10 @@
 //! Blocking reads: a small safe layer over RedisModule_BlockClientOnKeys.
 //!
 //! Who waits for what: a client blocked by XS.READ / XS.READGROUP BLOCK waits on
-//! its keys with a [`crate::commands::read::BlockState`] (the IDs it waits after,
-//! COUNT, NOACK) as private data. Every write that can satisfy a waiter calls
+//! its keys with a [`Waiter`] as private data: the command's own description of
+//! what it waits for (src/commands/read.rs: the IDs it waits after, COUNT, NOACK),
+//! which also knows how to serve it and what to answer when it is released. This
+//! layer knows no command. Every write that can satisfy a waiter calls
 //! `SignalKeyAsReady` (XS.ADD; XS.GROUP DESTROY so that waiters learn their group
 //! is gone); Redis also signals a key when it is created. After the command,
 //! Redis calls [`on_ready`] for each client blocked on a signalled key, in the
@@ -26,13 +28,12 @@
 use super::api;
 use super::ctx::{string_bytes, Ctx};
 use super::fence;
-use crate::commands::read::{serve_blocked, BlockState};
 use redis_module::raw;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
 
-/// Blocked XREADGROUP clients, by (db, key): registration id -> (handle, its BlockState).
+/// Blocked group readers, by (db, key): registration id -> (handle, its waiter state).
 type Waiters = HashMap<(i32, Vec<u8>), BTreeMap<u64, (usize, usize)>>;
 
 /// The registry of blocked group readers (main thread only; the mutex is never contended).
@@ -48,7 +49,22 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 /// A context for the checks run from the event loop (created at load).
 static CHECK_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
-/// What the registry knows of a blocked group reader (kept in its BlockState).
+/// What a blocked client waits for, provided by the command that blocks it.
+pub trait Waiter {
+    /// A signalled key is ready: serve the client (reply) and return true, or
+    /// return false to keep it blocked.
+    fn serve(&self, c: &Ctx, ready_key: &[u8]) -> bool;
+    /// The client is released unserved: timeout or CLIENT UNBLOCK (`key_gone`
+    /// false), or one of its keys is no longer a stream of ours (`key_gone`).
+    fn release(&self, c: &Ctx, key_gone: bool);
+    /// Waiters that must learn that their key is gone register it.
+    fn registration(&self) -> Option<&Registration>;
+}
+
+/// The private data of a blocked client: a thin pointer to the waiter.
+type State = Box<dyn Waiter>;
+
+/// What the registry knows of a blocked group reader (kept in its waiter).
 #[derive(Debug, Default)]
 pub struct Registration {
     pub id: u64,
@@ -62,7 +78,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn register(reg: &Registration, bc: *mut raw::RedisModuleBlockedClient, state: *const BlockState) {
+fn register(reg: &Registration, bc: *mut raw::RedisModuleBlockedClient, state: *const State) {
     let mut g = lock(&GROUP_WAITERS);
     let map = g.get_or_insert_with(HashMap::new);
     for k in &reg.keys {
@@ -194,11 +210,11 @@ fn run_checks() {
                 .unwrap_or_default();
             for (h, st) in handles {
                 let bc = h as *mut raw::RedisModuleBlockedClient;
-                // SAFETY: a registered handle and its BlockState are live until free_state
+                // SAFETY: a registered handle and its waiter are live until free_state
                 // unregisters them, which happens after this release (UnblockClient runs
                 // the timeout callback now and frees the private data later).
                 unsafe {
-                    if let Some(r) = (st as *const BlockState).as_ref().and_then(BlockState::registration) {
+                    if let Some(r) = (st as *const State).as_ref().and_then(|w| w.registration()) {
                         if r.key_gone.get() {
                             continue; // already released
                         }
@@ -212,10 +228,10 @@ fn run_checks() {
 }
 
 /// Blocks the client of `c` on the key arguments `key_args` (indexes into argv)
-/// for `timeout_ms` (0 = forever) with `state`.
-pub fn block_on_keys(c: &Ctx, key_args: &[usize], timeout_ms: i64, state: BlockState) -> bool {
+/// for `timeout_ms` (0 = forever), waiting as `waiter` says.
+pub fn block_on_keys(c: &Ctx, key_args: &[usize], timeout_ms: i64, waiter: State) -> bool {
     let mut keys: Vec<*mut raw::RedisModuleString> = key_args.iter().map(|&i| c.arg_string(i)).collect();
-    let data = Box::into_raw(Box::new(state));
+    let data: *mut State = Box::into_raw(Box::new(waiter));
     // SAFETY: the key strings are the command's live arguments (Redis retains what it
     // needs); `data` is owned by Redis from here on and handed back to free_state
     // exactly once, whatever ends the block.
@@ -260,12 +276,12 @@ unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw
     let served = fence::catch(|| {
         // SAFETY: valid callback ctx.
         let key = unsafe { api!(RedisModule_GetBlockedClientReadyKey)(ctx) };
-        // SAFETY: the private data is the Box<BlockState> given to block_on_keys,
-        // alive until free_state runs (after this callback).
-        let state = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<BlockState>().as_ref() };
+        // SAFETY: the private data is the Box<State> given to block_on_keys, alive
+        // until free_state runs (after this callback).
+        let state = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<State>().as_ref() };
         match state {
             // SAFETY: the ready key Redis passes for this callback, alive during it.
-            Some(st) => serve_blocked(&c, st, unsafe { string_bytes(key) }),
+            Some(w) => w.serve(&c, unsafe { string_bytes(key) }),
             None => false,
         }
     });
@@ -284,12 +300,11 @@ unsafe extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut r
     // SAFETY: Redis passes the blocked command's arguments with the callback's ctx.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
     fence::guard("blocked read timeout", (), || {
-        // SAFETY: the private data is the Box<BlockState> (alive until free_state).
-        let st = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<BlockState>().as_ref() };
-        if st.and_then(BlockState::registration).is_some_and(|r| r.key_gone.get()) {
-            c.reply_error("UNBLOCKED the stream key no longer exists");
-        } else {
-            c.reply_null_array();
+        // SAFETY: the private data is the Box<State> (alive until free_state).
+        let st = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<State>().as_ref() };
+        match st {
+            Some(w) => w.release(&c, w.registration().is_some_and(|r| r.key_gone.get())),
+            None => c.reply_null_array(),
         }
     });
     raw::REDISMODULE_OK as c_int
@@ -298,8 +313,8 @@ unsafe extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut r
 unsafe extern "C" fn free_state(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
     fence::guard("blocked read cleanup", (), || {
         if !data.is_null() {
-            // SAFETY: the Box<BlockState> leaked in block_on_keys; Redis calls this once.
-            let st = unsafe { Box::from_raw(data.cast::<BlockState>()) };
+            // SAFETY: the Box<State> leaked in block_on_keys; Redis calls this once.
+            let st = unsafe { Box::from_raw(data.cast::<State>()) };
             if let Some(r) = st.registration() {
                 unregister(r);
             }

@@ -8,11 +8,13 @@
 //! - `register`: command creation, arity and key specs.
 //! - `blocking`: blocked readers (BlockClientOnKeys).
 //! - `takeover`: the command filter serving the standard names.
+//! - `host`: which server the module runs in (for `xstream.compat host`).
 
 pub mod alloc;
 pub mod blocking;
 pub mod ctx;
 pub mod fence;
+pub mod host;
 pub mod register;
 pub mod takeover;
 pub mod types;

@@ -105,8 +105,22 @@ pub struct Stream {
     pub groups: Option<Box<Groups>>,
 }
 
+/// Which release's rules compute lag and entries-read: they changed in Redis 8.0
+/// (REDIS8.md 1.4: #13338, #13473, and the tombstone test of the read counter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LagRules {
+    /// Redis 7.0 to 7.4.
+    #[default]
+    Redis7,
+    /// Redis 8.0: an empty stream has no lag; a group behind the first entry with
+    /// no tombstone ahead lags by the length; a tombstone after an ID makes its
+    /// estimate unknown; the read counter looks for tombstones after the group's
+    /// last ID, not after the entry read.
+    Redis8,
+}
+
 /// The metadata the group read counters are computed from (copied so that the
-/// entries can be read while a group is updated).
+/// entries can be read while a group is updated), with the rules in force.
 #[derive(Clone, Copy, Debug)]
 pub struct Meta {
     pub length: u64,
@@ -114,6 +128,7 @@ pub struct Meta {
     pub first_id: StreamId,
     pub max_deleted_entry_id: StreamId,
     pub entries_added: u64,
+    pub rules: LagRules,
 }
 
 impl Meta {
@@ -122,7 +137,8 @@ impl Meta {
         if self.length == 0 || self.max_deleted_entry_id.is_zero() {
             return false;
         }
-        if self.first_id > self.max_deleted_entry_id {
+        // 7.x: the latest tombstone is before the first entry (8.0 dropped this).
+        if self.rules == LagRules::Redis7 && self.first_id > self.max_deleted_entry_id {
             return false;
         }
         start <= self.max_deleted_entry_id && self.max_deleted_entry_id <= end
@@ -136,6 +152,10 @@ impl Meta {
         }
         if self.length == 0 && id <= self.last_id {
             return self.entries_added as i64;
+        }
+        // 8.0: fragmentation between `id` and the last generated ID.
+        if self.rules == LagRules::Redis8 && !id.is_zero() && id < self.max_deleted_entry_id {
+            return ENTRIES_READ_INVALID;
         }
         if id == self.last_id {
             return self.entries_added as i64;
@@ -157,6 +177,14 @@ impl Meta {
         if self.entries_added == 0 {
             return Some(0);
         }
+        if self.rules == LagRules::Redis8 {
+            if self.length == 0 {
+                return Some(0);
+            }
+            if g.last_id < self.first_id && self.max_deleted_entry_id < self.first_id {
+                return Some(self.length as i64);
+            }
+        }
         if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(g.last_id, StreamId::MAX) {
             return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
@@ -165,6 +193,18 @@ impl Meta {
             Some((self.entries_added as i64).wrapping_sub(read))
         } else {
             None
+        }
+    }
+
+    /// The read counter of a group that is delivered `id` (> its last ID).
+    fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
+        let from = if self.rules == LagRules::Redis8 { g.last_id } else { id };
+        if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(from, StreamId::MAX) {
+            g.entries_read.wrapping_add(1)
+        } else if self.entries_added != 0 {
+            self.estimate_distance(id)
+        } else {
+            g.entries_read
         }
     }
 }
@@ -490,8 +530,9 @@ impl Stream {
         self.edge_id(false, true)
     }
 
-    pub fn meta(&self) -> Meta {
+    pub fn meta(&self, rules: LagRules) -> Meta {
         Meta {
+            rules,
             length: self.length,
             last_id: self.last_id,
             first_id: self.first_id,
@@ -541,20 +582,17 @@ impl Stream {
         count: u64,
         noack: bool,
         now: i64,
+        rules: LagRules,
         mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId),
     ) -> (u64, bool) {
-        let meta = self.meta();
+        let meta = self.meta(rules);
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
         let mut n = 0u64;
         let mut last_changed = false;
         for e in RangeIter::new(&self.rax, start, StreamId::MAX, false, true) {
             let id = e.id();
             if id > g.last_id {
-                if g.entries_read != ENTRIES_READ_INVALID && !meta.range_has_tombstones(id, StreamId::MAX) {
-                    g.entries_read = g.entries_read.wrapping_add(1);
-                } else if meta.entries_added != 0 {
-                    g.entries_read = meta.estimate_distance(id);
-                }
+                g.entries_read = meta.entries_read_after(g, id);
                 g.last_id = id;
                 last_changed = true;
             }
