@@ -10,6 +10,9 @@
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
 #   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
+#   make hosts          builds the host servers of ../shared/hosts into target/hosts (once each)
+#   XSTREAM_HOST=valkey-8.0.1 make test    the suite on one host (built first if needed)
+#   make test-hosts     the full suite on every host, one after the other
 
 SHELL        := /bin/bash
 CARGO        ?= cargo
@@ -28,8 +31,18 @@ FUZZ_TARGET  ?= listpack_validate
 FUZZ_SECONDS ?= 600
 SOAK_RUNS    ?= 10
 SOAK_OPS     ?= 100000
+# Host servers (../shared/hosts): Debian's redis-server 7.0.15 is the default host; XSTREAM_HOST
+# picks another one for the tests, whose own built-in streams are then the reference.
+SHARED_HOSTS ?= $(CURDIR)/../shared/hosts
+HOSTS        ?= redis-7.2.6 redis-7.4.1 redis-8.0-m01 valkey-8.0.1
+HOSTS_DIR    := $(CURDIR)/target/hosts
+XSTREAM_HOST ?=
+ifneq ($(XSTREAM_HOST),)
+HOST_SERVER  := $(HOSTS_DIR)/$(XSTREAM_HOST)/src/redis-server
+export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
+endif
 
-.PHONY: all build deps run test soak fuzz bench bench-quick clean venv
+.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts
 
 all: build
 
@@ -67,7 +80,7 @@ run: deps build
 	exec redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(MODULE) --enable-module-command yes
 
-test: deps build venv
+test: deps build venv host
 	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
 	@status=0; \
 	XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
@@ -75,6 +88,24 @@ test: deps build venv
 	echo "make test: redis-py tests (tests/redis_py.py)"; \
 	XSTREAM_MODULE=$(MODULE) $(VENV)/bin/python -m pytest -p no:cacheprovider tests/redis_py.py || status=1; \
 	exit $$status
+
+# Host servers: each built once (build.sh skips a tree whose stamp matches).
+hosts:
+	@for h in $(HOSTS); do $(SHARED_HOSTS)/build.sh $$h $(HOSTS_DIR) | tail -1 || exit 1; done
+
+# The host XSTREAM_HOST names, if any (nothing to do for the default host).
+host:
+	@if [ -n "$(XSTREAM_HOST)" ]; then \
+		$(SHARED_HOSTS)/build.sh $(XSTREAM_HOST) $(HOSTS_DIR) | tail -1 || exit 1; \
+		echo "make test: host $(XSTREAM_HOST): $(HOST_SERVER)"; \
+	fi
+
+# The whole suite on the default host, then on every host of the matrix.
+test-hosts: test
+	@for h in $(HOSTS); do \
+		echo "== make test-hosts: $$h"; \
+		$(MAKE) --no-print-directory test XSTREAM_HOST=$$h || exit 1; \
+	done
 
 # The virtualenv: python3-venv is installed with apt if this python cannot create one (a fresh
 # Debian 12 lacks it); pip installs tests/requirements.txt from PyPI. The stamp file makes the

@@ -327,7 +327,7 @@ fn boot(dir: &Path, extra: &[&str]) -> Boot {
         "yes".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut child = Command::new("redis-server")
+    let mut child = Command::new(redis_server_bin())
         .args(&args)
         .current_dir(dir)
         .stdin(Stdio::null())

@@ -60,7 +60,7 @@ class Server:
         for _ in range(5):
             self.port = free_port()
             cmd = [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                os.environ.get("XSTREAM_REDIS_SERVER") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log"),
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 *args,

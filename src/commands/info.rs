@@ -20,7 +20,8 @@ pub fn reply_help(c: &Ctx, lines: &[&str]) {
         c.reply_simple(line);
     }
     c.reply_simple("HELP");
-    c.reply_simple("    Prints this help.");
+    // Redis's common footer (addReplyHelp) lost its `s` in 7.2.
+    c.reply_simple(if crate::config::level() >= Level::V7_2 { "    Print this help." } else { "    Prints this help." });
 }
 
 pub fn run_help(c: &Ctx) -> Result<()> {

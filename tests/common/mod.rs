@@ -100,6 +100,22 @@ const SIGTERM: i32 = 15;
 
 static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The redis-server to run: `XSTREAM_REDIS_SERVER` (a host of the matrix, set by
+/// `XSTREAM_HOST=name make test`, or a wrapper such as valgrind), else `redis-server` on PATH.
+pub fn redis_server_bin() -> String {
+    std::env::var("XSTREAM_REDIS_SERVER").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "redis-server".into())
+}
+
+/// A tool beside the server binary (`redis-cli`, `redis-benchmark`), else the one on PATH.
+pub fn redis_tool_bin(tool: &str) -> String {
+    let server = redis_server_bin();
+    let p = std::path::Path::new(&server);
+    match p.parent().map(|d| d.join(tool)) {
+        Some(t) if p.is_absolute() && t.exists() => t.to_string_lossy().into_owned(),
+        _ => tool.to_string(),
+    }
+}
+
 fn free_port() -> u16 {
     // Bind port 0 to let the kernel pick a free port. Never 6379 (a developer's server may run there).
     loop {
@@ -299,9 +315,7 @@ impl Server {
         for attempt in 0..6 {
             self.port = port;
             let log_len_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-            // XSTREAM_REDIS_SERVER runs another binary or a wrapper (e.g. under valgrind).
-            let bin = std::env::var("XSTREAM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-            let child = Command::new(bin)
+            let child = Command::new(redis_server_bin())
                 .args(self.command_line())
                 .current_dir(&self.dir)
                 .stdin(Stdio::null())
