@@ -34,6 +34,8 @@ pub const RDB_TYPE_STREAM_LISTPACKS_2: u8 = 19;
 pub const RDB_TYPE_STREAM_LISTPACKS_3: u8 = 21;
 /// The RDB version written in exported payloads (Redis 7.0's; newer servers accept it).
 pub const RDB_VERSION_EXPORT: u16 = 10;
+/// The RDB version of a type-21 payload (Redis 7.2).
+pub const RDB_VERSION_EXPORT_3: u16 = 11;
 /// Largest string a payload may declare (a listpack cannot exceed 4 GB).
 const STRING_LEN_MAX: u64 = u32::MAX as u64;
 
@@ -306,10 +308,12 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// Encodes our stream as a DUMP payload of a built-in stream (type 19), for
-/// RESTORE. Consumers' active-times (7.2) have no place in type 19 and are dropped.
-pub fn encode_dump(s: &Stream) -> Vec<u8> {
-    let mut out = vec![RDB_TYPE_STREAM_LISTPACKS_2];
+/// Encodes our stream as a DUMP payload of a built-in stream, for RESTORE: type
+/// 19 (RDB 10, Redis 7.0) or, with `active_times` (a 7.2+ server), type 21 (RDB
+/// 11) which also carries the consumers' active-times. A 7.0 server cannot read
+/// type 21; a 7.2 server reading type 19 takes active-time = seen-time.
+pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
+    let mut out = vec![if active_times { RDB_TYPE_STREAM_LISTPACKS_3 } else { RDB_TYPE_STREAM_LISTPACKS_2 }];
     put_len(&mut out, s.rax_keys() as u64);
     for (master, lp) in s.nodes() {
         put_string(&mut out, &master.to_be_bytes());
@@ -346,6 +350,9 @@ pub fn encode_dump(s: &Stream) -> Vec<u8> {
             while let Some((_, c)) = ci.next_consumer() {
                 put_string(&mut out, &c.name);
                 out.extend_from_slice(&c.seen_time.to_le_bytes());
+                if active_times {
+                    out.extend_from_slice(&c.active_time.to_le_bytes());
+                }
                 put_len(&mut out, c.pel.len() as u64);
                 let mut p = c.pel.iter();
                 while let Some((k, _)) = p.next() {
@@ -354,7 +361,7 @@ pub fn encode_dump(s: &Stream) -> Vec<u8> {
             }
         }
     }
-    out.extend_from_slice(&RDB_VERSION_EXPORT.to_le_bytes());
+    out.extend_from_slice(&(if active_times { RDB_VERSION_EXPORT_3 } else { RDB_VERSION_EXPORT }).to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -393,7 +400,15 @@ mod tests {
         let g = s.group_mut(b"g").unwrap();
         let a = g.create_consumer(b"a", 77).unwrap();
         g.deliver_new(StreamId::new(5, 1), a, 1234);
-        let payload = encode_dump(&s);
+        g.consumer_mut(a).unwrap().active_time = 4321;
+        // Type 21 (7.2) keeps active-times; type 19 (7.0) has none (-1 when read back).
+        for (active_times, expect) in [(true, 4321), (false, -1)] {
+            let t = decode_dump(&encode_dump(&s, active_times)).unwrap();
+            let g = t.group(b"g").unwrap();
+            let slot = g.find_consumer(b"a").unwrap();
+            assert_eq!(g.consumer(slot).unwrap().active_time, expect);
+        }
+        let payload = encode_dump(&s, false);
         let t = decode_dump(&payload).unwrap();
         assert_eq!(t.length, s.length);
         assert_eq!(t.rax_nodes(), s.rax_nodes());

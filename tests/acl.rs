@@ -198,7 +198,13 @@ fn acl_matches_builtin() {
                     d.extend(a.iter().cloned());
                     match normalize(admin.cmd(&d)) {
                         // DRYRUN names the user and the command.
-                        Reply::Bulk(b) => Reply::Bulk(String::from_utf8_lossy(&b).replace(&format!("'{user}'"), "'<user>'").replace("'xs.", "'x").into_bytes()),
+                        Reply::Bulk(b) => Reply::Bulk(
+                            String::from_utf8_lossy(&b)
+                                .replace(&format!("'{user}'"), "'<user>'")
+                                .replace(&format!("User {user} "), "User <user> ")
+                                .replace("'xs.", "'x")
+                                .into_bytes(),
+                        ),
                         other => other,
                     }
                 };
@@ -210,11 +216,11 @@ fn acl_matches_builtin() {
                 }
                 reset(&mut admin_b, false);
                 reset(&mut admin_m, true);
-                let rb = cb.cmd(&args);
-                let rm = normalize(cm.cmd(&margs));
+                let rb = anon(cb.cmd(&args), &ub);
+                let rm = anon(normalize(cm.cmd(&margs)), &um);
                 let want = if cat {
                     reset(&mut admin_m, true);
-                    normalize(cr.cmd(&margs))
+                    anon(normalize(cr.cmd(&margs)), &ur)
                 } else {
                     rb.clone()
                 };
@@ -278,6 +284,15 @@ fn acl_matches_builtin() {
         if module_categories { "" } else { " (category rules compared with the same user without them: 7.0 limitation)" }
     ));
     assert!(diffs.is_empty(), "{} ACL difference(s); first:\n  {}", diffs.len(), diffs[..diffs.len().min(10)].join("\n  "));
+}
+
+/// Since 7.2 NOPERM texts name the user (`User b1 has no permissions ...`); the sides use
+/// different users.
+fn anon(r: Reply, user: &str) -> Reply {
+    match r {
+        Reply::Error(e) => Reply::Error(e.replace(&format!("User {user} "), "User <user> ")),
+        other => other,
+    }
 }
 
 /// `COMMAND GETKEYSANDFLAGS` and `COMMAND INFO` of every XS.* command against its twin.
@@ -400,17 +415,28 @@ fn acl_twin_applies_category_denials() {
     assert_eq!(r, Reply::Simple("OK".into()));
     let mut ro = s.conn();
     assert_eq!(ro.cmd(&["AUTH", "ro", "pw"]), Reply::Simple("OK".into()));
-    // Off (the default): categories do not reach module commands on 7.0.
-    assert_eq!(ro.cmd(&["XS.ADD", "k", "2-1", "f", "v"]), Reply::Bulk(b"2-1".to_vec()));
+    // Redis 7.2+ puts XS.* into their twins' categories (SetCommandACLCategories): Redis itself
+    // refuses, naming the XS.* command. On 7.0 categories do not reach module commands unless
+    // acl-twin is on.
+    let info = admin.cmd(&["COMMAND", "INFO", "xs.add"]);
+    let native = info.as_array()[0].as_array().get(6).map(|c| !c.as_array().is_empty()).unwrap_or(false);
+    let denied = |cmd: &str| {
+        Reply::Error(if native {
+            format!("NOPERM User ro has no permissions to run the '{cmd}' command")
+        } else {
+            format!("NOPERM this user has no permissions to run the '{}' command", cmd.replace("xs.", "x"))
+        })
+    };
+    let r = ro.cmd(&["XS.ADD", "k", "2-1", "f", "v"]);
+    if native {
+        assert_eq!(r, denied("xs.add"));
+        assert_eq!(admin.cmd(&["XS.ADD", "k", "2-1", "f", "v"]), Reply::Bulk(b"2-1".to_vec()));
+    } else {
+        assert_eq!(r, Reply::Bulk(b"2-1".to_vec()));
+    }
     assert_eq!(admin.cmd(&["CONFIG", "SET", "xstream.acl-twin", "yes"]), Reply::Simple("OK".into()));
-    assert_eq!(
-        ro.cmd(&["XS.ADD", "k", "3-1", "f", "v"]),
-        Reply::Error("NOPERM this user has no permissions to run the 'xadd' command".into())
-    );
-    assert_eq!(
-        ro.cmd(&["XS.GROUP", "CREATE", "k", "g", "0"]),
-        Reply::Error("NOPERM this user has no permissions to run the 'xgroup|create' command".into())
-    );
+    assert_eq!(ro.cmd(&["XS.ADD", "k", "3-1", "f", "v"]), denied("xs.add"));
+    assert_eq!(ro.cmd(&["XS.GROUP", "CREATE", "k", "g", "0"]), denied("xs.group|create"));
     assert_eq!(ro.cmd(&["XS.LEN", "k"]), Reply::Int(2));
     assert_eq!(admin.cmd(&["XS.LEN", "k"]), Reply::Int(2));
 }

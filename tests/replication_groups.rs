@@ -621,12 +621,18 @@ fn run(strict: bool, noack_only: bool) {
     let mut wn = Work::new(seed ^ 0x5eed, false, &["n0", "n1"]);
     wm.noack_only = noack_only;
     wn.noack_only = noack_only;
-    let keys: Vec<(bool, String)> = vec![
+    let mut keys: Vec<(bool, String)> = vec![
         (true, "m0".into()),
         (true, "m1".into()),
         (false, "n0".into()),
         (false, "n1".into()),
     ];
+    // The built-in control keys are compared on 7.0 only: since 7.2 a read or claim that
+    // delivers nothing creates its consumer on the primary and propagates nothing, so the
+    // built-in's replica lacks it (ours propagates XS.GROUP CREATECONSUMER).
+    if redis_version(&mut p) >= (7, 2) {
+        keys.retain(|(module, _)| *module);
+    }
     let mut checks = 0;
     let mut diff: Option<(usize, String, Vec<u8>, Vec<u8>)> = None;
     for i in 0..ops {

@@ -1119,8 +1119,9 @@ fn content(c: &mut Conn, keys: &[&str]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// XINFO STREAM FULL with the consumers' `seen-time` removed: a replica sets it from its own
-/// clock when it replays XCLAIM / XGROUP commands (the built-in does the same).
+/// XINFO STREAM FULL with the consumers' `seen-time` and `active-time` (7.2) removed: a replica
+/// sets them from its own clock when it replays XCLAIM / XGROUP commands (the built-in does the
+/// same).
 fn without_seen_time(raw: &[u8]) -> Vec<u8> {
     if raw.first() != Some(&b'*') && raw.first() != Some(&b'%') {
         return raw.to_vec();
@@ -1130,8 +1131,10 @@ fn without_seen_time(raw: &[u8]) -> Vec<u8> {
         for g in groups.kids.iter_mut() {
             if let Some(cs) = g.field_mut("consumers") {
                 for c in cs.kids.iter_mut() {
-                    if let Some(v) = c.field_mut("seen-time") {
-                        v.mark("SEEN".into());
+                    for f in ["seen-time", "active-time"] {
+                        if let Some(v) = c.field_mut(f) {
+                            v.mark("SEEN".into());
+                        }
                     }
                 }
             }

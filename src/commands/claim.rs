@@ -32,16 +32,18 @@ pub fn consumer_slot(c: &Ctx, g: &mut crate::stream::Group, name: &[u8], now: i6
     Ok((sl, true))
 }
 
-/// The consumer for a claim (XS.CLAIM / XS.AUTOCLAIM), created on first use; a
-/// creation is counted as a change but not propagated (the XS.CLAIM forms that
-/// follow create it on replicas).
+/// The consumer for a claim (XS.CLAIM / XS.AUTOCLAIM), created on first use (7.0)
+/// or up front (7.2). A creation goes out as `XS.GROUP CREATECONSUMER` (one
+/// change, as the built-in counts it): a 7.2 claim that claims nothing propagates
+/// nothing else, and the built-in then loses the consumer on replicas and in the
+/// AOF; ours keep it.
 fn claim_slot(c: &Ctx, slot: &mut Option<u32>, g: &mut crate::stream::Group, name: &[u8], now: i64) -> Result<u32> {
     if let Some(sl) = *slot {
         return Ok(sl);
     }
     let (sl, created) = consumer_slot(c, g, name, now, 1)?;
     if created {
-        c.add_dirty(1);
+        c.replicate(c"XS.GROUP", &[Arg::Word(Word::CreateConsumer), Arg::Orig(1), Arg::Orig(2), Arg::Orig(3)]);
     }
     Ok(*slot.insert(sl))
 }

@@ -46,7 +46,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
         KeyKind::Other => return Err(Error::WrongType),
         KeyKind::Stream => {
             let s = key.stream().ok_or(Error::WrongType)?;
-            (crate::native::encode_dump(s), key.expire_at_ms(), s.length)
+            (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }
     };
     drop(key);

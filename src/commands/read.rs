@@ -74,22 +74,98 @@ impl crate::ffi::blocking::Waiter for BlockState {
     }
 }
 
-/// What a blocked XREADGROUP gets when Redis 7.2 re-executes it after its key or
-/// group went away: the first pass's error for the first key that fails (a key
-/// of another type: WRONGTYPE; no stream or no group: NOGROUP).
-fn reexec_error(c: &Ctx, st: &BlockState) -> Error {
-    let g = st.group_arg.map_or(&[][..], |g| c.arg(g));
+/// The first pass of a command Redis 7.2 re-executes for a blocked reader: the
+/// error for the first key that fails (another type: WRONGTYPE; for XREADGROUP,
+/// no stream or no group: NOGROUP), if any.
+fn reexec_check(c: &Ctx, st: &BlockState) -> Option<Error> {
+    let g = st.group_arg.map(|g| c.arg(g));
     for k in 0..st.from.len() {
         let key_idx = st.streams_arg + k;
         let key = c.key(key_idx, false);
         if key.kind() == KeyKind::Other {
-            return key.wrong_type();
+            return Some(key.wrong_type());
         }
-        if key.stream().and_then(|s| s.group(g)).is_none() {
-            return nogroup_read(c.arg(key_idx), g);
+        if let Some(g) = g {
+            if key.stream().and_then(|s| s.group(g)).is_none() {
+                return Some(nogroup_read(c.arg(key_idx), g));
+            }
         }
     }
-    nogroup_read(c.arg(st.streams_arg), g)
+    None
+}
+
+/// The error a blocked group reader gets when its key goes away (7.2+).
+fn reexec_error(c: &Ctx, st: &BlockState) -> Error {
+    reexec_check(c, st).unwrap_or_else(|| nogroup_read(c.arg(st.streams_arg), st.group_arg.map_or(&[][..], |g| c.arg(g))))
+}
+
+/// Redis 7.2 serves a blocked reader by running its command again (with `$`
+/// resolved when it blocked): the keys are checked, every stream with something
+/// new is served in argument order, and a reader with nothing to read stays
+/// blocked. Returns false to keep it blocked.
+fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
+    if let Some(e) = reexec_check(c, st) {
+        c.reply_error(&e.message());
+        return true;
+    }
+    let gname = st.group_arg.map(|g| (c.arg(g), g));
+    let resp3 = c.is_resp3();
+    let now = c.now_ms() as i64;
+    let mut served = 0usize;
+    for (k, rf) in st.from.iter().enumerate() {
+        let key_idx = st.streams_arg + k;
+        let mut key = c.key(key_idx, gname.is_some());
+        let Some(s) = key.stream_mut() else { continue };
+        let gt = match (gname, *rf) {
+            (Some((g, ga)), _) => {
+                if group_consumer(c, s, g, ga, key_idx, st.noack, false, now).is_err() {
+                    continue;
+                }
+                match s.group(g) {
+                    Some(grp) => grp.last_id,
+                    None => continue,
+                }
+            }
+            (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
+            (None, ReadFrom::New) => continue,
+        };
+        if s.length == 0 || s.last_valid_id() <= gt {
+            continue;
+        }
+        served += 1;
+        if served == 1 {
+            if resp3 {
+                c.reply_map_postponed();
+            } else {
+                c.reply_array_postponed();
+            }
+        }
+        if !resp3 {
+            c.reply_array(2);
+        }
+        c.reply_bulk(c.arg(key_idx));
+        let start = gt.next().unwrap_or(StreamId::MIN);
+        match gname {
+            Some((g, ga)) => {
+                if let Err(e) = serve_group(c, s, g, ga, key_idx, start, st.count, st.noack, false, false, now) {
+                    // Cannot happen (the group was just found); keep the reply well formed.
+                    c.reply_error(&e.message());
+                }
+            }
+            None => {
+                super::range::reply_range(c, s, start, StreamId::MAX, st.count, false);
+            }
+        }
+    }
+    if served == 0 {
+        return false;
+    }
+    if resp3 {
+        c.set_map_len(served);
+    } else {
+        c.set_array_len(served);
+    }
+    true
 }
 
 /// XREADGROUP's error for a key without the group.
@@ -136,6 +212,10 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             timeout = parse_ll(c.arg(i)).map_err(|_| Error::Err("timeout is not an integer or out of range"))?;
             if timeout < 0 {
                 return Err(Error::Err("timeout is negative"));
+            }
+            // 7.2: a timeout whose deadline would overflow is refused.
+            if timeout > 0 && crate::config::level() >= Level::V7_2 && timeout > i64::MAX - c.now_ms() as i64 {
+                return Err(Error::Err("timeout is out of range"));
             }
         } else if is_kw(o, "COUNT") && moreargs > 0 {
             i += 1;
@@ -305,7 +385,15 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let state = BlockState {
             streams_arg,
             from,
-            count: if count > 0 { count as u64 } else { BLOCKED_COUNT_DEFAULT },
+            // 7.0 caps a blocked read without COUNT; 7.2 re-executes the command
+            // with its own COUNT.
+            count: if count > 0 {
+                count as u64
+            } else if crate::config::level() < Level::V7_2 {
+                BLOCKED_COUNT_DEFAULT
+            } else {
+                0
+            },
             noack,
             group_arg,
             registration,
@@ -474,21 +562,37 @@ fn propagate_deliveries(
 /// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
 /// Returns false to keep it blocked.
 fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
-    // The first occurrence of the key wins, as in blockForKeys.
+    if crate::config::level() >= Level::V7_2 {
+        // Redis serves a module-blocked client whatever the signalled key now holds;
+        // the built-in XREAD ignores a key that is not a stream (its XREADGROUP is
+        // woken, and fails: UNBLOCK_DELETED).
+        if st.group_arg.is_none() {
+            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            if k.is_some_and(|k| c.key(st.streams_arg + k, false).kind() != KeyKind::Stream) {
+                return false;
+            }
+        }
+        return serve_reexecuted(c, st);
+    }
+    // 7.0: only the signalled key is served; its first occurrence wins, as in blockForKeys.
     let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
     let key_idx = st.streams_arg + k;
     let gname = st.group_arg.map(|g| c.arg(g));
     let mut key = c.key(key_idx, gname.is_some());
-    let Some(s) = key.stream_mut() else { return false };
+    let Some(s) = key.stream_mut() else {
+        // A group reader woken because its key went away (7.2 servers with
+        // `compat 7.0`): 7.0's answer.
+        if gname.is_some() {
+            c.reply_error("UNBLOCKED the stream key no longer exists");
+            return true;
+        }
+        return false;
+    };
     let gt = match (gname, st.from[k]) {
         (Some(g), _) => match s.group(g) {
             Some(grp) => grp.last_id,
-            None if crate::config::level() < Level::V7_2 => {
-                c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
-                return true;
-            }
             None => {
-                c.reply_error(&reexec_error(c, st).message());
+                c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
                 return true;
             }
         },

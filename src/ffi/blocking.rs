@@ -13,11 +13,13 @@
 //! [`on_timeout`] replies a null array, as XREAD does. The private data is freed
 //! on every path (served, timeout, disconnect, unblock) by [`free_state`].
 //!
-//! Deleted keys. As in Redis 7.0.15, an XREAD waiter stays blocked when its key
-//! is deleted or replaced by another type, while an XREADGROUP waiter is released
-//! with `-UNBLOCKED the stream key no longer exists` (its group is gone with the
-//! key). Redis only does that for its own stream type, so the module watches its
-//! keys itself: the type's `unlink2` callback (DEL, UNLINK, expiry, eviction,
+//! Deleted keys. An XREAD waiter stays blocked when its key is deleted or
+//! replaced by another type, while an XREADGROUP waiter is released (its group is
+//! gone with the key; what it is told depends on the level: the waiter's
+//! `serve` / `release`). Since 7.2 the module API does it: group readers block
+//! with `REDISMODULE_BLOCK_UNBLOCK_DELETED` and Redis calls [`on_ready`] for the
+//! key that went away. Redis 7.0 does that only for its own stream type, so there
+//! the module watches its keys itself: the type's `unlink2` callback (DEL, UNLINK, expiry, eviction,
 //! RENAME, MOVE, overwrite by SET...) and the FLUSHDB / SWAPDB server events
 //! schedule a check of the group waiters on the affected keys, run before the
 //! event loop sleeps, once the current command (or MULTI) is over, as the
@@ -231,30 +233,51 @@ fn run_checks() {
 /// for `timeout_ms` (0 = forever), waiting as `waiter` says.
 pub fn block_on_keys(c: &Ctx, key_args: &[usize], timeout_ms: i64, waiter: State) -> bool {
     let mut keys: Vec<*mut raw::RedisModuleString> = key_args.iter().map(|&i| c.arg_string(i)).collect();
+    let watch_deletion = waiter.registration().is_some();
+    // SAFETY: the API table is filled by RedisModule_Init and never written again.
+    let with_flags = unsafe { raw::RedisModule_BlockClientOnKeysWithFlags };
     let data: *mut State = Box::into_raw(Box::new(waiter));
     // SAFETY: the key strings are the command's live arguments (Redis retains what it
     // needs); `data` is owned by Redis from here on and handed back to free_state
     // exactly once, whatever ends the block.
     let bc = unsafe {
-        api!(RedisModule_BlockClientOnKeys)(
-            c.raw(),
-            Some(on_ready),
-            Some(on_timeout),
-            Some(free_state),
-            timeout_ms,
-            keys.as_mut_ptr(),
-            keys.len() as c_int,
-            data.cast(),
-        )
+        match (watch_deletion, with_flags) {
+            // 7.2+: Redis itself wakes the waiter (on_ready) when a key is deleted,
+            // replaced, renamed or flushed away, right after the command that did it.
+            (true, Some(f)) => f(
+                c.raw(),
+                Some(on_ready),
+                Some(on_timeout),
+                Some(free_state),
+                timeout_ms,
+                keys.as_mut_ptr(),
+                keys.len() as c_int,
+                data.cast(),
+                raw::REDISMODULE_BLOCK_UNBLOCK_DELETED as c_int,
+            ),
+            _ => api!(RedisModule_BlockClientOnKeys)(
+                c.raw(),
+                Some(on_ready),
+                Some(on_timeout),
+                Some(free_state),
+                timeout_ms,
+                keys.as_mut_ptr(),
+                keys.len() as c_int,
+                data.cast(),
+            ),
+        }
     };
     if bc.is_null() {
         // SAFETY: Redis did not take the private data.
         drop(unsafe { Box::from_raw(data) });
         return false;
     }
-    // SAFETY: data is alive (owned by Redis until free_state); we only read it.
-    if let Some(r) = unsafe { (*data).registration() } {
-        register(r, bc, data);
+    // 7.0 (no UNBLOCK_DELETED): our own watch of deletions (see the module docs).
+    if with_flags.is_none() {
+        // SAFETY: data is alive (owned by Redis until free_state); we only read it.
+        if let Some(r) = unsafe { (*data).registration() } {
+            register(r, bc, data);
+        }
     }
     true
 }

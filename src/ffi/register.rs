@@ -137,6 +137,7 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
     if c.func.is_some() {
         set_info(cmd, c)?;
     }
+    set_acl_categories(cmd, c);
     for sub in c.subcommands {
         let sname = cstring(sub.name);
         let sflags = cstring(sub.flags);
@@ -155,8 +156,47 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
             return Err(format!("cannot look up subcommand {}|{}", c.name, sub.name));
         }
         set_info(scmd, sub)?;
+        set_acl_categories(scmd, sub);
     }
     Ok(())
+}
+
+/// The built-in twin's ACL categories, from the command's flags as Redis derives
+/// them (setImplicitACLCategories) plus `@stream`.
+fn acl_categories(c: &Command) -> String {
+    let flags: Vec<&str> = c.flags.split_whitespace().collect();
+    let mut cats = vec!["stream"];
+    if flags.contains(&"write") {
+        cats.push("write");
+    }
+    if flags.contains(&"readonly") {
+        cats.push("read");
+    }
+    if flags.contains(&"blocking") {
+        cats.push("blocking");
+    }
+    cats.push(if flags.contains(&"fast") { "fast" } else { "slow" });
+    cats.join(" ")
+}
+
+/// Redis 7.2+ (RedisModule_SetCommandACLCategories): XS.* commands join their
+/// twin's categories, so `+@stream`, `-@write` and the like cover them without
+/// `xstream.acl-twin`. Not in takeover mode: there a denial must name the
+/// standard command (`'xadd'`), which the twin check does, while Redis's own
+/// check would name `'xs.add'` first. On 7.0 the function is absent.
+fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, c: &Command) {
+    if crate::config::TAKEOVER.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: the API table is filled once by RedisModule_Init, before OnLoad runs
+    // this, and never written again.
+    let Some(f) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else { return };
+    let cats = cstring(&acl_categories(c));
+    // SAFETY: cmd is a command of this module, created during OnLoad; the string is
+    // parsed during the call.
+    if unsafe { f(cmd, cats.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+        log_warning(&format!("xstream: cannot set the ACL categories of {}", c.name));
+    }
 }
 
 /// Defines `unsafe extern "C" fn $name` that runs `$handler` through [`run`].

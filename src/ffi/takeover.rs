@@ -137,11 +137,13 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
     let std = std.to_bytes();
     // SAFETY: a command context of a client with a user (the caller excludes the
     // primary and AOF clients, whose user is NULL); every string created here is freed.
+    let user_name: String;
     unsafe {
         let name = api!(RedisModule_GetCurrentUserName)(ctx);
         if name.is_null() {
             return Ok(());
         }
+        user_name = String::from_utf8_lossy(super::ctx::string_bytes(name)).into_owned();
         let user = api!(RedisModule_GetModuleUserFromUserName)(name);
         api!(RedisModule_FreeString)(ctx, name);
         if user.is_null() {
@@ -166,7 +168,12 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
         full.push('|');
         full.push_str(&String::from_utf8_lossy(sub).to_lowercase());
     }
-    Err(format!("NOPERM this user has no permissions to run the '{full}' command"))
+    // The server's own text: 7.2 names the user (getAclErrorMessage).
+    if crate::config::host_level() >= crate::config::Level::V7_2 {
+        Err(format!("NOPERM User {user_name} has no permissions to run the '{full}' command"))
+    } else {
+        Err(format!("NOPERM this user has no permissions to run the '{full}' command"))
+    }
 }
 
 // ---- the server's node limits ----------------------------------------------------

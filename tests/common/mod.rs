@@ -1427,3 +1427,12 @@ pub fn edge_id(rng: &mut Rng, ids: &[(u64, u64)]) -> (u64, u64) {
         _ => (ms, seq),
     }
 }
+
+/// The server's `redis_version` as (major, minor) (Valkey reports the Redis release it is
+/// compatible with, 7.2).
+pub fn redis_version(c: &mut Conn) -> (u32, u32) {
+    let text = c.cmd(&["INFO", "server"]).text();
+    let v = text.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("0.0").trim().to_string();
+    let mut it = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
