@@ -83,7 +83,9 @@ pub struct Key<'c> {
 impl Ctx {
     /// # Safety
     /// `ctx`, `argv` and `argc` must be the arguments Redis passed to a command
-    /// callback, valid for the duration of the call.
+    /// callback, valid for the duration of the call; or a context Redis passed to
+    /// a callback and `argc` strings of the caller's that outlive the `Ctx`
+    /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
         Ctx { ctx, argv, argc: argc.max(0) as usize }
     }
@@ -158,8 +160,23 @@ impl Ctx {
         ms.max(0) as u64
     }
 
-    /// Opens key argument `i`.
+    /// Opens key argument `i`: every command opens its keys here. In takeover
+    /// mode with `adopt yes`, a built-in stream found there is converted into ours
+    /// first (and `XS.IMPORT key` propagated ahead of the command's own
+    /// propagation: src/ffi/adopt.rs), so the command finds one of our streams.
+    /// The conversion opens the key for writing on its own, whatever `write` is.
     pub fn key(&self, i: usize, write: bool) -> Key<'_> {
+        let key = self.open_key(i, write);
+        if super::adopt::active() && key.is_native_stream() {
+            drop(key);
+            super::adopt::adopt_key(self, i);
+            return self.open_key(i, write);
+        }
+        key
+    }
+
+    /// Opens key argument `i` as it is, without adoption (XS.IMPORT, XS.EXPORT).
+    pub fn open_key(&self, i: usize, write: bool) -> Key<'_> {
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {
