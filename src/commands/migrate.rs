@@ -36,9 +36,11 @@ pub fn import_in_place(c: &Ctx, i: usize) -> Result<u64> {
         KeyKind::Other => {}
     }
     let expire_at = key.expire_at_ms();
-    let payload = c.call_dump(i).map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?.ok_or(Error::NoSuchKey)?;
-    let s = crate::native::decode_dump(&payload).map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
-    drop(payload);
+    let s = c
+        .call_dump(i, crate::native::decode_dump)
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?
+        .ok_or(Error::NoSuchKey)?
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
     let n = s.length;
     if !key.replace_with_stream(s) {
         return Err(Error::Err("XS.IMPORT: cannot store the stream"));

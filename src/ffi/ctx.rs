@@ -368,11 +368,13 @@ impl Ctx {
         };
     }
 
-    /// `DUMP key` (key argument `i`) through RM_Call: the payload, or None when
-    /// the key does not exist. Not propagated.
-    pub fn call_dump(&self, i: usize) -> Result<Option<Vec<u8>>, String> {
-        // SAFETY: "s" takes one RedisModuleString (a live argument); the reply is
-        // read and freed before returning.
+    /// `DUMP key` (key argument `i`) through RM_Call, handing the payload to `f`
+    /// in place (no copy: a stream's payload is as large as the stream): `f`'s
+    /// result, or None when the key does not exist. Not propagated.
+    pub fn call_dump<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, String> {
+        // SAFETY: "s" takes one RedisModuleString (a live argument). The reply is
+        // freed before returning; the slice given to `f` points into it and does
+        // not outlive the call of `f` (a panic in `f` leaks the reply, nothing worse).
         unsafe {
             let r = api!(RedisModule_Call)(self.ctx, c"DUMP".as_ptr(), c"s".as_ptr(), self.arg_string(i));
             if r.is_null() {
@@ -382,7 +384,8 @@ impl Ctx {
             let out = if t == raw::REDISMODULE_REPLY_STRING {
                 let mut len = 0usize;
                 let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
-                Ok(Some(if p.is_null() { Vec::new() } else { std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec() }))
+                let payload: &[u8] = if p.is_null() { &[] } else { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+                Ok(Some(f(payload)))
             } else if t == raw::REDISMODULE_REPLY_NULL {
                 Ok(None)
             } else {
