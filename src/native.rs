@@ -412,6 +412,18 @@ mod tests {
     }
 
     #[test]
+    fn lzf_overlapping_back_references() {
+        // "ab", then 8 bytes from 2 back (a run of period 2), then 5 bytes from 1 back
+        // (period 1), then 3 bytes from 10 back (no overlap).
+        let input = [0x01, b'a', b'b', 0xC0, 0x01, 0x60, 0x00, 0x20, 0x09];
+        let want = b"ababababab" .iter().chain(b"bbbbb").chain(b"bab").copied().collect::<Vec<u8>>();
+        assert_eq!(lzf_decompress(&input, want.len()), Ok(want.clone()));
+        assert!(lzf_decompress(&input, want.len() - 1).is_err());
+        // A back reference before the start.
+        assert!(lzf_decompress(&[0x00, b'a', 0x20, 0x05], 4).is_err());
+    }
+
+    #[test]
     fn crc64_sliced_equals_bytewise() {
         let bytewise = |d: &[u8]| d.iter().fold(0u64, |crc, &b| CRC64_TABLES[0][((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8));
         let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();

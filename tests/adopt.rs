@@ -776,7 +776,7 @@ fn measure_adoption_1m() {
     report(&format!("built {n} entries in {:?}; RDB {size} bytes", t0.elapsed()));
     let mut a = Server::start_plain();
     let mut b = takeover().start();
-    for _ in 0..runs {
+    for run in 0..runs {
         for s in [&mut a, &mut b] {
             std::fs::copy(plain.dir().join("dump.rdb"), s.dir().join("dump.rdb")).unwrap();
             s.restart();
@@ -784,6 +784,13 @@ fn measure_adoption_1m() {
         let (la, lb, adopt) = (loaded_seconds(&a), loaded_seconds(&b), adoption_ms(&b));
         let (ca, cb) = (cpu_ms(&a), cpu_ms(&b));
         assert_eq!(b.conn().cmd(&["OBJECT", "ENCODING", "big"]).text(), "raw");
+        if run == 0 {
+            // The adopted stream is the same stream.
+            for cmd in [args("XRANGE big - +"), args("XINFO STREAM big FULL COUNT 10"), args("XPENDING big g")] {
+                let (x, y) = (a.conn().raw(&cmd), b.conn().raw(&cmd));
+                assert!(x == y, "{} differs ({} and {} bytes)", fmt_cmd(&cmd), x.len(), y.len());
+            }
+        }
         report(&format!(
             "wall (log): plain load {la:.3} s; takeover load {lb:.3} s of which adoption {adopt} ms | \
              CPU of the process since start (load included): plain {ca} ms, takeover {cb} ms"

@@ -466,8 +466,9 @@ impl Key<'_> {
     }
 
     /// The error for a key of another type: WRONGTYPE, or in takeover mode for a
-    /// built-in stream, an error pointing at XS.IMPORT (never silent WRONGTYPE:
-    /// the user's data is there, in the other format).
+    /// built-in stream (left as it is: `adopt no`, or its conversion failed, see
+    /// src/ffi/adopt.rs), an error pointing at XS.IMPORT (never silent WRONGTYPE:
+    /// the user's data is there, in the other format; XS.IMPORT tells what is wrong).
     pub fn wrong_type(&self) -> crate::error::Error {
         if super::takeover::active() && !self.key.is_null() {
             // SAFETY: key is an open key.
