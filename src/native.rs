@@ -424,6 +424,26 @@ mod tests {
     }
 
     #[test]
+    fn lzf_garbage_never_panics() {
+        // xorshift: random inputs and declared lengths; every outcome is Ok or Err.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let n = (next() % 40) as usize;
+            let input: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+            let out_len = (next() % 300) as usize;
+            if let Ok(out) = lzf_decompress(&input, out_len) {
+                assert_eq!(out.len(), out_len);
+            }
+        }
+    }
+
+    #[test]
     fn crc64_sliced_equals_bytewise() {
         let bytewise = |d: &[u8]| d.iter().fold(0u64, |crc, &b| CRC64_TABLES[0][((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8));
         let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
