@@ -14,7 +14,8 @@
 //! - `restore_stock_payload`: RESTORE of a plain server's DUMP into a takeover server (with a
 //!   takeover replica attached): the next command, read-only or not, adopts it; the key then
 //!   answers like the plain server's; the primary propagated `XS.IMPORT` before the command, so
-//!   the replica holds the same module stream (XINFO FULL, digest, PEXPIRETIME).
+//!   the replica holds the same module stream (XINFO FULL, digest, PEXPIRETIME). A WATCH on a
+//!   key adopted by another client's read stays valid (the content did not change).
 //! - `replica_of_plain_primary`: a takeover replica of a plain primary (disk and diskless swapdb
 //!   load) adopts every stream after the full sync; later XADD / XREADGROUP / XACK / XCLAIM /
 //!   XDEL on the primary reach the adopted keys; XINFO STREAM FULL equal but for seen-time.
@@ -423,6 +424,15 @@ fn restore_stock_payload() {
     let r = c.cmd(&["EVAL", "return redis.call('XINFO', 'STREAM', KEYS[1], 'FULL')", "1", "script"]);
     assert!(!r.is_error(), "{r}");
     assert_eq!(encoding(&mut c, "script"), "raw");
+    // The conversion does not change the content: a WATCH on the key stays valid.
+    restore(&mut c, "watched", &payloads[0].1, None);
+    let mut other = t.conn();
+    ok(&mut other, "WATCH watched");
+    assert_eq!(c.cmd(&["XLEN", "watched"]), Reply::Int(11));
+    assert_eq!(encoding(&mut c, "watched"), "raw");
+    ok(&mut other, "MULTI");
+    other.cmd(&["XLEN", "watched"]);
+    assert_eq!(other.cmd(&["EXEC"]), Reply::Array(vec![Reply::Int(11)]));
     // Same state as the plain server after the same commands.
     assert_eq!(full(&mut c, "w"), full(&mut p, "w"));
     assert_ne!(full(&mut c, "w"), want_w);
