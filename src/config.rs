@@ -1,5 +1,6 @@
-//! Module configuration: `xstream.node-max-entries` and `xstream.node-max-bytes`
-//! (CONFIG GET/SET, or `loadmodule ... node-max-entries 100` arguments).
+//! Module configuration: `xstream.node-max-entries`, `xstream.node-max-bytes`,
+//! `takeover`, `acl-twin`, `adopt` (CONFIG GET/SET, or `loadmodule ... node-max-entries 100`
+//! arguments).
 //!
 //! They play the role of the server's `stream-node-max-entries` and
 //! `stream-node-max-bytes` for our streams, with the same defaults and the same
@@ -28,6 +29,13 @@ pub static TAKEOVER: AtomicBool = AtomicBool::new(false);
 /// naming XS.* commands work as written); always on in takeover mode, where
 /// clients send the standard names and ACL rules name them.
 pub static ACL_TWIN: AtomicBool = AtomicBool::new(false);
+
+/// `adopt yes` (the default): in takeover mode, built-in streams become ours
+/// (src/ffi/adopt.rs): every one found at the end of loading (RDB, AOF, full sync),
+/// and one met later by a stream command (RESTORE, MIGRATE) before that command runs.
+/// With `adopt no` such a key answers `WRONGTYPE ... XS.IMPORT`. No effect without
+/// takeover (the XS.* names never meet a built-in stream by accident there).
+pub static ADOPT: AtomicBool = AtomicBool::new(true);
 
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);

@@ -53,6 +53,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             ctx.log_warning(&format!("xstream: takeover: {e}"));
             return Status::Err;
         }
+        if let Err(e) = ffi::adopt::start(ctx) {
+            ctx.log_warning(&format!("xstream: adopt: {e}"));
+            return Status::Err;
+        }
         ctx.log_notice("xstream: takeover on: XADD, XREAD, ... are served by the module");
     }
     Status::Ok
@@ -75,6 +79,7 @@ redis_module! {
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
             ["acl-twin", &config::ACL_TWIN, false, ConfigurationFlags::DEFAULT, None],
+            ["adopt", &config::ADOPT, true, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
         module_args_as_configuration: true,

@@ -57,24 +57,57 @@ fn err<T>(m: &str) -> Result<T, NativeError> {
 
 const CRC64_POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
 
-fn crc64_table() -> [u64; 256] {
-    let mut t = [0u64; 256];
-    for (i, slot) in t.iter_mut().enumerate() {
+/// Slicing-by-8 tables: `CRC64_TABLES[0]` is the byte table of crc64.c;
+/// `CRC64_TABLES[k][i]` is the CRC of byte `i` followed by `k` zero bytes (as
+/// crcspeed.c builds them), so eight bytes are folded per step.
+const CRC64_TABLES: [[u64; 256]; 8] = crc64_tables();
+
+const fn crc64_tables() -> [[u64; 256]; 8] {
+    let mut t = [[0u64; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
         let mut c = i as u64;
-        for _ in 0..8 {
+        let mut k = 0;
+        while k < 8 {
             c = if c & 1 != 0 { (c >> 1) ^ CRC64_POLY_REFLECTED } else { c >> 1 };
+            k += 1;
         }
-        *slot = c;
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            i += 1;
+        }
+        k += 1;
     }
     t
 }
 
 /// Redis's crc64(0, data).
 pub fn crc64(data: &[u8]) -> u64 {
-    let t = crc64_table();
+    let t = &CRC64_TABLES;
     let mut crc = 0u64;
-    for &b in data {
-        crc = t[((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = crc ^ u64::from_le_bytes(w);
+        crc = t[7][(x & 0xff) as usize]
+            ^ t[6][((x >> 8) & 0xff) as usize]
+            ^ t[5][((x >> 16) & 0xff) as usize]
+            ^ t[4][((x >> 24) & 0xff) as usize]
+            ^ t[3][((x >> 32) & 0xff) as usize]
+            ^ t[2][((x >> 40) & 0xff) as usize]
+            ^ t[1][((x >> 48) & 0xff) as usize]
+            ^ t[0][(x >> 56) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = t[0][((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8);
     }
     crc
 }
@@ -88,8 +121,8 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], NativeError> {
-        let end = self.pos.checked_add(n).ok_or(NativeError("length overflow".into()))?;
-        let s = self.b.get(self.pos..end).ok_or(NativeError("payload too short".into()))?;
+        let end = self.pos.checked_add(n).ok_or_else(|| NativeError("length overflow".into()))?;
+        let s = self.b.get(self.pos..end).ok_or_else(|| NativeError("payload too short".into()))?;
         self.pos = end;
         Ok(s)
     }
@@ -164,7 +197,7 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, NativeError> 
         ip += 1;
         if ctrl < 32 {
             let n = ctrl + 1;
-            let lit = input.get(ip..ip + n).ok_or(NativeError("LZF literal past the end".into()))?;
+            let lit = input.get(ip..ip + n).ok_or_else(|| NativeError("LZF literal past the end".into()))?;
             if out.len() + n > out_len {
                 return err("LZF output too long");
             }
@@ -174,19 +207,26 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, NativeError> 
             let mut len = ctrl >> 5;
             let mut back = (ctrl & 0x1f) << 8;
             if len == 7 {
-                len += *input.get(ip).ok_or(NativeError("LZF truncated".into()))? as usize;
+                len += *input.get(ip).ok_or_else(|| NativeError("LZF truncated".into()))? as usize;
                 ip += 1;
             }
-            back += *input.get(ip).ok_or(NativeError("LZF truncated".into()))? as usize;
+            back += *input.get(ip).ok_or_else(|| NativeError("LZF truncated".into()))? as usize;
             ip += 1;
             len += 2;
-            let start = out.len().checked_sub(back + 1).ok_or(NativeError("LZF back reference before start".into()))?;
+            let start = out.len().checked_sub(back + 1).ok_or_else(|| NativeError("LZF back reference before start".into()))?;
             if out.len() + len > out_len {
                 return err("LZF output too long");
             }
-            for k in 0..len {
-                let b = out[start + k];
-                out.push(b);
+            // Copy `len` bytes from `back + 1` bytes behind the end; when they overlap the
+            // bytes being written (a run), copy one period at a time.
+            let period = back + 1;
+            let mut left = len;
+            let mut from = start;
+            while left > 0 {
+                let c = left.min(period);
+                out.extend_from_within(from..from + c);
+                from += c;
+                left -= c;
             }
         }
     }
@@ -197,7 +237,7 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, NativeError> 
 }
 
 fn id_of(raw: &[u8]) -> Result<StreamId, NativeError> {
-    StreamId::from_be_bytes(raw).ok_or(NativeError("ID is not 16 bytes".into()))
+    StreamId::from_be_bytes(raw).ok_or_else(|| NativeError("ID is not 16 bytes".into()))
 }
 
 /// Decodes a DUMP payload of a built-in stream into our stream.
@@ -253,7 +293,7 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
         if !s.create_group(&name, last, entries_read) {
             return err("duplicate group");
         }
-        let g = s.group_mut(&name).ok_or(NativeError("group vanished".into()))?;
+        let g = s.group_mut(&name).ok_or_else(|| NativeError("group vanished".into()))?;
         let pel = r.len()?;
         for _ in 0..pel {
             let id = id_of(r.take(16)?)?;
@@ -268,7 +308,7 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
             let cname = r.string()?;
             let seen = r.i64_le()?;
             let active = if ty >= RDB_TYPE_STREAM_LISTPACKS_3 { r.i64_le()? } else { -1 };
-            let slot = g.load_consumer(&cname, seen, active).ok_or(NativeError("duplicate consumer".into()))?;
+            let slot = g.load_consumer(&cname, seen, active).ok_or_else(|| NativeError("duplicate consumer".into()))?;
             let cpel = r.len()?;
             for _ in 0..cpel {
                 let id = id_of(r.take(16)?)?;
@@ -376,6 +416,49 @@ mod tests {
     fn crc64_check_value() {
         // The check value of CRC-64/Jones as used by Redis (crc64.c test).
         assert_eq!(crc64(b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    #[test]
+    fn lzf_overlapping_back_references() {
+        // "ab", then 8 bytes from 2 back (a run of period 2), then 5 bytes from 1 back
+        // (period 1), then 3 bytes from 10 back (no overlap).
+        let input = [0x01, b'a', b'b', 0xC0, 0x01, 0x60, 0x00, 0x20, 0x09];
+        let want = b"ababababab" .iter().chain(b"bbbbb").chain(b"bab").copied().collect::<Vec<u8>>();
+        assert_eq!(lzf_decompress(&input, want.len()), Ok(want.clone()));
+        assert!(lzf_decompress(&input, want.len() - 1).is_err());
+        // A back reference before the start.
+        assert!(lzf_decompress(&[0x00, b'a', 0x20, 0x05], 4).is_err());
+    }
+
+    #[test]
+    fn lzf_garbage_never_panics() {
+        // xorshift: random inputs and declared lengths; every outcome is Ok or Err.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let n = (next() % 40) as usize;
+            let input: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+            let out_len = (next() % 300) as usize;
+            if let Ok(out) = lzf_decompress(&input, out_len) {
+                assert_eq!(out.len(), out_len);
+            }
+        }
+    }
+
+    #[test]
+    fn crc64_sliced_equals_bytewise() {
+        let bytewise = |d: &[u8]| d.iter().fold(0u64, |crc, &b| CRC64_TABLES[0][((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8));
+        let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for start in 0..9 {
+            for end in start..data.len() {
+                assert_eq!(crc64(&data[start..end]), bytewise(&data[start..end]), "{start}..{end}");
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //!   untouched after every error.
 //! - `import_export_replicated`: IMPORT / EXPORT on a primary with a replica (`WAIT 1 5000`): the
 //!   replica ends identical (TYPE, XINFO FULL, DEBUG DIGEST-VALUE, PEXPIRETIME).
-//! - `takeover_builtin_key`: in takeover mode a built-in stream (from RESTORE of a built-in DUMP,
+//! - `takeover_builtin_key`: in takeover mode with `adopt no` (adoption: tests/adopt.rs) a built-in stream (from RESTORE of a built-in DUMP,
 //!   or from an RDB written by a server without the module) answers every stream command with the
 //!   `WRONGTYPE ... XS.IMPORT` error; after XS.IMPORT the standard commands serve it, and the
 //!   contents are the built-in's.
@@ -823,8 +823,10 @@ fn ttl_kept_exactly() {
 #[test]
 fn import_export_replicated() {
     for takeover in [false, true] {
+        // `adopt no`: the built-in keys must stay built-in until XS.IMPORT (with adoption the
+        // comparisons below would convert them: tests/adopt.rs).
         let builder = if takeover {
-            Server::builder().module_args(&["takeover", "yes"])
+            Server::builder().module_args(&["takeover", "yes", "adopt", "no"])
         } else {
             Server::builder()
         };
@@ -938,8 +940,8 @@ fn standard_commands(k: &str) -> Vec<Vec<String>> {
     .collect()
 }
 
-/// In takeover mode a built-in stream answers every stream command with the WRONGTYPE ...
-/// XS.IMPORT error (never data, never a silent write), from MULTI and scripts too; after
+/// In takeover mode with `adopt no` a built-in stream answers every stream command with the
+/// WRONGTYPE ... XS.IMPORT error (never data, never a silent write), from MULTI and scripts too; after
 /// XS.IMPORT the standard names serve it with the built-in's content.
 #[test]
 fn takeover_builtin_key() {
@@ -962,7 +964,7 @@ fn takeover_builtin_key() {
     let dump = cp.cmd(&["DUMP", "k"]);
 
     // 1. A key created by RESTORE of a built-in DUMP.
-    let b = Server::builder().module_args(&["takeover", "yes"]).start();
+    let b = Server::builder().module_args(&["takeover", "yes", "adopt", "no"]).start();
     let mut cb = b.conn();
     let r = cb.cmd(&[b"RESTORE".as_slice(), b"k", b"0", dump.as_bytes().unwrap()]);
     assert_eq!(r, Reply::Simple("OK".into()));
@@ -1040,7 +1042,7 @@ fn takeover_builtin_key() {
     // 2. Keys from an RDB written by a server without the module, loaded by a takeover server.
     ok(&mut cp, "SAVE");
     let rdb = plain.dir().join("dump.rdb");
-    let mut b2 = Server::builder().module_args(&["takeover", "yes"]).start();
+    let mut b2 = Server::builder().module_args(&["takeover", "yes", "adopt", "no"]).start();
     std::fs::copy(&rdb, b2.dir().join("dump.rdb")).unwrap();
     b2.restart();
     let mut c2 = b2.conn();

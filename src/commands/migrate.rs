@@ -11,12 +11,24 @@
 //! Replication: each command is deterministic given the key's content, which
 //! replicas share, so it is propagated verbatim (under its own name: the
 //! built-in has no twin).
+//!
+//! [`import_in_place`] is the one conversion from the built-in type: XS.IMPORT
+//! and adoption in takeover mode (src/ffi/adopt.rs) both use it. Adoption
+//! propagates `XS.IMPORT key` ahead of the command that met the built-in key,
+//! and a replica or an AOF replay may have adopted the key already (at the end
+//! of its own load): an XS.IMPORT replayed from the primary or the AOF on a key
+//! that is already ours is therefore a success that changes nothing. A user's
+//! XS.IMPORT on such a key is still an error.
 
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 
-pub fn run_import(c: &Ctx) -> Result<()> {
-    let mut key = c.key(1, true);
+/// Converts the built-in stream in key argument `i` into ours, in place: DUMP
+/// through RM_Call, decoded and validated (src/native.rs), the value replaced,
+/// the absolute expire time restored. Returns the entry count. Propagates
+/// nothing (the caller does). On any error the key is left untouched.
+pub fn import_in_place(c: &Ctx, i: usize) -> Result<u64> {
+    let mut key = c.open_key(i, true);
     match key.kind() {
         KeyKind::Empty => return Err(Error::NoSuchKey),
         KeyKind::Stream => return Err(Error::Err("the key already holds an xstream stream")),
@@ -24,8 +36,11 @@ pub fn run_import(c: &Ctx) -> Result<()> {
         KeyKind::Other => {}
     }
     let expire_at = key.expire_at_ms();
-    let payload = c.call_dump(1).map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?.ok_or(Error::NoSuchKey)?;
-    let s = crate::native::decode_dump(&payload).map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
+    let s = c
+        .call_dump(i, crate::native::decode_dump)
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?
+        .ok_or(Error::NoSuchKey)?
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
     let n = s.length;
     if !key.replace_with_stream(s) {
         return Err(Error::Err("XS.IMPORT: cannot store the stream"));
@@ -33,13 +48,30 @@ pub fn run_import(c: &Ctx) -> Result<()> {
     if let Some(at) = expire_at {
         key.set_expire_at_ms(at);
     }
+    Ok(n)
+}
+
+pub fn run_import(c: &Ctx) -> Result<()> {
+    if c.must_obey() {
+        // From the primary or the AOF, on a key already ours: adopted here before
+        // (end of loading, or on the fly during the AOF replay). Nothing to do.
+        let key = c.open_key(1, false);
+        if let Some(s) = key.stream() {
+            let n = s.length;
+            drop(key);
+            c.replicate_verbatim();
+            c.reply_int(n as i64);
+            return Ok(());
+        }
+    }
+    let n = import_in_place(c, 1)?;
     c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())
 }
 
 pub fn run_export(c: &Ctx) -> Result<()> {
-    let key = c.key(1, true);
+    let key = c.open_key(1, true);
     let (payload, ttl, n) = match key.kind() {
         KeyKind::Empty => return Err(Error::NoSuchKey),
         KeyKind::Other if key.is_native_stream() => return Err(Error::Err("the key already holds a built-in stream")),

@@ -87,7 +87,9 @@ pub struct Key<'c> {
 impl Ctx {
     /// # Safety
     /// `ctx`, `argv` and `argc` must be the arguments Redis passed to a command
-    /// callback, valid for the duration of the call.
+    /// callback, valid for the duration of the call; or a context Redis passed to
+    /// a callback and `argc` strings of the caller's that outlive the `Ctx`
+    /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
         Ctx { ctx, argv, argc: argc.max(0) as usize }
     }
@@ -162,8 +164,23 @@ impl Ctx {
         ms.max(0) as u64
     }
 
-    /// Opens key argument `i`.
+    /// Opens key argument `i`: every command opens its keys here. In takeover
+    /// mode with `adopt yes`, a built-in stream found there is converted into ours
+    /// first (and `XS.IMPORT key` propagated ahead of the command's own
+    /// propagation: src/ffi/adopt.rs), so the command finds one of our streams.
+    /// The conversion opens the key for writing on its own, whatever `write` is.
     pub fn key(&self, i: usize, write: bool) -> Key<'_> {
+        let key = self.open_key(i, write);
+        if super::adopt::active() && key.is_native_stream() {
+            drop(key);
+            super::adopt::adopt_key(self, i);
+            return self.open_key(i, write);
+        }
+        key
+    }
+
+    /// Opens key argument `i` as it is, without adoption (XS.IMPORT, XS.EXPORT).
+    pub fn open_key(&self, i: usize, write: bool) -> Key<'_> {
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {
@@ -377,11 +394,13 @@ impl Ctx {
         };
     }
 
-    /// `DUMP key` (key argument `i`) through RM_Call: the payload, or None when
-    /// the key does not exist. Not propagated.
-    pub fn call_dump(&self, i: usize) -> Result<Option<Vec<u8>>, String> {
-        // SAFETY: "s" takes one RedisModuleString (a live argument); the reply is
-        // read and freed before returning.
+    /// `DUMP key` (key argument `i`) through RM_Call, handing the payload to `f`
+    /// in place (no copy: a stream's payload is as large as the stream): `f`'s
+    /// result, or None when the key does not exist. Not propagated.
+    pub fn call_dump<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, String> {
+        // SAFETY: "s" takes one RedisModuleString (a live argument). The reply is
+        // freed before returning; the slice given to `f` points into it and does
+        // not outlive the call of `f` (a panic in `f` leaks the reply, nothing worse).
         unsafe {
             let r = api!(RedisModule_Call)(self.ctx, c"DUMP".as_ptr(), c"s".as_ptr(), self.arg_string(i));
             if r.is_null() {
@@ -391,7 +410,8 @@ impl Ctx {
             let out = if t == raw::REDISMODULE_REPLY_STRING {
                 let mut len = 0usize;
                 let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
-                Ok(Some(if p.is_null() { Vec::new() } else { std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec() }))
+                let payload: &[u8] = if p.is_null() { &[] } else { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+                Ok(Some(f(payload)))
             } else if t == raw::REDISMODULE_REPLY_NULL {
                 Ok(None)
             } else {
@@ -472,8 +492,9 @@ impl Key<'_> {
     }
 
     /// The error for a key of another type: WRONGTYPE, or in takeover mode for a
-    /// built-in stream, an error pointing at XS.IMPORT (never silent WRONGTYPE:
-    /// the user's data is there, in the other format).
+    /// built-in stream (left as it is: `adopt no`, or its conversion failed, see
+    /// src/ffi/adopt.rs), an error pointing at XS.IMPORT (never silent WRONGTYPE:
+    /// the user's data is there, in the other format; XS.IMPORT tells what is wrong).
     pub fn wrong_type(&self) -> crate::error::Error {
         if super::takeover::active() && !self.key.is_null() {
             // SAFETY: key is an open key.

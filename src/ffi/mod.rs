@@ -9,7 +9,9 @@
 //! - `blocking`: blocked readers (BlockClientOnKeys).
 //! - `takeover`: the command filter serving the standard names.
 //! - `host`: which server the module runs in (for `xstream.compat host`).
+//! - `adopt`: built-in streams become ours in takeover mode (end of loading, on the fly).
 
+pub mod adopt;
 pub mod alloc;
 pub mod blocking;
 pub mod ctx;
@@ -39,13 +41,23 @@ pub(crate) fn missing_api(name: &str) -> ! {
 
 /// Writes a warning to the server log (works outside a command context too).
 pub fn log_warning(msg: &str) {
-    let level = ctx::cstring("warning");
+    log(std::ptr::null_mut(), "warning", msg);
+}
+
+/// Writes a notice to the server log, prefixed with the module's name when
+/// `ctx` is a module context (NULL: the module-less logger).
+pub fn log_notice(ctx: *mut redis_module::raw::RedisModuleCtx, msg: &str) {
+    log(ctx, "notice", msg);
+}
+
+fn log(ctx: *mut redis_module::raw::RedisModuleCtx, level: &str, msg: &str) {
+    let level = ctx::cstring(level);
     let text = ctx::cstring(msg);
     // SAFETY: RedisModule_Log accepts a NULL ctx (logs as the module-less logger)
-    // and a printf format; we pass "%s" so the message is never interpreted.
+    // or a valid module context; we pass "%s" so the message is never interpreted.
     unsafe {
         if let Some(log) = redis_module::raw::RedisModule_Log {
-            log(std::ptr::null_mut(), level.as_ptr(), c"%s".as_ptr(), text.as_ptr());
+            log(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr());
         }
     }
 }
