@@ -1,0 +1,492 @@
+//! Takeover mode must not show that a module serves the stream commands, in errors least of
+//! all: every error path of the 15 standard commands (arity of each command and subcommand,
+//! unknown subcommands, HELP, syntax errors, invalid IDs, bad integers, WRONGTYPE, NOGROUP,
+//! BLOCK from scripts, arity errors inside MULTI -> EXECABORT, errors inside EVAL / FCALL,
+//! `redis.call` raising and `redis.pcall` returning the error table) is sent to a plain
+//! redis-server (A, the reference) and to one with the module in takeover mode (B), in RESP2
+//! and RESP3, and the raw reply bytes must be EQUAL. No normalisation of any kind.
+//!
+//! The cases are one table (`CASES`), each line run through every path (`Path`) and protocol.
+//! Both servers get the same fixed state first (explicit IDs only, so that the few successful
+//! replies compare too).
+//!
+//! Afterwards B's INFO commandstats must show that no built-in stream command ran there
+//! (`calls=0`: the built-in only rejected commands, or answered HELP) and that the module did.
+
+mod common;
+
+use common::*;
+
+/// The state both servers start from.
+const SETUP: &[&str] = &[
+    "FLUSHALL",
+    "XADD s 1-1 a 1",
+    "XADD s 2-1 b 2",
+    "XADD s 3-1 c 3",
+    "XGROUP CREATE s g 0",
+    "XREADGROUP GROUP g c COUNT 2 STREAMS s >",
+    "XADD s2 1-1 a 1",
+    "SET str hello",
+];
+
+/// One command per line, split on spaces; `''` is an empty argument. `s` is a stream with
+/// group `g` (consumer `c`, two pending), `str` a string, `nokey` missing.
+const CASES: &[&str] = &[
+    // XADD
+    "XADD",
+    "XADD s",
+    "XADD s *",
+    "XADD s * f",
+    "xadd s * f",
+    "XAdd s",
+    "XADD s * f v f",
+    "XADD s 9-1 f v f v g",
+    "XADD s 1-x f v",
+    "XADD s '' f v",
+    "XADD s 0-0 f v",
+    "XADD s 1-1 f v",
+    "XADD s 3-1 f v",
+    "XADD s MAXLEN x * f v",
+    "XADD s MAXLEN -1 * f v",
+    "XADD s MAXLEN 1 MINID 1 * f v",
+    "XADD s MINID 1 MAXLEN 1 * f v",
+    "XADD s MINID x * f v",
+    "XADD s LIMIT 10 * f v",
+    "XADD s MAXLEN 10 LIMIT 10 * f v",
+    "XADD s MAXLEN ~ 10 LIMIT -1 * f v",
+    "XADD s MAXLEN ~ 10 LIMIT x * f v",
+    "XADD s NOMKSTREAM",
+    "XADD s FOO * f v",
+    "XADD str * f v",
+    "XADD str 1-1 f v f",
+    "XADD nokey NOMKSTREAM 5-5 f v",
+    // XLEN
+    "XLEN",
+    "XLEN s x",
+    "xlen",
+    "XLEN str",
+    "XLEN nokey",
+    "XLEN s",
+    // XRANGE / XREVRANGE
+    "XRANGE",
+    "XRANGE s",
+    "XRANGE s -",
+    "XRANGE s x +",
+    "XRANGE s - x",
+    "XRANGE s - + COUNT x",
+    "XRANGE s - + COUNT",
+    "XRANGE s - + COUNT 1 x",
+    "XRANGE s - + FOO 1",
+    "XRANGE s (- +",
+    "XRANGE s - (+",
+    "XRANGE s (18446744073709551615-18446744073709551615 +",
+    "XRANGE str - +",
+    "XRANGE nokey - +",
+    "XRANGE s - + COUNT 1",
+    "XREVRANGE",
+    "XREVRANGE s +",
+    "xrevrange s + x",
+    "XREVRANGE s + - COUNT x",
+    "XREVRANGE s + - COUNT",
+    "XREVRANGE s (+ -",
+    "XREVRANGE s + (-",
+    "XREVRANGE str + -",
+    "XREVRANGE s + - COUNT 1",
+    // XREAD
+    "XREAD",
+    "XREAD STREAMS",
+    "XREAD STREAMS s",
+    "xread streams s",
+    "XREAD STREAMS s s2 0",
+    "XREAD COUNT x STREAMS s 0",
+    "XREAD COUNT STREAMS s 0",
+    "XREAD BLOCK x STREAMS s 0",
+    "XREAD BLOCK -1 STREAMS s 0",
+    "XREAD FOO STREAMS s 0",
+    "XREAD GROUP g c STREAMS s 0",
+    "XREAD NOACK STREAMS s 0",
+    "XREAD STREAMS s x",
+    "XREAD STREAMS s >",
+    "XREAD STREAMS str 0",
+    "XREAD STREAMS s str 0 0",
+    "XREAD COUNT 1 STREAMS s 0",
+    "XREAD BLOCK 0 STREAMS s 0",
+    "xread block 0 streams s 0",
+    "XRead COUNT 1 BLOCK 0 STREAMS s 0",
+    "XREAD BLOCK 0 STREAMS s",
+    // XREADGROUP
+    "XREADGROUP",
+    "XREADGROUP GROUP g c STREAMS s",
+    "xreadgroup group g c",
+    "XREADGROUP GROUP g c STREAMS s s2 >",
+    "XREADGROUP COUNT 1 STREAMS s s2 0 0",
+    "XREADGROUP GROUP nog c STREAMS s >",
+    "XREADGROUP GROUP g c STREAMS nokey >",
+    "XREADGROUP GROUP g c STREAMS s $",
+    "XREADGROUP GROUP g c STREAMS s x",
+    "XREADGROUP GROUP g c STREAMS str >",
+    "XREADGROUP GROUP g c COUNT x STREAMS s >",
+    "XREADGROUP GROUP g c BLOCK x STREAMS s >",
+    "XREADGROUP GROUP g c BLOCK -1 STREAMS s >",
+    "XREADGROUP GROUP g c NOACK FOO STREAMS s >",
+    "XREADGROUP GROUP g c BLOCK 0 STREAMS s 0",
+    "xreadgroup GROUP g c block 0 STREAMS s 0",
+    "XREADGROUP GROUP g c STREAMS s 0",
+    // XGROUP
+    "XGROUP",
+    "xgroup",
+    "XGROUP foo",
+    "XGROUP foo bar baz",
+    "xgroup Foo",
+    "XGROUP HELP",
+    "xgroup help",
+    "XGroup Help",
+    "XGROUP HELP x",
+    "xgroup help x y",
+    "XGROUP CREATE",
+    "XGROUP CREATE s",
+    "xgroup Create s g",
+    "XGROUP CREATE s g2 0 FOO",
+    "XGROUP CREATE s g2 0 ENTRIESREAD x",
+    "XGROUP CREATE s g2 0 ENTRIESREAD -5",
+    "XGROUP CREATE s g2 0 ENTRIESREAD",
+    "XGROUP CREATE s g2 0 MKSTREAM MKSTREAM MKSTREAM MKSTREAM",
+    "XGROUP CREATE s g 0",
+    "XGROUP CREATE nokey g 0",
+    "XGROUP CREATE str g 0",
+    "XGROUP CREATE str g 0 MKSTREAM",
+    "XGROUP CREATE s g2 x",
+    "XGROUP SETID",
+    "XGROUP SETID s g",
+    "XGROUP SETID s nog 0",
+    "XGROUP SETID s g x",
+    "XGROUP SETID s g 0 MKSTREAM",
+    "XGROUP SETID s g 0 ENTRIESREAD",
+    "XGROUP SETID s g 0 ENTRIESREAD x",
+    "XGROUP SETID nokey g 0",
+    "XGROUP SETID str g 0",
+    "XGROUP DESTROY",
+    "XGROUP DESTROY s",
+    "XGROUP DESTROY s g x",
+    "XGROUP DESTROY str g",
+    "XGROUP DESTROY nokey g",
+    "XGROUP DESTROY s nog",
+    "XGROUP CREATECONSUMER s g",
+    "XGROUP CREATECONSUMER s g c x",
+    "XGROUP CREATECONSUMER s nog c",
+    "XGROUP CREATECONSUMER nokey g c",
+    "XGROUP CREATECONSUMER str g c",
+    "XGROUP DELCONSUMER s g",
+    "XGROUP DELCONSUMER s nog c",
+    "XGROUP DELCONSUMER nokey g c",
+    "XGROUP DELCONSUMER str g c",
+    // XACK
+    "XACK",
+    "XACK s g",
+    "xack s",
+    "XACK s g x",
+    "XACK s g 1-1 x",
+    "XACK str g 1-1",
+    "XACK nokey g 1-1",
+    "XACK s nog 1-1",
+    // XPENDING
+    "XPENDING",
+    "XPENDING s",
+    "XPENDING s nog",
+    "XPENDING nokey g",
+    "XPENDING str g",
+    "XPENDING s g -",
+    "XPENDING s g - +",
+    "XPENDING s g - + x",
+    "XPENDING s g - + -1",
+    "XPENDING s g IDLE x - + 10",
+    "XPENDING s g IDLE 10",
+    "XPENDING s g IDLE 10 - +",
+    "XPENDING s g x + 10",
+    "XPENDING s g - x 10",
+    "XPENDING s g (- + 10",
+    "XPENDING s g - (+ 10",
+    "XPENDING s g - + 10 c extra",
+    "XPENDING s nog - + 10",
+    // XCLAIM
+    "XCLAIM",
+    "XCLAIM s g c 0",
+    "xclaim s g",
+    "XCLAIM s g c x 1-1",
+    "XCLAIM s g c -1 x",
+    "XCLAIM s nog c 0 1-1",
+    "XCLAIM nokey g c 0 1-1",
+    "XCLAIM str g c 0 1-1",
+    "XCLAIM s g c 0 x",
+    "XCLAIM s g c 0 1-1 FOO",
+    "XCLAIM s g c 0 1-1 IDLE",
+    "XCLAIM s g c 0 1-1 IDLE x",
+    "XCLAIM s g c 0 1-1 TIME x",
+    "XCLAIM s g c 0 1-1 RETRYCOUNT x",
+    "XCLAIM s g c 0 1-1 LASTID x",
+    "XCLAIM s g c 0 1-1 x",
+    // XAUTOCLAIM
+    "XAUTOCLAIM",
+    "XAUTOCLAIM s g c 0",
+    "XAUTOCLAIM s g c x 0",
+    "XAUTOCLAIM s g c -1 0",
+    "XAUTOCLAIM s g c 0 x",
+    "XAUTOCLAIM s g c 0 (0",
+    "XAUTOCLAIM s g c 0 0 COUNT 0",
+    "XAUTOCLAIM s g c 0 0 COUNT x",
+    "XAUTOCLAIM s g c 0 0 COUNT",
+    "XAUTOCLAIM s g c 0 0 COUNT 8070450532247928833",
+    "XAUTOCLAIM s g c 0 0 FOO",
+    "XAUTOCLAIM s nog c 0 0",
+    "XAUTOCLAIM nokey g c 0 0",
+    "XAUTOCLAIM str g c 0 0",
+    // XINFO
+    "XINFO",
+    "xinfo",
+    "XINFO foo",
+    "XINFO foo bar",
+    "XINFO HELP",
+    "xinfo help",
+    "XINFO HELP x",
+    "XINFO STREAM",
+    "xinfo stream",
+    "XINFO STREAM s x",
+    "xinfo Stream s x",
+    "XINFO STREAM s FULL COUNT x",
+    "XINFO STREAM s FULL x y",
+    "XINFO STREAM s FULL COUNT",
+    "XINFO STREAM s x COUNT 1",
+    "XINFO STREAM nokey",
+    "XINFO STREAM str",
+    "XINFO GROUPS",
+    "XINFO GROUPS s x",
+    "XINFO GROUPS nokey",
+    "XINFO GROUPS str",
+    "XINFO GROUPS s",
+    "XINFO CONSUMERS",
+    "XINFO CONSUMERS s",
+    "XINFO CONSUMERS s g x",
+    "XINFO CONSUMERS s nog",
+    "XINFO CONSUMERS nokey g",
+    "XINFO CONSUMERS str g",
+    // XDEL
+    "XDEL",
+    "XDEL s",
+    "xdel",
+    "XDEL s x",
+    "XDEL s 1-1 x",
+    "XDEL str 1-1",
+    "XDEL nokey 1-1",
+    "XDEL s 9-9",
+    // XTRIM
+    "XTRIM",
+    "XTRIM s",
+    "XTRIM s MAXLEN",
+    "xtrim s maxlen",
+    "XTRIM s FOO 1",
+    "XTRIM s MAXLEN x",
+    "XTRIM s MAXLEN -1",
+    "XTRIM s MINID x",
+    "XTRIM s MAXLEN 1 MINID 1",
+    "XTRIM s MAXLEN 10 LIMIT 10",
+    "XTRIM s MAXLEN ~ 10 LIMIT x",
+    "XTRIM s MAXLEN ~ 10 LIMIT -1",
+    "XTRIM s LIMIT 10 MAXLEN 1",
+    "XTRIM s NOMKSTREAM MAXLEN 1",
+    "XTRIM s MAXLEN = x",
+    "XTRIM str MAXLEN 1",
+    "XTRIM nokey MAXLEN 1",
+    "XTRIM s MAXLEN 100",
+    // XSETID
+    "XSETID",
+    "XSETID s",
+    "xsetid",
+    "XSETID s x",
+    "XSETID s 1-1",
+    "XSETID s 99-0 ENTRIESADDED x",
+    "XSETID s 99-0 ENTRIESADDED -1",
+    "XSETID s 99-0 ENTRIESADDED",
+    "XSETID s 99-0 MAXDELETEDID x",
+    "XSETID s 99-0 ENTRIESADDED 1",
+    "XSETID s 99-0 MAXDELETEDID 100-0",
+    "XSETID s 99-0 FOO 1",
+    "XSETID str 1-1",
+    "XSETID nokey 1-1",
+];
+
+/// How a case reaches the server.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Plain,
+    /// MULTI, the command, EXEC: the three replies (arity errors are refused at queue time and
+    /// the EXEC is then EXECABORT).
+    Multi,
+    /// `EVAL "return redis.call(unpack(ARGV))"`: errors are raised out of the script.
+    EvalCall,
+    /// `redis.pcall`: the error table is caught and returned as data (`{'pcall', err}`).
+    EvalPcall,
+    /// FCALL of a function doing `redis.call(unpack(args))`.
+    Fcall,
+}
+
+const PATHS: &[Path] = &[Path::Plain, Path::Multi, Path::EvalCall, Path::EvalPcall, Path::Fcall];
+
+const CALL_SCRIPT: &str = "return redis.call(unpack(ARGV))";
+const PCALL_SCRIPT: &str = "local r = redis.pcall(unpack(ARGV)) \
+     if type(r) == 'table' and r.err then return {'pcall', r.err} end return r";
+const LIBRARY: &str = "#!lua name=xerrors\n\
+     redis.register_function('xcall', function(keys, args) return redis.call(unpack(args)) end)";
+
+fn split(line: &str) -> Vec<Vec<u8>> {
+    line.split(' ')
+        .filter(|t| !t.is_empty())
+        .map(|t| if t == "''" { Vec::new() } else { t.as_bytes().to_vec() })
+        .collect()
+}
+
+/// Runs one case through `path`; returns the exact bytes of every reply involved.
+fn run(c: &mut Conn, path: Path, args: &[Vec<u8>]) -> Vec<u8> {
+    let wrap = |head: &[&[u8]]| -> Vec<Vec<u8>> {
+        head.iter().map(|h| h.to_vec()).chain(args.iter().cloned()).collect()
+    };
+    match path {
+        Path::Plain => c.raw(args),
+        Path::Multi => {
+            let mut out = c.raw(&["MULTI"]);
+            out.extend(c.raw(args));
+            out.extend(c.raw(&["EXEC"]));
+            out
+        }
+        Path::EvalCall => c.raw(&wrap(&[b"EVAL", CALL_SCRIPT.as_bytes(), b"0"])),
+        Path::EvalPcall => c.raw(&wrap(&[b"EVAL", PCALL_SCRIPT.as_bytes(), b"0"])),
+        Path::Fcall => c.raw(&wrap(&[b"FCALL", b"xcall", b"0"])),
+    }
+}
+
+fn setup(c: &mut Conn) {
+    for line in SETUP {
+        let r = c.cmd(&split(line));
+        assert!(!r.is_error(), "setup {line}: {r}");
+    }
+    let r = c.cmd(&["FUNCTION", "LOAD", "REPLACE", LIBRARY]);
+    assert!(!r.is_error(), "FUNCTION LOAD: {r}");
+}
+
+/// `INFO commandstats` as (command, calls, rejected_calls).
+fn command_stats(c: &mut Conn) -> Vec<(String, u64, u64)> {
+    let info = c.cmd(&["INFO", "commandstats"]).text();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |f: &str| -> u64 {
+                rest.split(',').find_map(|kv| kv.strip_prefix(f)).and_then(|v| v.parse().ok()).unwrap_or(0)
+            };
+            Some((name.to_string(), field("calls="), field("rejected_calls=")))
+        })
+        .collect()
+}
+
+#[test]
+fn takeover_errors_identical() {
+    let a = Server::start_plain();
+    let b = Server::builder().module_args(&["takeover", "yes"]).start();
+    let mut diffs = Vec::new();
+    let mut compared = 0usize;
+    for resp3 in [false, true] {
+        let mut ca = a.conn();
+        let mut cb = b.conn();
+        if resp3 {
+            ca.hello3();
+            cb.hello3();
+        }
+        for path in PATHS {
+            setup(&mut ca);
+            setup(&mut cb);
+            for line in CASES {
+                let args = split(line);
+                let ra = run(&mut ca, *path, &args);
+                let rb = run(&mut cb, *path, &args);
+                compared += 1;
+                if ra != rb {
+                    diffs.push(format!(
+                        "  RESP{} {path:?} {line}\n    plain:    {}\n    takeover: {}",
+                        if resp3 { 3 } else { 2 },
+                        escape(&ra),
+                        escape(&rb)
+                    ));
+                }
+            }
+        }
+    }
+    report(&format!(
+        "takeover errors: {} cases x {} paths x RESP2/3 = {compared} replies compared, {} differ",
+        CASES.len(),
+        PATHS.len(),
+        diffs.len()
+    ));
+    assert!(diffs.is_empty(), "{} reply(ies) differ:\n{}", diffs.len(), diffs.join("\n"));
+
+    // B: the module ran the commands; the built-in stream commands only refused (or HELP).
+    let stats = command_stats(&mut b.conn());
+    let ran_builtin: Vec<String> = stats
+        .iter()
+        .filter(|(n, calls, _)| n.starts_with('x') && !n.starts_with("xs.") && !n.ends_with("|help") && *calls > 0)
+        .map(|(n, k, _)| format!("{n} calls={k}"))
+        .collect();
+    assert!(ran_builtin.is_empty(), "built-in stream commands ran on the takeover server: {ran_builtin:?}");
+    let module_calls: u64 = stats.iter().filter(|(n, _, _)| n.starts_with("xs.")).map(|(_, k, _)| k).sum();
+    let builtin_refused: u64 =
+        stats.iter().filter(|(n, _, _)| n.starts_with('x') && !n.starts_with("xs.")).map(|(_, _, r)| r).sum();
+    report(&format!(
+        "takeover errors: on the takeover server {module_calls} XS.* calls, {builtin_refused} standard-name commands refused by Redis before running"
+    ));
+    assert!(module_calls > 0 && builtin_refused > 0);
+}
+
+/// The module's own names keep their own texts in takeover mode (and the standard name in the
+/// same session gets the built-in's).
+#[test]
+fn takeover_errors_module_names_unchanged() {
+    let b = Server::builder().module_args(&["takeover", "yes"]).start();
+    let mut c = b.conn();
+    setup(&mut c);
+    let cases: &[(&str, &str)] = &[
+        ("XS.ADD s", "-ERR wrong number of arguments for 'xs.add' command\r\n"),
+        ("XS.ADD s 9-1 f v f", "-ERR wrong number of arguments for 'xs.add' command\r\n"),
+        ("XADD s 9-1 f v f", "-ERR wrong number of arguments for 'xadd' command\r\n"),
+        ("xs.add s 9-1 f v f", "-ERR wrong number of arguments for 'xs.add' command\r\n"),
+        ("XS.GROUP foo", "-ERR unknown subcommand 'foo'. Try XS.GROUP HELP.\r\n"),
+        ("XS.GROUP HELP x", "-ERR wrong number of arguments for 'xs.group|help' command\r\n"),
+        (
+            "xs.info stream s x",
+            "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XS.INFO HELP.\r\n",
+        ),
+        (
+            "xinfo stream s x",
+            "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XINFO HELP.\r\n",
+        ),
+        (
+            "XS.GROUP CREATE s g2 0 FOO",
+            "-ERR unknown subcommand or wrong number of arguments for 'CREATE'. Try XS.GROUP HELP.\r\n",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = c.raw(&split(line));
+        assert_eq!(escape(&got), escape(want.as_bytes()), "{line}");
+    }
+    let help = c.cmd(&["xs.info", "help"]);
+    assert_eq!(
+        help.as_array().first().map(|r| r.text()),
+        Some("XS.INFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:".to_string())
+    );
+    let eval = |c: &mut Conn, name: &str| {
+        c.raw(&["EVAL", CALL_SCRIPT, "0", name, "BLOCK", "0", "STREAMS", "s", "0"])
+    };
+    let got = String::from_utf8_lossy(&eval(&mut c, "xs.read")).into_owned();
+    assert!(got.starts_with("-ERR xs.read command is not allowed with BLOCK option from scripts"), "{got}");
+    let got = String::from_utf8_lossy(&eval(&mut c, "XrEaD")).into_owned();
+    assert!(got.starts_with("-ERR XrEaD command is not allowed with BLOCK option from scripts"), "{got}");
+    // The spelling is per call: the next script's spelling wins.
+    let got = String::from_utf8_lossy(&eval(&mut c, "xread")).into_owned();
+    assert!(got.starts_with("-ERR xread command is not allowed with BLOCK option from scripts"), "{got}");
+}
