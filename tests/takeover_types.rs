@@ -17,6 +17,9 @@ use common::*;
 use std::collections::BTreeSet;
 use std::process::Command;
 
+/// Runs a case one way (plainly, in MULTI, from a script) and returns the raw replies.
+type PathFn<'a> = Box<dyn Fn(&mut Conn) -> Vec<u8> + 'a>;
+
 fn takeover() -> Server {
     Server::builder().module_args(&["takeover", "yes"]).start()
 }
@@ -83,7 +86,7 @@ fn takeover_type_like_builtin() {
             assert!(!c.cmd(&["FUNCTION", "LOAD", "REPLACE", lib]).is_error());
         }
         for args in &cases {
-            let paths: [(&str, Box<dyn Fn(&mut Conn) -> Vec<u8>>); 5] = [
+            let paths: [(&str, PathFn); 5] = [
                 ("plain", Box::new(|c: &mut Conn| c.raw(args))),
                 (
                     "MULTI",
