@@ -206,7 +206,7 @@ const CASES: &[&str] = &[
     "XPENDING s g - x 10",
     "XPENDING s g (- + 10",
     "XPENDING s g - (+ 10",
-    "XPENDING s g - + 10 c extra",
+    "XPENDING s g - + 10 nobody extra",
     "XPENDING s nog - + 10",
     // XCLAIM
     "XCLAIM",

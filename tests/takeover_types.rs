@@ -272,7 +272,6 @@ fn takeover_scan_type_stream() {
             "SCAN 0 TYPE",
             "SCAN",
             "SCAN x TYPE stream",
-            "SCAN -1 TYPE stream",
             "SCAN 0 TYPE stream COUNT 0",
             "SCAN 0 TYPE stream COUNT x",
             "SCAN 0 COUNT x TYPE stream",

@@ -13,8 +13,8 @@ use crate::ffi::takeover::{is_stream_type_name, scan_options, ScanOpt};
 /// typeCommand: the built-in's answer, `stream` for ours.
 pub fn run_type(c: &Ctx) -> Result<()> {
     match c.type_of(1) {
-        TypeOf::Builtin(name) => c.reply_simple(name),
-        TypeOf::Ours => c.reply_simple("stream"),
+        TypeOf::Builtin(name) => c.reply_status(name),
+        TypeOf::Ours => c.reply_status(c"stream"),
         // Another module's type: its name is the server's to say.
         TypeOf::OtherModule => forward(c, c"TYPE", &[1])?,
     }

@@ -250,6 +250,12 @@ impl Ctx {
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, c.as_ptr()) };
     }
 
+    /// A status reply from a constant (no copy).
+    pub fn reply_status(&self, s: &'static CStr) {
+        // SAFETY: s is NUL-terminated and static.
+        unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, s.as_ptr()) };
+    }
+
     pub fn reply_ok(&self) {
         self.reply_simple("OK");
     }
@@ -456,7 +462,11 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = matches!(Key { ctx: self, key: key.cast() }.type_of(), TypeOf::Ours | TypeOf::Builtin("stream"));
+        let stream = match (Key { ctx: self, key: key.cast() }).type_of() {
+            TypeOf::Ours => true,
+            TypeOf::Builtin(name) => name == c"stream",
+            TypeOf::OtherModule => false,
+        };
         // SAFETY: created above with a NULL ctx; the key took its own reference,
         // released by CloseKey (the Key was dropped above).
         unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
@@ -496,7 +506,7 @@ impl Ctx {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeOf {
     /// The built-in's name for a built-in type (getObjectTypeName), or `none`.
-    Builtin(&'static str),
+    Builtin(&'static CStr),
     /// Our stream.
     Ours,
     /// Another module's type: only the server knows its name.
@@ -589,18 +599,18 @@ impl Key<'_> {
     /// What TYPE says of this key.
     pub fn type_of(&self) -> TypeOf {
         if self.key.is_null() {
-            return TypeOf::Builtin("none");
+            return TypeOf::Builtin(c"none");
         }
         // SAFETY: key is an open key.
         let t = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
         let name = match t {
-            raw::REDISMODULE_KEYTYPE_EMPTY => "none",
-            raw::REDISMODULE_KEYTYPE_STRING => "string",
-            raw::REDISMODULE_KEYTYPE_LIST => "list",
-            raw::REDISMODULE_KEYTYPE_SET => "set",
-            raw::REDISMODULE_KEYTYPE_ZSET => "zset",
-            raw::REDISMODULE_KEYTYPE_HASH => "hash",
-            raw::REDISMODULE_KEYTYPE_STREAM => "stream",
+            raw::REDISMODULE_KEYTYPE_EMPTY => c"none",
+            raw::REDISMODULE_KEYTYPE_STRING => c"string",
+            raw::REDISMODULE_KEYTYPE_LIST => c"list",
+            raw::REDISMODULE_KEYTYPE_SET => c"set",
+            raw::REDISMODULE_KEYTYPE_ZSET => c"zset",
+            raw::REDISMODULE_KEYTYPE_HASH => c"hash",
+            raw::REDISMODULE_KEYTYPE_STREAM => c"stream",
             // SAFETY: key is an open module key.
             raw::REDISMODULE_KEYTYPE_MODULE if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == super::types::stream_type() => {
                 return TypeOf::Ours

@@ -379,54 +379,6 @@ pub fn active() -> bool {
     !FILTER.load(Ordering::Relaxed).is_null()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_map_both_ways() {
-        assert_eq!(module_name_for(b"xadd"), Some(c"XS.ADD"));
-        assert_eq!(module_name_for(b"XReadGroup"), Some(c"XS.READGROUP"));
-        assert_eq!(module_name_for(b"XS.ADD"), None);
-        assert_eq!(module_name_for(b"SET"), None);
-        assert_eq!(module_name_for(b"TYPE"), None);
-        assert_eq!(module_name_for(b"x"), None);
-        assert_eq!(standard_name_for(b"xs.autoclaim"), Some(c"XAUTOCLAIM"));
-        assert_eq!(standard_name_for(b"xs.type"), Some(c"TYPE"));
-        assert_eq!(NAMES.len(), SLOTS);
-        for (s, m) in &NAMES[..STREAM_SLOTS] {
-            assert!(s.to_bytes().len() >= NAME_LEN_MIN && s.to_bytes().len() <= NAME_LEN_MAX);
-            assert_eq!(module_name_for(s.to_bytes()), Some(*m));
-        }
-        assert_eq!(NAMES[TYPE_SLOT].0, c"TYPE");
-        assert_eq!(NAMES[SCAN_SLOT].0, c"SCAN");
-    }
-
-    #[test]
-    fn arity_as_redis() {
-        assert!(arity_ok(2, 2) && !arity_ok(2, 1) && !arity_ok(2, 3));
-        assert!(arity_ok(-5, 5) && arity_ok(-5, 9) && !arity_ok(-5, 4));
-    }
-
-    #[test]
-    fn scan_options_as_redis() {
-        let run = |args: &[&str]| {
-            let mut seen = Vec::new();
-            let ok = scan_options(args.len(), |i| args[i].as_bytes(), |o, i| seen.push((o, i)));
-            (ok, seen)
-        };
-        assert_eq!(run(&["SCAN", "0"]), (true, vec![]));
-        assert_eq!(
-            run(&["scan", "0", "match", "a*", "TYPE", "stream", "Count", "5"]),
-            (true, vec![(ScanOpt::Match, 2), (ScanOpt::Type, 4), (ScanOpt::Count, 6)])
-        );
-        assert!(!run(&["SCAN", "0", "TYPE"]).0);
-        assert!(!run(&["SCAN", "0", "FOO", "x"]).0);
-        assert!(run(&["SCAN", "0", "type\0x", "stream"]).0);
-        assert!(is_stream_type_name(b"STREAM") && is_stream_type_name(b"stream\0junk") && !is_stream_type_name(b"streams"));
-    }
-}
-
 // ---- propagation names ---------------------------------------------------------
 //
 // Propagation and AOF rewrite keep the module's names (XS.ADD ...) in takeover
@@ -450,10 +402,19 @@ mod tests {
 /// `ctx` is the running command's context and `argv` its arguments, and the
 /// command does not come from the primary or the AOF (whose client has no user).
 pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw::RedisModuleString], argv0: &[u8]) -> Result<(), String> {
-    let Some(std) = standard_name_for(argv0) else { return Ok(()) };
-    let std = std.to_bytes();
+    let Some(slot) = argv.first().and_then(|&a| via_filter(a)).or_else(|| NAMES.iter().position(|(_, m)| m.to_bytes().eq_ignore_ascii_case(argv0)))
+    else {
+        return Ok(());
+    };
+    let std = standard_name(slot);
+    let std_name = standard_string(slot);
+    if std_name.is_null() {
+        return Ok(());
+    }
     // SAFETY: a command context of a client with a user (the caller excludes the
-    // primary and AOF clients, whose user is NULL); every string created here is freed.
+    // primary and AOF clients, whose user is NULL); the user name and the module
+    // user are freed here; std_name is module-owned (ACLCheckCommandPermissions
+    // only reads the vector).
     unsafe {
         let name = api!(RedisModule_GetCurrentUserName)(ctx);
         if name.is_null() {
@@ -464,12 +425,21 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
         if user.is_null() {
             return Ok(());
         }
-        let std_name = api!(RedisModule_CreateString)(std::ptr::null_mut(), std.as_ptr().cast(), std.len());
-        let mut args: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(argv.len());
-        args.push(std_name);
-        args.extend_from_slice(argv.get(1..).unwrap_or(&[]));
+        // The standard name and the command's arguments, on the stack up to ACL_INLINE.
+        let mut small = [std::ptr::null_mut::<raw::RedisModuleString>(); ACL_INLINE];
+        let mut heap: Vec<*mut raw::RedisModuleString> = Vec::new();
+        let args: &mut [*mut raw::RedisModuleString] = if argv.len() <= ACL_INLINE {
+            small[0] = std_name;
+            for (d, &a) in small.iter_mut().skip(1).zip(argv.iter().skip(1)) {
+                *d = a;
+            }
+            &mut small[..argv.len().max(1)]
+        } else {
+            heap.push(std_name);
+            heap.extend_from_slice(argv.get(1..).unwrap_or(&[]));
+            &mut heap
+        };
         let rc = api!(RedisModule_ACLCheckCommandPermissions)(user, args.as_mut_ptr(), args.len() as c_int);
-        api!(RedisModule_FreeString)(std::ptr::null_mut(), std_name);
         api!(RedisModule_FreeModuleUser)(user);
         if rc == raw::REDISMODULE_OK as c_int {
             return Ok(());
@@ -484,6 +454,26 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
         full.push_str(&String::from_utf8_lossy(sub).to_lowercase());
     }
     Err(format!("NOPERM this user has no permissions to run the '{full}' command"))
+}
+
+/// Arguments of an ACL twin check gathered on the stack.
+const ACL_INLINE: usize = 16;
+
+/// The standard names as strings (`XADD`), for the ACL twin check: module-owned,
+/// created on first use, never freed.
+static STD_STRINGS: [AtomicPtr<raw::RedisModuleString>; SLOTS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+
+fn standard_string(slot: usize) -> *mut raw::RedisModuleString {
+    let Some(cell) = STD_STRINGS.get(slot) else { return std::ptr::null_mut() };
+    let p = cell.load(Ordering::Relaxed);
+    if !p.is_null() {
+        return p;
+    }
+    let name = standard_name(slot);
+    // SAFETY: a string with a NULL ctx is owned by the module; kept for its lifetime.
+    let s = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), name.as_ptr().cast(), name.len()) };
+    cell.store(s, Ordering::Relaxed);
+    s
 }
 
 // ---- the server's node limits ----------------------------------------------------
@@ -545,4 +535,52 @@ pub fn start(context: &redis_module::Context, table: &'static [Command]) -> Resu
         return Err("cannot subscribe to config changes".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_both_ways() {
+        assert_eq!(module_name_for(b"xadd"), Some(c"XS.ADD"));
+        assert_eq!(module_name_for(b"XReadGroup"), Some(c"XS.READGROUP"));
+        assert_eq!(module_name_for(b"XS.ADD"), None);
+        assert_eq!(module_name_for(b"SET"), None);
+        assert_eq!(module_name_for(b"TYPE"), None);
+        assert_eq!(module_name_for(b"x"), None);
+        assert_eq!(standard_name_for(b"xs.autoclaim"), Some(c"XAUTOCLAIM"));
+        assert_eq!(standard_name_for(b"xs.type"), Some(c"TYPE"));
+        assert_eq!(NAMES.len(), SLOTS);
+        for (s, m) in &NAMES[..STREAM_SLOTS] {
+            assert!(s.to_bytes().len() >= NAME_LEN_MIN && s.to_bytes().len() <= NAME_LEN_MAX);
+            assert_eq!(module_name_for(s.to_bytes()), Some(*m));
+        }
+        assert_eq!(NAMES[TYPE_SLOT].0, c"TYPE");
+        assert_eq!(NAMES[SCAN_SLOT].0, c"SCAN");
+    }
+
+    #[test]
+    fn arity_as_redis() {
+        assert!(arity_ok(2, 2) && !arity_ok(2, 1) && !arity_ok(2, 3));
+        assert!(arity_ok(-5, 5) && arity_ok(-5, 9) && !arity_ok(-5, 4));
+    }
+
+    #[test]
+    fn scan_options_as_redis() {
+        let run = |args: &[&str]| {
+            let mut seen = Vec::new();
+            let ok = scan_options(args.len(), |i| args[i].as_bytes(), |o, i| seen.push((o, i)));
+            (ok, seen)
+        };
+        assert_eq!(run(&["SCAN", "0"]), (true, vec![]));
+        assert_eq!(
+            run(&["scan", "0", "match", "a*", "TYPE", "stream", "Count", "5"]),
+            (true, vec![(ScanOpt::Match, 2), (ScanOpt::Type, 4), (ScanOpt::Count, 6)])
+        );
+        assert!(!run(&["SCAN", "0", "TYPE"]).0);
+        assert!(!run(&["SCAN", "0", "FOO", "x"]).0);
+        assert!(run(&["SCAN", "0", "type\0x", "stream"]).0);
+        assert!(is_stream_type_name(b"STREAM") && is_stream_type_name(b"stream\0junk") && !is_stream_type_name(b"streams"));
+    }
 }
