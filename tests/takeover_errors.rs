@@ -490,3 +490,35 @@ fn takeover_errors_module_names_unchanged() {
     let got = String::from_utf8_lossy(&eval(&mut c, "xread")).into_owned();
     assert!(got.starts_with("-ERR xread command is not allowed with BLOCK option from scripts"), "{got}");
 }
+
+/// `rename-command XADD XADD_NATIVE` keeps the built-in reachable under another name while the
+/// filter serves XADD; a disabled TYPE (`rename-command TYPE ""`) stays disabled. With no
+/// built-in XADD to answer them, the module answers every XADD (its own arity text), and the ACL
+/// twin check has no XADD to check against.
+#[test]
+fn takeover_with_renamed_builtins() {
+    let b = Server::builder()
+        .arg1("--rename-command")
+        .arg1("XADD")
+        .arg1("XADD_NATIVE")
+        .arg1("--rename-command")
+        .arg1("TYPE")
+        .arg1("")
+        .module_args(&["takeover", "yes"])
+        .start();
+    let mut c = b.conn();
+    assert_eq!(c.cmd(&["XADD", "k", "1-1", "f", "v"]), Reply::Bulk(b"1-1".to_vec()));
+    assert_eq!(c.cmd(&["XLEN", "k"]), Reply::Int(1));
+    assert_eq!(c.raw(&["XLEN", "k", "x"]), b"-ERR wrong number of arguments for 'xlen' command\r\n".to_vec());
+    assert_eq!(c.raw(&["XADD", "k"]), b"-ERR wrong number of arguments for 'xs.add' command\r\n".to_vec());
+    assert_eq!(c.cmd(&["XADD_NATIVE", "n", "1-1", "f", "v"]), Reply::Bulk(b"1-1".to_vec()));
+    assert_eq!(c.cmd(&["OBJECT", "ENCODING", "n"]), Reply::Bulk(b"stream".to_vec()));
+    assert_eq!(c.cmd(&["OBJECT", "ENCODING", "k"]), Reply::Bulk(b"raw".to_vec()));
+    let t = c.cmd(&["TYPE", "k"]);
+    assert!(matches!(&t, Reply::Error(e) if e.starts_with("ERR unknown command 'TYPE'")), "{t}");
+    // SCAN TYPE stream still finds both kinds.
+    let r = c.cmd(&["SCAN", "0", "TYPE", "stream", "COUNT", "100"]);
+    let mut keys: Vec<String> = r.as_array()[1].as_array().iter().map(|k| k.text()).collect();
+    keys.sort();
+    assert_eq!(keys, ["k", "n"]);
+}
