@@ -522,3 +522,104 @@ fn takeover_with_renamed_builtins() {
     keys.sort();
     assert_eq!(keys, ["k", "n"]);
 }
+
+/// The filter puts module-owned strings in argv[0] (one reference retained per command). Every
+/// way Redis releases or keeps an argv must leave them intact: plain calls, MULTI/EXEC and
+/// DISCARD, EVAL (whose argument cache reuses objects it owns alone), FCALL, blocked readers
+/// served, timed out or killed, CLIENT PAUSE (the command is processed again), SLOWLOG (copies
+/// argv) and MONITOR. Afterwards the standard names still reach the module, under the name
+/// `XS.ADD` in MONITOR and SLOWLOG (documented).
+#[test]
+fn takeover_filter_strings_survive() {
+    let b = Server::builder().module_args(&["takeover", "yes"]).start();
+    let mut c = b.conn();
+    setup(&mut c);
+    c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    c.cmd(&["CONFIG", "SET", "slowlog-max-len", "1000"]);
+    let mut mon = b.conn();
+    assert_eq!(mon.cmd(&["MONITOR"]), Reply::Simple("OK".into()));
+    for i in 0..3000u32 {
+        let id = format!("{}-1", 100 + i);
+        match i % 6 {
+            0 => {
+                c.cmd(&["XADD", "s", &id, "f", "v"]);
+            }
+            1 => {
+                c.cmd(&["MULTI"]);
+                c.cmd(&["xadd", "s", &id, "f", "v"]);
+                c.cmd(&["XLEN", "s"]);
+                c.cmd(&["EXEC"]);
+            }
+            2 => {
+                c.cmd(&["MULTI"]);
+                c.cmd(&["XADD", "s", &id, "f", "v"]);
+                c.cmd(&["DISCARD"]);
+            }
+            3 => {
+                // Lua: the XADD, then other commands whose argument 0 could take over a cached object.
+                c.cmd(&["EVAL", CALL_SCRIPT, "0", "XADD", "s", &id, "f", "v"]);
+                c.cmd(&["EVAL", CALL_SCRIPT, "0", "SET", "x", "y"]);
+                c.cmd(&["EVAL", CALL_SCRIPT, "0", "xlen", "s"]);
+                c.cmd(&["EVAL", "return redis.call('GET', 'x')", "0"]);
+            }
+            4 => {
+                c.cmd(&["FCALL", "xcall", "0", "XADD", "s", &id, "f", "v"]);
+            }
+            _ => {
+                c.cmd(&["XREAD", "COUNT", "1", "STREAMS", "s", "0"]);
+                c.cmd(&["XRANGE", "s", "-", "+", "COUNT", "1"]);
+            }
+        }
+    }
+    // Blocked readers: served, timed out, killed.
+    for round in 0..30u32 {
+        let mut r = b.conn();
+        let id = r.cmd(&["CLIENT", "ID"]).as_int();
+        r.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]).unwrap();
+        let mut waited = 0;
+        while !c.cmd(&["CLIENT", "LIST", "ID", &id.to_string()]).text().contains("flags=b") {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            waited += 1;
+            assert!(waited < 2000, "reader did not block");
+        }
+        match round % 3 {
+            0 => {
+                c.cmd(&["XADD", "s", &format!("{}-1", 10_000 + round), "f", "v"]);
+                assert!(!r.read_reply().unwrap().0.is_nil());
+            }
+            1 => {
+                c.cmd(&["CLIENT", "UNBLOCK", &id.to_string()]);
+                assert!(r.read_reply().unwrap().0.is_nil());
+            }
+            _ => {
+                c.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]);
+            }
+        }
+        let mut t = b.conn();
+        assert!(t.cmd(&["XREAD", "BLOCK", "1", "STREAMS", "s", "$"]).is_nil());
+    }
+    // CLIENT PAUSE WRITE: the XADD waits and is processed again after UNPAUSE.
+    c.cmd(&["CLIENT", "PAUSE", "10000", "WRITE"]);
+    let mut w = b.conn();
+    w.send(&["XADD", "s", "20000-1", "f", "v"]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    c.cmd(&["CLIENT", "UNPAUSE"]);
+    assert_eq!(w.read_reply().unwrap().0, Reply::Bulk(b"20000-1".to_vec()));
+
+    // Still served by the module, with the right names.
+    assert_eq!(c.cmd(&["XADD", "s", "30000-1", "f", "v"]), Reply::Bulk(b"30000-1".to_vec()));
+    assert_eq!(c.cmd(&["OBJECT", "ENCODING", "s"]), Reply::Bulk(b"raw".to_vec()));
+    let stats = c.cmd(&["INFO", "commandstats"]).text();
+    assert!(!stats.contains("cmdstat_xadd:calls="), "{stats}");
+    let slow = format!("{}", c.cmd(&["SLOWLOG", "GET", "1000"]));
+    assert!(slow.contains("XS.ADD"), "{slow}");
+    let mut seen = 0;
+    mon.set_timeout(std::time::Duration::from_secs(5));
+    while seen < 100 {
+        let (r, _) = mon.read_reply().unwrap();
+        if r.text().contains("\"XS.ADD\"") {
+            seen += 1;
+        }
+    }
+    assert!(b.conn().ping());
+}
