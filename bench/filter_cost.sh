@@ -5,11 +5,13 @@
 #   plain     no module
 #   takeover  the module with `takeover yes` (its command filter sees every command)
 #   module    the module without takeover (no filter)
-# and `redis-benchmark -t set,get -n $N -P $P -q` against each, interleaved (the order rotates
-# every round), $ROUNDS rounds. Per server and test: the median requests/s, and the server's CPU
-# per request (INFO cpu, user+sys, delta over the run / requests) and INFO commandstats
-# usec_per_call (measured inside call(): the filter runs before it, in processCommand, so this
-# figure cannot show the filter; the CPU figure can).
+# and `redis-benchmark -t set,get -n $N -P $P -q` plus `redis-benchmark ... TYPE typekey` (a
+# string key: in takeover mode TYPE is rewritten to XS.TYPE, which answers `stream` for module
+# streams) against each, interleaved (the order rotates every round), $ROUNDS rounds. Per
+# server and test: the median requests/s, and the server's CPU per request (INFO cpu,
+# user+sys, delta over the run / requests) and INFO commandstats usec_per_call (measured inside
+# call(): the filter runs before it, in processCommand, so this figure cannot show the filter;
+# the CPU figure can).
 #
 # Usage: bench/filter_cost.sh [ROUNDS]      env: N (default 1000000), P (default 16),
 #        XSTREAM_MODULE (default target/release/libxstream.so), PIN=0 to not use taskset.
@@ -75,24 +77,26 @@ start module
 cpu_seconds() { # user+sys of the server
     redis-cli -p "$1" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.6f", s}'
 }
-usec_per_call() { # port, command
-    redis-cli -p "$1" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$2" '$1 == c {for (i = 2; i <= NF; i++) if ($i == "usec_per_call") print $(i+1)}'
+usec_per_call() { # port, command (its XS.* twin when the filter rewrote it)
+    redis-cli -p "$1" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$2" -v x="cmdstat_xs.$2" '$1 == c || $1 == x {for (i = 2; i <= NF; i++) if ($i == "usec_per_call") print $(i+1)}'
 }
+for name in plain takeover module; do redis-cli -p "${PORT[$name]}" SET typekey v >/dev/null; done
 
 RES=$WORK/results.tsv
 : > "$RES"
 NAMES=(plain takeover module)
-echo "filter cost: redis-benchmark -t set,get -n $N -P $P -q, $ROUNDS interleaved rounds ($(redis-server --version | awk '{print $3}'), $(nproc) CPUs${SRV_PIN[*]:+, server on CPU 0 and client on CPU 1})"
+echo "filter cost: redis-benchmark -t set,get -n $N -P $P -q and TYPE typekey, $ROUNDS interleaved rounds ($(redis-server --version | awk '{print $3}'), $(nproc) CPUs${SRV_PIN[*]:+, server on CPU 0 and client on CPU 1})"
 for round in $(seq 1 "$ROUNDS"); do
     # Rotate the order: round r starts with server (r-1) mod 3.
     order=()
     for i in 0 1 2; do order+=("${NAMES[$(((round - 1 + i) % 3))]}"); done
     for name in "${order[@]}"; do
         port=${PORT[$name]}
-        for t in set get; do
+        for t in set get type; do
             redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+            if [ "$t" = type ]; then what=(TYPE typekey); else what=(-t "$t"); fi
             c0=$(cpu_seconds "$port")
-            out=$("${CLI_PIN[@]}" redis-benchmark -p "$port" -t "$t" -n "$N" -P "$P" -q 2>/dev/null | tr '\r' '\n' | grep -E '^(SET|GET): [0-9.]+ requests per second' | tail -1)
+            out=$("${CLI_PIN[@]}" redis-benchmark -p "$port" -n "$N" -P "$P" -q "${what[@]}" 2>/dev/null | tr '\r' '\n' | grep -E '^(SET|GET|TYPE typekey): [0-9.]+ requests per second' | tail -1 | sed 's/^TYPE typekey/TYPE/')
             c1=$(cpu_seconds "$port")
             rps=$(echo "$out" | awk '{print $2}')
             upc=$(usec_per_call "$port" "$t")
@@ -108,7 +112,7 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; e
 spread() { sort -g | awk '{a[NR] = $1} END {q1 = a[int((NR + 3) / 4)]; q3 = a[int((3 * NR + 3) / 4)]; m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.1f%%\n", (q3 - q1) / m * 100}'; }
 echo
 printf '%-9s %-4s %14s %9s %9s %18s %9s %14s\n' server test "median req/s" "vs plain" "IQR/med" "server CPU us/req" "vs plain" usec_per_call
-for t in set get; do
+for t in set get type; do
     col() { awk -F'\t' -v n="$1" -v t="$t" -v c="$2" '$2 == n && $3 == t {print $c}' "$RES"; }
     base=$(col plain 4 | median)
     cbase=$(col plain 5 | median)

@@ -49,7 +49,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         }
     }
     if config::TAKEOVER.load(std::sync::atomic::Ordering::Relaxed) {
-        if let Err(e) = ffi::takeover::start(ctx) {
+        if let Err(e) = ffi::takeover::start(ctx, commands::COMMANDS) {
             ctx.log_warning(&format!("xstream: takeover: {e}"));
             return Status::Err;
         }

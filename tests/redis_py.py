@@ -5,7 +5,8 @@ oracle, a plain redis-server with the built-in streams) and runs every test agai
 and RESP3: the expected values are written out exactly, so passing on the built-in proves the
 expectation and passing on the module proves the module.
 
-- test_takeover_active: the module is loaded, takeover is on, TYPE shows the module's type.
+- test_takeover_active: the module is loaded, takeover is on, TYPE says `stream` for the module's
+  streams too (OBJECT ENCODING `raw` shows it is the module's).
 - test_basic_api: xadd (explicit IDs, '*', nomkstream, maxlen exact / approximate, minid), xlen,
   xrange, xrevrange, xdel, xtrim.
 - test_producer_consumer_group: a producer thread, two consumer threads with blocking
@@ -159,7 +160,9 @@ def test_takeover_active(servers, proto):
     assert r.config_get("xstream.takeover") == {"xstream.takeover": "yes"}
     r.delete("t")
     r.xadd("t", {"f": "v"}, id="1-1")
-    assert r.type("t") == "xs-stream"
+    # TYPE says stream in takeover mode; the value is the module's (OBJECT ENCODING raw).
+    assert r.type("t") == "stream"
+    assert r.object("encoding", "t") == "raw"
     b = redis.Redis(port=servers["builtin"].port, protocol=proto, decode_responses=True)
     b.delete("t")
     b.xadd("t", {"f": "v"}, id="1-1")
@@ -221,7 +224,8 @@ def test_basic_api(conn, side):
     r.set("str", "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         r.xadd("str", {"f": "v"})
-    assert r.type("s") == ("xs-stream" if side == "module" else "stream")
+    assert r.type("s") == "stream"
+    assert r.object("encoding", "s") == ("raw" if side == "module" else "stream")
 
 
 N = 300
@@ -397,7 +401,8 @@ def test_producer_consumer_group(conn, side):
     assert admin.xtrim("orders", maxlen=10, approximate=False) == N - 1 - 10
     assert admin.xlen("orders") == 10
     assert [int(f["n"]) for _, f in admin.xrange("orders")] == list(range(N - 10, N))
-    assert admin.type("orders") == ("xs-stream" if side == "module" else "stream")
+    assert admin.type("orders") == "stream"
+    assert admin.object("encoding", "orders") == ("raw" if side == "module" else "stream")
 
 
 def test_blocking_timeouts(conn, proto):

@@ -11,9 +11,11 @@ use crate::error::{Error, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::{Group, Meta, Stream, StreamId, ENTRIES_READ_INVALID};
 
-/// addReplyHelp: a header naming the command as typed, the lines, and the HELP footer.
+/// addReplyHelp: a header naming the command as typed (upper case), the lines,
+/// and the HELP footer. (In takeover mode the built-in answers XINFO / XGROUP
+/// HELP itself: the filter leaves them alone.)
 pub fn reply_help(c: &Ctx, lines: &[&str]) {
-    let cmd = String::from_utf8_lossy(cstr(c.arg(0))).to_uppercase();
+    let cmd = String::from_utf8_lossy(cstr(&c.command_name())).to_uppercase();
     c.reply_array(lines.len() + 3);
     c.reply_simple(&format!("{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
     for line in lines {
@@ -39,9 +41,9 @@ pub fn run_help(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// addReplySubcommandSyntaxError.
+/// addReplySubcommandSyntaxError (`Try XINFO HELP.` through the takeover filter).
 pub fn subcommand_syntax_error(c: &Ctx) -> Error {
-    let cmd = String::from_utf8_lossy(cstr(c.arg(0))).to_uppercase();
+    let cmd = String::from_utf8_lossy(cstr(&c.command_name())).to_uppercase();
     let sub: String = String::from_utf8_lossy(cstr(c.arg(1))).chars().take(128).collect();
     Error::Full(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {cmd} HELP."))
 }

@@ -2,7 +2,9 @@
 //! the stream -> reply`, and this table with every command's metadata.
 //!
 //! Replies and errors are the built-in's (t_stream.c of the same server); where
-//! a message names the command, Redis formats it with our name (`xs.add`).
+//! a message names the command, it is our name (`xs.add`) when called as XS.*,
+//! and the built-in's (`xadd`) when the takeover filter brought a standard name
+//! (`Ctx::reply_wrong_arity`, `Ctx::command_name`).
 
 use crate::ffi::register::{Command, KeyAt};
 use redis_module::raw;
@@ -13,6 +15,7 @@ pub mod claim;
 pub mod del;
 pub mod group;
 pub mod info;
+pub mod keyspace;
 pub mod len;
 pub mod migrate;
 pub mod pending;
@@ -46,6 +49,8 @@ command_entry!(xs_export, migrate::run_export);
 command_entry!(xs_pending, pending::run);
 command_entry!(xs_claim, claim::run_claim);
 command_entry!(xs_autoclaim, claim::run_autoclaim);
+command_entry!(xs_type, keyspace::run_type);
+command_entry!(xs_scan, keyspace::run_scan);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_panic, debug::run_panic);
 
@@ -112,6 +117,10 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
+    // TYPE and SCAN as takeover mode answers them (the filter sends `TYPE key` and
+    // `SCAN ... TYPE stream` here); flags, arity and key spec of the built-ins.
+    Command { name: "xs.type", func: Some(xs_type), flags: "readonly fast", arity: 2, key: key1(RO), subcommands: &[] },
+    Command { name: "xs.scan", func: Some(xs_scan), flags: "readonly", arity: -2, key: None, subcommands: &[] },
     Command { name: "xs.import", func: Some(xs_import), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]

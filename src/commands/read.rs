@@ -203,9 +203,10 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         if is_kw(o, "BLOCK") && moreargs > 0 {
             // 7.4 lets scripts pass BLOCK (answered as a non-blocking read).
             if c.in_script() && crate::config::level() < Level::V7_4 {
+                // argv[0] as the script spelled it (`xread` through the takeover filter).
                 return Err(Error::Full(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
-                    String::from_utf8_lossy(cstr(c.arg(0)))
+                    String::from_utf8_lossy(cstr(&c.command_name()))
                 )));
             }
             i += 1;

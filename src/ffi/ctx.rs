@@ -271,6 +271,12 @@ impl Ctx {
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, c.as_ptr()) };
     }
 
+    /// A status reply from a constant (no copy).
+    pub fn reply_status(&self, s: &'static CStr) {
+        // SAFETY: s is NUL-terminated and static.
+        unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, s.as_ptr()) };
+    }
+
     pub fn reply_ok(&self) {
         self.reply_simple("OK");
     }
@@ -282,9 +288,33 @@ impl Ctx {
         unsafe { api!(RedisModule_ReplyWithError)(self.ctx, c.as_ptr()) };
     }
 
+    /// `wrong number of arguments for '<fullname>' command`. RM_WrongArity prints
+    /// the module's fullname (`xs.add`); a command that came through the takeover
+    /// filter gets the built-in's (`xadd`, `xgroup|create`).
     pub fn reply_wrong_arity(&self) {
+        if let Some(slot) = self.via_filter() {
+            let full = super::takeover::standard_fullname(slot, self.arg(1));
+            self.reply_error(&format!("ERR wrong number of arguments for '{full}' command"));
+            return;
+        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_WrongArity)(self.ctx) };
+    }
+
+    /// The takeover slot of the standard name this command came in with, if it
+    /// came through the filter (argv[0] is then the filter's own string).
+    fn via_filter(&self) -> Option<usize> {
+        super::takeover::via_filter(self.arg_string(0))
+    }
+
+    /// argv[0] as the client typed it, which t_stream.c prints in some texts
+    /// (`c->argv[0]->ptr`): through the takeover filter, the standard name as
+    /// spelled (`xread`), otherwise the module's name as called (`XS.READ`).
+    pub fn command_name(&self) -> Vec<u8> {
+        match self.via_filter() {
+            Some(slot) => super::takeover::typed_name(slot),
+            None => self.arg(0).to_vec(),
+        }
     }
 
     // ---- propagation and events ---------------------------------------------
@@ -459,6 +489,52 @@ impl Ctx {
         }
     }
 
+    // ---- TYPE and SCAN in takeover mode (XS.TYPE, XS.SCAN) -------------------
+
+    /// What `TYPE` says of key argument `i`, looked up as typeCommand does
+    /// (lookupKeyRead with NOTOUCH: the same hit/miss count, the same lazy expiry).
+    pub fn type_of(&self, i: usize) -> TypeOf {
+        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
+        // SAFETY: the key name is a live argument string; the key is closed in Drop.
+        let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
+        Key { ctx: self, key: key.cast() }.type_of()
+    }
+
+    /// Whether the key named `name` holds a stream, built-in or ours (looked up
+    /// as SCAN's TYPE filter does: lookupKeyRead with NOTOUCH).
+    pub fn is_any_stream(&self, name: &[u8]) -> bool {
+        // SAFETY: a new string from a valid buffer, freed below.
+        let s = unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), name.as_ptr().cast(), name.len()) };
+        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
+        // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
+        let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
+        let stream = match (Key { ctx: self, key: key.cast() }).type_of() {
+            TypeOf::Ours => true,
+            TypeOf::Builtin(name) => name == c"stream",
+            TypeOf::OtherModule => false,
+        };
+        // SAFETY: created above with a NULL ctx; the key took its own reference,
+        // released by CloseKey (the Key was dropped above).
+        unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+        stream
+    }
+
+    /// Runs `cmd` with this command's arguments `args` (indexes) through RM_Call
+    /// (not filtered: the filter is NOSELF). None if Redis refused to run it.
+    pub fn call(&self, cmd: &CStr, args: &[usize]) -> Option<CallReply<'_>> {
+        let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|&i| self.arg_string(i)).filter(|p| !p.is_null()).collect();
+        // SAFETY: "v" takes (RedisModuleString **, size_t): live argument strings,
+        // each retained by Redis for the call; the reply is freed by CallReply's Drop.
+        let r = unsafe { api!(RedisModule_Call)(self.ctx, cmd.as_ptr(), c"v".as_ptr(), argv.as_ptr(), argv.len()) };
+        (!r.is_null()).then_some(CallReply { r, _ctx: std::marker::PhantomData })
+    }
+
+    /// Replies `r` exactly as the called command replied.
+    pub fn reply_call(&self, r: CallReplyRef<'_>) {
+        // SAFETY: valid ctx and a live reply (borrowed from its owner).
+        unsafe { api!(RedisModule_ReplyWithCallReply)(self.ctx, r.0) };
+    }
+
     /// Wakes clients blocked on key argument `i` (served after the command).
     pub fn signal_ready(&self, i: usize) {
         // SAFETY: valid ctx and key argument.
@@ -469,6 +545,81 @@ impl Ctx {
     pub fn signal_modified(&self, i: usize) {
         // SAFETY: valid ctx and key argument.
         unsafe { api!(RedisModule_SignalModifiedKey)(self.ctx, self.arg_string(i)) };
+    }
+}
+
+/// The answer of `TYPE` for a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeOf {
+    /// The built-in's name for a built-in type (getObjectTypeName), or `none`.
+    Builtin(&'static CStr),
+    /// Our stream.
+    Ours,
+    /// Another module's type: only the server knows its name.
+    OtherModule,
+}
+
+/// A reply of RM_Call, freed on drop.
+pub struct CallReply<'c> {
+    r: *mut raw::RedisModuleCallReply,
+    _ctx: std::marker::PhantomData<&'c Ctx>,
+}
+
+/// A reply or an element of one, alive as long as the reply that owns it.
+#[derive(Clone, Copy)]
+pub struct CallReplyRef<'r>(*mut raw::RedisModuleCallReply, std::marker::PhantomData<&'r ()>);
+
+impl CallReply<'_> {
+    pub fn as_ref(&self) -> CallReplyRef<'_> {
+        CallReplyRef(self.r, std::marker::PhantomData)
+    }
+}
+
+impl Drop for CallReply<'_> {
+    fn drop(&mut self) {
+        // SAFETY: returned by RM_Call, freed once (elements go with it).
+        unsafe { api!(RedisModule_FreeCallReply)(self.r) };
+    }
+}
+
+impl<'r> CallReplyRef<'r> {
+    /// An array reply's length (0 for anything else).
+    pub fn len(&self) -> usize {
+        // SAFETY: a live reply.
+        let t = unsafe { api!(RedisModule_CallReplyType)(self.0) } as isize;
+        if t != raw::REDISMODULE_REPLY_ARRAY {
+            return 0;
+        }
+        // SAFETY: a live array reply.
+        unsafe { api!(RedisModule_CallReplyLength)(self.0) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` of an array reply.
+    pub fn get(&self, i: usize) -> Option<CallReplyRef<'r>> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: i < length of a live array reply; the element lives as long as it.
+        let e = unsafe { api!(RedisModule_CallReplyArrayElement)(self.0, i) };
+        (!e.is_null()).then_some(CallReplyRef(e, std::marker::PhantomData))
+    }
+
+    /// The bytes of a string reply (bulk or status); None for other types.
+    pub fn bytes(&self) -> Option<&'r [u8]> {
+        // SAFETY: a live reply.
+        let t = unsafe { api!(RedisModule_CallReplyType)(self.0) } as isize;
+        if t != raw::REDISMODULE_REPLY_STRING {
+            return None;
+        }
+        let mut len = 0usize;
+        // SAFETY: a live string reply; the buffer lives as long as the reply.
+        let p = unsafe { api!(RedisModule_CallReplyStringPtr)(self.0, &mut len) };
+        // SAFETY: p points to len bytes owned by the reply.
+        Some(if p.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) } })
     }
 }
 
@@ -489,6 +640,30 @@ impl Key<'_> {
         } else {
             KeyKind::Other
         }
+    }
+
+    /// What TYPE says of this key.
+    pub fn type_of(&self) -> TypeOf {
+        if self.key.is_null() {
+            return TypeOf::Builtin(c"none");
+        }
+        // SAFETY: key is an open key.
+        let t = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
+        let name = match t {
+            raw::REDISMODULE_KEYTYPE_EMPTY => c"none",
+            raw::REDISMODULE_KEYTYPE_STRING => c"string",
+            raw::REDISMODULE_KEYTYPE_LIST => c"list",
+            raw::REDISMODULE_KEYTYPE_SET => c"set",
+            raw::REDISMODULE_KEYTYPE_ZSET => c"zset",
+            raw::REDISMODULE_KEYTYPE_HASH => c"hash",
+            raw::REDISMODULE_KEYTYPE_STREAM => c"stream",
+            // SAFETY: key is an open module key.
+            raw::REDISMODULE_KEYTYPE_MODULE if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == super::types::stream_type() => {
+                return TypeOf::Ours
+            }
+            _ => return TypeOf::OtherModule,
+        };
+        TypeOf::Builtin(name)
     }
 
     /// The error for a key of another type: WRONGTYPE, or in takeover mode for a

@@ -48,6 +48,11 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
         if twin && !c.must_obey() {
             // SAFETY: ctx and argv are this command's; must_obey() excluded primary and AOF.
             if let Err(msg) = unsafe { super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) } {
+                if c.in_script() {
+                    // A script's call is refused as scriptVerifyACL words it (ACL_DENIED_CMD;
+                    // key denials come from Redis's own check of the XS.* key specs).
+                    return Err(Error::Err("The user executing the script can't run this command or subcommand"));
+                }
                 return Err(Error::Full(msg));
             }
         }

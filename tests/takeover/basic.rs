@@ -3,8 +3,8 @@
 //! and adapted to two servers: side A is a plain Redis (built-in streams), side B a Redis with the
 //! module in takeover mode; both get the same key names and the STANDARD command names (spelled in
 //! mixed case now and then), sometimes inside MULTI/EXEC, EVAL or FCALL. Replies are compared byte
-//! for byte; the only accepted difference is the command name Redis formats into error texts
-//! (`'xs.add'`, `XS.INFO`), unless XSTREAM_DIFF_STRICT_NAMES=1.
+//! for byte, error texts included (no normalisation of command names: in takeover mode they
+//! are the built-in's).
 //!
 //! Keep in step with `tests/differential.rs` when its generator changes.
 
@@ -1221,15 +1221,6 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
     let (mut errors, mut auto_ops, mut max_len) = (0usize, 0usize, 0i64);
     let mut vias: std::collections::BTreeMap<&'static str, usize> = Default::default();
     let stats = std::env::var_os("XSTREAM_DIFF_STATS").is_some();
-    // The only difference allowed by design: Redis formats error texts with the command's own
-    // name ('xs.add' vs 'xadd', `Try XS.INFO HELP`). XSTREAM_DIFF_STRICT_NAMES=1 compares them too.
-    let loose_names = std::env::var_os("XSTREAM_DIFF_STRICT_NAMES").is_none();
-    let loosen = |b: &[u8]| -> Vec<u8> {
-        String::from_utf8_lossy(b)
-            .replace("'xs.", "'x")
-            .replace("XS.INFO", "XINFO")
-            .into_bytes()
-    };
     let mut hist: std::collections::BTreeMap<String, usize> = Default::default();
     for i in 0..n2 + n3 {
         if i == n2 {
@@ -1266,12 +1257,8 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
         r.log_cmd(&ca);
         let oa = exec_via(&mut r.a, via, &ca);
         let ob = exec_via(&mut r.b, via, &cb);
-        let side_b = if loose_names {
-            loosen(&ob.side)
-        } else {
-            ob.side.clone()
-        };
-        if oa.side != side_b {
+        // Byte for byte, command names in error texts included.
+        if oa.side != ob.side {
             let note = format!(
                 "{} [transaction replies differ: A {} / B {}]",
                 via.tag(),
@@ -1281,31 +1268,7 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
             r.fail(i, &ca, &cb, &oa.raw, &ob.raw, &note);
         }
         let (ra, ba) = (oa.reply, oa.raw);
-        let (mut rb, mut bb) = (ob.reply, ob.raw);
-        let is_help = ca
-            .get(1)
-            .map(|a| a.eq_ignore_ascii_case(b"HELP"))
-            .unwrap_or(false);
-        if loose_names && (bb.starts_with(b"-") || is_help) {
-            // Accept 'xs.add' for 'xadd' in error messages (see loose_names above).
-            let t = String::from_utf8_lossy(&bb)
-                .replace("'xs.", "'x")
-                .replace("XS.INFO", "XINFO");
-            bb = t.into_bytes();
-            match &mut rb {
-                Reply::Error(e) | Reply::Simple(e) => {
-                    *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
-                }
-                Reply::Array(v) => {
-                    for x in v.iter_mut() {
-                        if let Reply::Simple(e) = x {
-                            *e = e.replace("XS.INFO", "XINFO");
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
+        let (rb, bb) = (ob.reply, ob.raw);
         if op.auto {
             auto_ops += 1;
             let mut na = ra.clone();
