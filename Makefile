@@ -5,6 +5,7 @@
 #   make run            deps + build + a redis-server on 127.0.0.1:$(PORT) with the module (foreground)
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
 #                       + the redis-py tests (tests/redis_py.py) in .venv (created if missing)
+#                       + test-matrix (the comparison runners on every host; NO_MATRIX=1 skips it)
 #   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
 #   make soak           long differential runs (several seeds)
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
@@ -12,6 +13,7 @@
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
 #   make hosts          builds the host servers of ../shared/hosts into target/hosts (once each)
 #   XSTREAM_HOST=valkey-8.0.1 make test    the suite on one host (built first if needed)
+#   make test-matrix    the comparison runners on every host of ../shared/hosts (part of make test)
 #   make test-hosts     the full suite on every host, one after the other
 
 SHELL        := /bin/bash
@@ -42,7 +44,7 @@ HOST_SERVER  := $(HOSTS_DIR)/$(XSTREAM_HOST)/src/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts
+.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix
 
 all: build
 
@@ -87,6 +89,9 @@ test: deps build venv host
 		$(CARGO) test --release --no-fail-fast -- --test-threads=$(TEST_THREADS) || status=1; \
 	echo "make test: redis-py tests (tests/redis_py.py)"; \
 	XSTREAM_MODULE=$(MODULE) $(VENV)/bin/python -m pytest -p no:cacheprovider tests/redis_py.py || status=1; \
+	if [ -z "$(XSTREAM_HOST)" ] && [ -z "$(NO_MATRIX)" ]; then \
+		$(MAKE) --no-print-directory test-matrix || status=1; \
+	fi; \
 	exit $$status
 
 # Host servers: each built once (build.sh skips a tree whose stamp matches).
@@ -100,8 +105,21 @@ host:
 		echo "make test: host $(XSTREAM_HOST): $(HOST_SERVER)"; \
 	fi
 
-# The whole suite on the default host, then on every host of the matrix.
-test-hosts: test
+# On every host of the matrix (built first if needed): the runners that compare the module with
+# that host's own built-in streams (differential, group differential, takeover, takeover error
+# paths and types, fixed edge cases). `make test` ends with it.
+MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test takeover \
+                --test takeover_errors --test takeover_types
+test-matrix: build hosts
+	@for h in $(HOSTS); do \
+		echo "make test-matrix: $$h"; \
+		XSTREAM_REDIS_SERVER=$(HOSTS_DIR)/$$h/src/redis-server XSTREAM_MODULE=$(MODULE) \
+			$(CARGO) test --release $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS) || exit 1; \
+	done
+
+# The whole suite on the default host, then the whole suite on every host of the matrix.
+test-hosts:
+	$(MAKE) --no-print-directory test NO_MATRIX=1
 	@for h in $(HOSTS); do \
 		echo "== make test-hosts: $$h"; \
 		$(MAKE) --no-print-directory test XSTREAM_HOST=$$h || exit 1; \

@@ -120,8 +120,18 @@ static HOST_LEVEL: AtomicU8 = AtomicU8::new(Level::V7_0 as u8);
 /// The configured level; 0 = `host`.
 static COMPAT: AtomicU8 = AtomicU8::new(0);
 
-pub fn set_host_level(l: Level) {
+/// The host is Valkey (8.0: 7.2-level streams, but scripts may pass BLOCK as in 7.4).
+static VALKEY: AtomicBool = AtomicBool::new(false);
+
+pub fn set_host(l: Level, valkey: bool) {
     HOST_LEVEL.store(l as u8, Ordering::Relaxed);
+    VALKEY.store(valkey, Ordering::Relaxed);
+}
+
+/// Scripts may call XREAD / XREADGROUP with BLOCK (answered without blocking):
+/// Redis 7.4, and Valkey 8 at its own level.
+pub fn scripts_may_block() -> bool {
+    level() >= Level::V7_4 || (COMPAT.load(Ordering::Relaxed) == 0 && VALKEY.load(Ordering::Relaxed))
 }
 
 pub fn host_level() -> Level {

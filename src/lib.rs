@@ -31,10 +31,12 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
     ffi::ctx::init_words();
-    let version = ffi::host::redis_version(ctx).unwrap_or_default();
-    config::set_host_level(config::Level::of_redis_version(&version));
+    let host = ffi::host::detect(ctx);
+    config::set_host(config::Level::of_redis_version(&host.redis_version), host.valkey);
     ctx.log_notice(&format!(
-        "xstream: host redis_version {version}: replies at level {} (xstream.compat {})",
+        "xstream: host {} redis_version {}: replies at level {} (xstream.compat {})",
+        if host.valkey { "valkey" } else { "redis" },
+        host.redis_version,
         config::host_level().name(),
         config::level().name()
     ));

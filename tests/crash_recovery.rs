@@ -471,7 +471,7 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
             // never meets RDB_MODULE_OPCODE_EOF). Confirm with the standalone checker, which
             // loads no module.
             let rdb = if file.ends_with(".rdb") { f.clone() } else { dir.join("dump.rdb") };
-            let mut chk = Command::new("redis-check-rdb").arg(&rdb).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("redis-check-rdb");
+            let mut chk = Command::new(redis_tool_bin("redis-check-rdb")).arg(&rdb).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("redis-check-rdb");
             let t0 = Instant::now();
             let hung = loop {
                 if let Ok(Some(_)) = chk.try_wait() {

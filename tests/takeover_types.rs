@@ -315,14 +315,14 @@ fn takeover_scan_type_stream() {
 }
 
 fn redis_cli(port: u16, flag: &str) -> String {
-    let out = Command::new("redis-cli").args(["-p", &port.to_string(), flag]).output().expect("redis-cli");
+    let out = Command::new(redis_tool_bin("redis-cli")).args(["-p", &port.to_string(), flag]).output().expect("redis-cli");
     assert!(out.status.success(), "redis-cli {flag}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
 fn takeover_bigkeys_memkeys() {
-    if Command::new("redis-cli").arg("--version").output().is_err() {
+    if Command::new(redis_tool_bin("redis-cli")).arg("--version").output().is_err() {
         report("redis-cli not found: takeover_bigkeys_memkeys skipped");
         return;
     }
@@ -350,12 +350,16 @@ fn takeover_bigkeys_memkeys() {
     // On the takeover server the built-in stream left there (2 entries) is adopted by the XLEN
     // bigkeys sends (xstream.adopt), so it is counted and sized like the others.
     for (out, entries) in [(&plain_big, 307), (&big, 307)] {
-        assert!(out.contains("Biggest stream found '\"big\"' has 300 entries"), "{out}");
+        // redis-cli 7.4 dropped the quotes around the key name.
+        assert!(
+            out.contains("Biggest stream found '\"big\"' has 300 entries") || out.contains("Biggest stream found \"big\" has 300 entries"),
+            "{out}"
+        );
         assert!(out.contains(&format!("7 streams with {entries} entries")), "{out}");
         assert!(!out.contains("xs-stream"), "{out}");
     }
     let mem = redis_cli(b.port(), "--memkeys");
-    assert!(mem.contains("Biggest stream found '\"big\"' has"), "{mem}");
+    assert!(mem.contains("Biggest stream found '\"big\"' has") || mem.contains("Biggest stream found \"big\" has"), "{mem}");
     assert!(mem.contains("7 streams with"), "{mem}");
     assert!(!mem.contains("xs-stream"), "{mem}");
     report(&format!(

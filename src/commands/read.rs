@@ -201,8 +201,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let moreargs = argc - i - 1;
         let o = c.arg(i);
         if is_kw(o, "BLOCK") && moreargs > 0 {
-            // 7.4 lets scripts pass BLOCK (answered as a non-blocking read).
-            if c.in_script() && crate::config::level() < Level::V7_4 {
+            // 7.4 (and Valkey 8) let scripts pass BLOCK (answered as a non-blocking read).
+            if c.in_script() && !crate::config::scripts_may_block() {
                 // argv[0] as the script spelled it (`xread` through the takeover filter).
                 return Err(Error::Full(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",

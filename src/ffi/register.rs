@@ -50,7 +50,12 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
             if let Err(msg) = unsafe { super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) } {
                 if c.in_script() {
                     // A script's call is refused as scriptVerifyACL words it (ACL_DENIED_CMD;
-                    // key denials come from Redis's own check of the XS.* key specs).
+                    // key denials come from Redis's own check of the XS.* key specs): 7.2
+                    // prefixes the ACL message, 7.0 has a text of its own.
+                    if crate::config::host_level() >= crate::config::Level::V7_2 {
+                        let detail = msg.strip_prefix("NOPERM ").unwrap_or(&msg);
+                        return Err(Error::Full(format!("ERR ACL failure in script: {detail}")));
+                    }
                     return Err(Error::Err("The user executing the script can't run this command or subcommand"));
                 }
                 return Err(Error::Full(msg));

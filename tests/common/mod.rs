@@ -1436,3 +1436,8 @@ pub fn redis_version(c: &mut Conn) -> (u32, u32) {
     let mut it = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
+
+/// The server is Valkey (INFO server's `server_name`).
+pub fn is_valkey(c: &mut Conn) -> bool {
+    c.cmd(&["INFO", "server"]).text().lines().any(|l| l.trim() == "server_name:valkey")
+}
