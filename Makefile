@@ -57,6 +57,8 @@ deps:
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing:$$missing"; \
 		$(SUDO) apt-get update -q && \
