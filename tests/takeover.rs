@@ -9,11 +9,12 @@
 //! masked; command names in error texts are compared as they are).
 //!
 //! - `takeover_differential_basic` / `takeover_differential_groups`: the random generators of
-//!   `tests/differential.rs` and `tests/differential_groups.rs` (copied and adapted in
-//!   `tests/takeover/`), the command name in random case, some commands inside MULTI/EXEC, EVAL
-//!   (`redis.call(unpack(ARGV))`) or FCALL (a function library). CONFIG SET
-//!   stream-node-max-* on both servers per segment (and xstream.node-max-* on B set to other
-//!   values, which takeover mode must ignore).
+//!   `tests/common/gen_basic.rs` and `tests/common/gen_groups.rs` (the ones of
+//!   `tests/differential*.rs`) with the two-server runner of `tests/common/diff.rs`: the command
+//!   name in random case, some commands inside MULTI/EXEC, EVAL (`redis.call(unpack(ARGV))`) or
+//!   FCALL (a function library, `tests/common/via.rs`). CONFIG SET stream-node-max-* on both
+//!   servers per segment (and xstream.node-max-* on B set to other values, which takeover mode
+//!   must ignore).
 //! - `takeover_scripts_and_functions`: fixed scripts and functions calling XADD / XRANGE.
 //! - `takeover_blocking_*`: XREAD BLOCK / XREADGROUP BLOCK served by a later XADD (plain, from
 //!   MULTI, from a script, from a function), timeouts, BLOCK inside MULTI / scripts.
@@ -33,30 +34,23 @@
 //!
 //! Env: XSTREAM_SEED, XSTREAM_TDIFF_OPS / XSTREAM_TDIFF_OPS3 (basic differential, RESP2 / RESP3
 //! ops), XSTREAM_TGDIFF_OPS / XSTREAM_TGDIFF_OPS3 (group differential), XSTREAM_TDIFF_SEGMENTS,
-//! XSTREAM_DIFF_MAX, XSTREAM_DIFF_STATS.
+//! XSTREAM_DIFF_MAX, XSTREAM_DIFF_STATS, XSTREAM_DIFF_LOG.
 
-#[path = "takeover/basic.rs"]
-mod basic;
 mod common;
-#[path = "takeover/groups.rs"]
-mod groups_diff;
-#[path = "takeover/via.rs"]
-mod via;
+#[path = "common/gen_basic.rs"]
+mod gen_basic;
+#[path = "common/gen_groups.rs"]
+mod gen_groups;
 
+use common::diff::{Opts, Pair};
 use common::groups::{now_ms, Node};
+use common::via;
 use common::*;
 use std::time::{Duration, Instant};
 
 /// The module server in takeover mode.
 fn start_takeover() -> Server {
     Server::builder().module_args(&["takeover", "yes"]).start()
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// `INFO commandstats` as (command, calls).
@@ -122,14 +116,32 @@ fn assert_served_by_module(b: &Server, what: &str) {
 // Random differentials
 // =============================================================================================
 
+/// The runner options of the takeover differentials (`what`: also the summary label).
+fn tdiff_opts(what: &'static str, test: &'static str, ops: &str, ops3: &str, n2: usize, n3: usize) -> Opts {
+    Opts {
+        what,
+        label: what,
+        replay: test,
+        n2: env_usize(ops, n2),
+        n3: env_usize(ops3, n3),
+        segments: env_usize("XSTREAM_TDIFF_SEGMENTS", 3),
+    }
+}
+
 #[test]
 fn takeover_differential_basic() {
     let a = Server::start_plain();
     let b = start_takeover();
-    let n2 = env_usize("XSTREAM_TDIFF_OPS", 5000);
-    let n3 = env_usize("XSTREAM_TDIFF_OPS3", 2000);
-    let n = basic::run(&a, &b, "takeover differential (basic)", n2, n3);
-    assert!(n >= n2 + n3);
+    let o = tdiff_opts(
+        "takeover differential (basic)",
+        "--test takeover takeover_differential_basic",
+        "XSTREAM_TDIFF_OPS",
+        "XSTREAM_TDIFF_OPS3",
+        5000,
+        2000,
+    );
+    let n = gen_basic::run(Pair::two(&a, &b), &o);
+    assert!(n >= o.n2 + o.n3);
     assert_served_by_module(&b, "takeover differential (basic)");
     // TYPE says `stream` for the module's streams too (tests/takeover_types.rs).
     let mut ca = a.conn();
@@ -144,10 +156,16 @@ fn takeover_differential_basic() {
 fn takeover_differential_groups() {
     let a = Server::start_plain();
     let b = start_takeover();
-    let n2 = env_usize("XSTREAM_TGDIFF_OPS", 5000);
-    let n3 = env_usize("XSTREAM_TGDIFF_OPS3", 2500);
-    let n = groups_diff::run(&a, &b, "takeover differential (groups)", n2, n3);
-    assert!(n >= n2 + n3);
+    let o = tdiff_opts(
+        "takeover differential (groups)",
+        "--test takeover takeover_differential_groups",
+        "XSTREAM_TGDIFF_OPS",
+        "XSTREAM_TGDIFF_OPS3",
+        5000,
+        2500,
+    );
+    let n = gen_groups::run(Pair::two(&a, &b), &o);
+    assert!(n >= o.n2 + o.n3);
     assert_served_by_module(&b, "takeover differential (groups)");
 }
 
@@ -1497,18 +1515,6 @@ fn mask_group_counters(v: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
             (l, n.to_bytes())
         })
         .collect()
-}
-
-fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        s.to_string()
-    } else {
-        let mut end = n;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}...({} bytes)", &s[..end], s.len())
-    }
 }
 
 /// DEBUG DIGEST-VALUE of B's replica equals B's after consumer-group reads. (The built-in's
