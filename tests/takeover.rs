@@ -116,57 +116,57 @@ fn assert_served_by_module(b: &Server, what: &str) {
 // Random differentials
 // =============================================================================================
 
-/// The runner options of the takeover differentials (`what`: also the summary label).
-fn tdiff_opts(what: &'static str, test: &'static str, ops: &str, ops3: &str, n2: usize, n3: usize) -> Opts {
-    Opts {
+/// Runs a generator (`gen_basic::run` / `gen_groups::run`) between a plain server and a
+/// takeover server; `what` names the run and is the summary label (`<what>: N ops, 0
+/// differences`); `env`: the variables giving the RESP2 / RESP3 op counts. Returns the servers.
+fn takeover_diff(
+    run: fn(Pair, &Opts) -> usize,
+    what: &'static str,
+    test: &'static str,
+    env: [&str; 2],
+    n: [usize; 2],
+) -> (Server, Server) {
+    let a = Server::start_plain();
+    let b = start_takeover();
+    let o = Opts {
         what,
         label: what,
         replay: test,
-        n2: env_usize(ops, n2),
-        n3: env_usize(ops3, n3),
+        n2: env_usize(env[0], n[0]),
+        n3: env_usize(env[1], n[1]),
         segments: env_usize("XSTREAM_TDIFF_SEGMENTS", 3),
-    }
+    };
+    let done = run(Pair::two(&a, &b), &o);
+    assert!(done >= o.n2 + o.n3);
+    assert_served_by_module(&b, what);
+    (a, b)
 }
 
 #[test]
 fn takeover_differential_basic() {
-    let a = Server::start_plain();
-    let b = start_takeover();
-    let o = tdiff_opts(
+    let (a, b) = takeover_diff(
+        gen_basic::run,
         "takeover differential (basic)",
         "--test takeover takeover_differential_basic",
-        "XSTREAM_TDIFF_OPS",
-        "XSTREAM_TDIFF_OPS3",
-        5000,
-        2000,
+        ["XSTREAM_TDIFF_OPS", "XSTREAM_TDIFF_OPS3"],
+        [5000, 2000],
     );
-    let n = gen_basic::run(Pair::two(&a, &b), &o);
-    assert!(n >= o.n2 + o.n3);
-    assert_served_by_module(&b, "takeover differential (basic)");
     // TYPE says `stream` for the module's streams too (tests/takeover_types.rs).
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    ca.cmd(&["XADD", "t", "1-1", "f", "v"]);
-    cb.cmd(&["XADD", "t", "1-1", "f", "v"]);
-    assert_eq!(ca.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
-    assert_eq!(cb.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
+    for c in [&mut a.conn(), &mut b.conn()] {
+        c.cmd(&["XADD", "t", "1-1", "f", "v"]);
+        assert_eq!(c.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
+    }
 }
 
 #[test]
 fn takeover_differential_groups() {
-    let a = Server::start_plain();
-    let b = start_takeover();
-    let o = tdiff_opts(
+    takeover_diff(
+        gen_groups::run,
         "takeover differential (groups)",
         "--test takeover takeover_differential_groups",
-        "XSTREAM_TGDIFF_OPS",
-        "XSTREAM_TGDIFF_OPS3",
-        5000,
-        2500,
+        ["XSTREAM_TGDIFF_OPS", "XSTREAM_TGDIFF_OPS3"],
+        [5000, 2500],
     );
-    let n = gen_groups::run(Pair::two(&a, &b), &o);
-    assert!(n >= o.n2 + o.n3);
-    assert_served_by_module(&b, "takeover differential (groups)");
 }
 
 // =============================================================================================

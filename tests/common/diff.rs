@@ -423,3 +423,39 @@ impl Pair {
             .collect()
     }
 }
+
+/// An ID after `last`: the same ms with seq + 1..=2 (half the time), else ms + 1..=`ms_step`
+/// with seq 0..=`seq_max`; an exhausted ms gives the last possible ID.
+pub fn next_id_after(rng: &mut Rng, last: (u64, u64), ms_step: u64, seq_max: u64) -> (u64, u64) {
+    let (ms, seq) = last;
+    if ms >= u64::MAX - 5 {
+        return (u64::MAX, u64::MAX);
+    }
+    if rng.pct(50) && seq < u64::MAX - 3 {
+        (ms, seq + rng.range(1, 3))
+    } else {
+        (ms + rng.range(1, ms_step), rng.range(0, seq_max))
+    }
+}
+
+/// Some ID near a key's known IDs (`ids`: every ID ever added; for ranges, MINID, XDEL, claims):
+/// 7 % an edge ID ([`edge_id`]), 5 % (or no history) a small one with seq below `fresh_seqs`,
+/// else one of the history, 60 % among the last `recent` (more likely still in the stream),
+/// one step off in 3 cases of `off_of`.
+pub fn id_near(rng: &mut Rng, ids: &[(u64, u64)], recent: u64, fresh_seqs: u64, off_of: u64) -> (u64, u64) {
+    if rng.pct(7) {
+        return edge_id(rng, ids);
+    }
+    if ids.is_empty() || rng.pct(5) {
+        return (rng.below(20), rng.below(fresh_seqs));
+    }
+    let n = ids.len() as u64;
+    let i = if rng.pct(60) { n - 1 - rng.below(n.min(recent)) } else { rng.below(n) };
+    let (ms, seq) = ids[i as usize];
+    match rng.below(off_of) {
+        0 => (ms, seq.saturating_add(1)),
+        1 => (ms, seq.saturating_sub(1)),
+        2 => (ms.saturating_add(1), 0),
+        _ => (ms, seq),
+    }
+}

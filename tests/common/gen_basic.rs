@@ -246,15 +246,7 @@ impl Gen {
     }
 
     fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
-        let (ms, seq) = last;
-        if ms >= u64::MAX - 5 {
-            return (u64::MAX, u64::MAX);
-        }
-        if self.rng.pct(50) && seq < u64::MAX - 3 {
-            (ms, seq + self.rng.range(1, 3))
-        } else {
-            (ms + self.rng.range(1, 5), self.rng.range(0, 3))
-        }
+        next_id_after(&mut self.rng, last, 5, 3)
     }
 
     /// An ID argument for XADD on an explicit-ID key; `star_ok`: `*` is deterministic now.
@@ -306,27 +298,7 @@ impl Gen {
 
     /// Some ID near the key's known IDs (for ranges, MINID, XDEL, MAXDELETEDID...).
     fn some_id(&mut self, k: usize) -> (u64, u64) {
-        let ks = &self.keys[k];
-        if self.rng.pct(7) {
-            return edge_id(&mut self.rng, &ks.ids);
-        }
-        if ks.ids.is_empty() || self.rng.pct(5) {
-            return (self.rng.below(20), self.rng.below(5));
-        }
-        let n = ks.ids.len() as u64;
-        // Prefer recent IDs: they are more likely still in the stream.
-        let i = if self.rng.pct(60) {
-            n - 1 - self.rng.below(n.min(80))
-        } else {
-            self.rng.below(n)
-        };
-        let (ms, seq) = ks.ids[i as usize];
-        match self.rng.below(10) {
-            0 => (ms, seq.saturating_add(1)),
-            1 => (ms, seq.saturating_sub(1)),
-            2 => (ms.saturating_add(1), 0),
-            _ => (ms, seq),
-        }
+        id_near(&mut self.rng, &self.keys[k].ids, 80, 5, 10)
     }
 
     fn range_bound(&mut self, k: usize) -> Vec<u8> {

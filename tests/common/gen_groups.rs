@@ -182,35 +182,11 @@ impl Runner {
     // ----------------------------------------------------------------------------------------
 
     fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
-        let (ms, seq) = last;
-        if self.rng.pct(50) && seq < u64::MAX - 3 {
-            (ms, seq + self.rng.range(1, 3))
-        } else {
-            (ms + self.rng.range(1, 4), self.rng.below(3))
-        }
+        next_id_after(&mut self.rng, last, 4, 2)
     }
 
     fn some_id(&mut self, k: usize) -> (u64, u64) {
-        let km = &self.keys[k.min(NKEYS - 1)];
-        if self.rng.pct(7) {
-            return edge_id(&mut self.rng, &km.ids);
-        }
-        if km.ids.is_empty() || self.rng.pct(5) {
-            return (self.rng.below(20), self.rng.below(4));
-        }
-        let n = km.ids.len() as u64;
-        let i = if self.rng.pct(60) {
-            n - 1 - self.rng.below(n.min(60))
-        } else {
-            self.rng.below(n)
-        };
-        let (ms, seq) = km.ids[i as usize];
-        match self.rng.below(12) {
-            0 => (ms, seq.saturating_add(1)),
-            1 => (ms, seq.saturating_sub(1)),
-            2 => (ms.saturating_add(1), 0),
-            _ => (ms, seq),
-        }
+        id_near(&mut self.rng, &self.keys[k.min(NKEYS - 1)].ids, 60, 4, 12)
     }
 
     fn bad_id(&mut self) -> Vec<u8> {
