@@ -29,7 +29,8 @@ fn opts(what: &'static str) -> Opts {
 #[test]
 fn differential_aa() {
     let server = Server::start_plain();
-    let n = gen_basic::run(Pair::same(&server, false), &opts("differential A/A (built-in vs built-in)"));
+    let o = opts("differential A/A (built-in vs built-in)");
+    let n = gen_basic::run(Pair::same(&server, false), &o);
     assert!(n >= 5000);
 }
 
@@ -39,6 +40,7 @@ fn differential_module() {
     let server = Server::start();
     let list = format!("{}", server.conn().cmd(&["MODULE", "LIST"]));
     assert!(list.contains("xstream"), "module xstream not loaded: {list}");
-    let n = gen_basic::run(Pair::same(&server, true), &opts("differential built-in vs xstream"));
+    let o = opts("differential built-in vs xstream");
+    let n = gen_basic::run(Pair::same(&server, true), &o);
     assert!(n >= 5000);
 }

@@ -118,7 +118,13 @@ impl Pair {
     /// Sends `ca` to side A and `cb` to side B. Two servers: the command name gets the same
     /// random spelling on both (written back into `ca`/`cb`), and unless `plain`, the same
     /// random path. One server: the dirty counter must move by the same amount.
-    pub fn send(&mut self, rng: &mut Rng, ca: &mut [Vec<u8>], cb: &mut [Vec<u8>], plain: bool) -> Sent {
+    pub fn send(
+        &mut self,
+        rng: &mut Rng,
+        ca: &mut [Vec<u8>],
+        cb: &mut [Vec<u8>],
+        plain: bool,
+    ) -> Sent {
         let Some(b) = self.b.as_mut() else {
             let d0 = dirty(&mut self.a);
             let (ra, ba) = self.a.cmd_raw(ca);
@@ -127,14 +133,25 @@ impl Pair {
             let d2 = dirty(&mut self.a);
             let problem = (d1 - d0 != d2 - d1)
                 .then(|| format!(" [dirty counter: +{} vs +{}]", d1 - d0, d2 - d1));
-            return Sent { ra, ba, rb, bb, tag: "", problem };
+            return Sent {
+                ra,
+                ba,
+                rb,
+                bb,
+                tag: "",
+                problem,
+            };
         };
         if !ca.is_empty() {
             let name = spell(rng, &ca[0]);
             ca[0] = name.clone();
             cb[0] = name;
         }
-        let via = if !plain && wrappable(ca) { Via::pick(rng) } else { Via::Plain };
+        let via = if !plain && wrappable(ca) {
+            Via::pick(rng)
+        } else {
+            Via::Plain
+        };
         *self.vias.entry(via.name()).or_insert(0) += 1;
         let oa = exec_via(&mut self.a, via, ca);
         let ob = exec_via(b, via, cb);
@@ -146,7 +163,14 @@ impl Pair {
                 escape(&ob.side)
             )
         });
-        Sent { ra: oa.reply, ba: oa.raw, rb: ob.reply, bb: ob.raw, tag: via.tag(), problem }
+        Sent {
+            ra: oa.reply,
+            ba: oa.raw,
+            rb: ob.reply,
+            bb: ob.raw,
+            tag: via.tag(),
+            problem,
+        }
     }
 
     /// Deletes keys `0..nkeys` on both sides (logged as side A's commands).
@@ -165,7 +189,11 @@ impl Pair {
     /// Picks node limits: entries in 1..`small` (`small_pct` %) or 1..100, bytes 0 (40 %) or
     /// 64..4096.
     pub fn pick_node_limits(rng: &mut Rng, small_pct: u64, small: u64) -> (u64, u64) {
-        let e = if rng.pct(small_pct) { rng.range(1, small) } else { rng.range(1, 100) };
+        let e = if rng.pct(small_pct) {
+            rng.range(1, small)
+        } else {
+            rng.range(1, 100)
+        };
         let b = if rng.pct(40) { 0 } else { rng.range(64, 4096) };
         (e, b)
     }
@@ -174,8 +202,15 @@ impl Pair {
     /// values for the module's own limits, which takeover mode must ignore.
     pub fn apply_limits(&mut self, book: &mut Book, rng: &mut Rng) {
         let (e, b) = book.limits;
-        let cfg = ["CONFIG", "SET", "stream-node-max-entries", &e.to_string(), "stream-node-max-bytes", &b.to_string()]
-            .map(|s| s.as_bytes().to_vec());
+        let cfg = [
+            "CONFIG",
+            "SET",
+            "stream-node-max-entries",
+            &e.to_string(),
+            "stream-node-max-bytes",
+            &b.to_string(),
+        ]
+        .map(|s| s.as_bytes().to_vec());
         book.log_cmd(&cfg);
         set_node_limits(&mut self.a, e, b, self.module);
         if let Some(c) = self.b.as_mut() {
@@ -189,7 +224,11 @@ impl Pair {
                 "xstream.node-max-bytes",
                 &xb.to_string(),
             ]);
-            assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-*: {r}");
+            assert_eq!(
+                r,
+                Reply::Simple("OK".into()),
+                "CONFIG SET xstream.node-max-*: {r}"
+            );
         }
         book.note(format!("   (node limits: entries={e} bytes={b})"));
         book.all_limits.push(format!("{e}/{b}"));
@@ -198,11 +237,7 @@ impl Pair {
     /// Two servers: the `paths:` line (how many commands went plainly, through MULTI...).
     pub fn report_paths(&self) {
         if self.b.is_some() {
-            let v: Vec<String> = self
-                .vias
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
+            let v: Vec<String> = self.vias.iter().map(|(k, v)| format!("{k} {v}")).collect();
             report(&format!("  paths: {}", v.join(", ")));
         }
     }
@@ -270,7 +305,11 @@ impl Book {
 
     /// Records op `i` (side A's command and reply) in the history.
     pub fn op(&mut self, i: usize, ca: &[Vec<u8>], ba: &[u8], width: usize) {
-        self.note(format!("#{i} {} -> {}", trunc(&fmt_cmd(ca), width), trunc(&escape(ba), width)));
+        self.note(format!(
+            "#{i} {} -> {}",
+            trunc(&fmt_cmd(ca), width),
+            trunc(&escape(ba), width)
+        ));
     }
 
     /// One more reply in the histogram (XSTREAM_DIFF_STATS=1).
@@ -299,13 +338,20 @@ impl Book {
                 format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
             }
         };
-        let sub = if ca.len() > 1 && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO")) {
+        let sub = if ca.len() > 1
+            && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO"))
+        {
             format!(" {}", String::from_utf8_lossy(&ca[1]).to_uppercase())
         } else {
             String::new()
         };
         let (na, nb) = norm.unwrap_or((ba, bb));
-        let sig = format!("{}{sub} | A {} | B {}", String::from_utf8_lossy(&ca[0]), class(na), class(nb));
+        let sig = format!(
+            "{}{sub} | A {} | B {}",
+            String::from_utf8_lossy(&ca[0]),
+            class(na),
+            class(nb)
+        );
         self.diff_count += 1;
         if self.diffs.iter().any(|(s, _)| *s == sig) {
             return;
@@ -317,7 +363,11 @@ impl Book {
             self.limits.0,
             self.limits.1
         );
-        msg.push_str(&format!("  A: {}\n  B: {}\n", trunc(&fmt_cmd(ca), 400), trunc(&fmt_cmd(cb), 400)));
+        msg.push_str(&format!(
+            "  A: {}\n  B: {}\n",
+            trunc(&fmt_cmd(ca), 400),
+            trunc(&fmt_cmd(cb), 400)
+        ));
         msg.push_str(&format!(
             "  A reply: {}\n  B reply: {}\n",
             trunc(&escape(ba), 3000),
@@ -334,7 +384,10 @@ impl Book {
         for h in &self.history {
             msg.push_str(&format!("    {h}\n"));
         }
-        msg.push_str(&format!("  replay: XSTREAM_SEED={} cargo test --release {}\n", self.seed, self.replay));
+        msg.push_str(&format!(
+            "  replay: XSTREAM_SEED={} cargo test --release {}\n",
+            self.seed, self.replay
+        ));
         if self.max_diffs > 1 {
             report(&msg);
         }
@@ -369,7 +422,10 @@ impl Book {
 
     /// The line the CI greps.
     pub fn summary(&self, done: usize) {
-        report(&format!("{}: {done} ops, 0 differences (seed {})", self.label, self.seed));
+        report(&format!(
+            "{}: {done} ops, 0 differences (seed {})",
+            self.label, self.seed
+        ));
     }
 }
 
@@ -442,7 +498,13 @@ pub fn next_id_after(rng: &mut Rng, last: (u64, u64), ms_step: u64, seq_max: u64
 /// 7 % an edge ID ([`edge_id`]), 5 % (or no history) a small one with seq below `fresh_seqs`,
 /// else one of the history, 60 % among the last `recent` (more likely still in the stream),
 /// one step off in 3 cases of `off_of`.
-pub fn id_near(rng: &mut Rng, ids: &[(u64, u64)], recent: u64, fresh_seqs: u64, off_of: u64) -> (u64, u64) {
+pub fn id_near(
+    rng: &mut Rng,
+    ids: &[(u64, u64)],
+    recent: u64,
+    fresh_seqs: u64,
+    off_of: u64,
+) -> (u64, u64) {
     if rng.pct(7) {
         return edge_id(rng, ids);
     }
@@ -450,7 +512,11 @@ pub fn id_near(rng: &mut Rng, ids: &[(u64, u64)], recent: u64, fresh_seqs: u64, 
         return (rng.below(20), rng.below(fresh_seqs));
     }
     let n = ids.len() as u64;
-    let i = if rng.pct(60) { n - 1 - rng.below(n.min(recent)) } else { rng.below(n) };
+    let i = if rng.pct(60) {
+        n - 1 - rng.below(n.min(recent))
+    } else {
+        rng.below(n)
+    };
     let (ms, seq) = ids[i as usize];
     match rng.below(off_of) {
         0 => (ms, seq.saturating_add(1)),

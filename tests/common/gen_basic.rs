@@ -960,10 +960,14 @@ fn loosen_names(ca: &[Vec<u8>], rb: &mut Reply, bb: &mut Vec<u8>) {
     if !(bb.starts_with(b"-") || is_help) {
         return;
     }
-    let t = String::from_utf8_lossy(bb).replace("'xs.", "'x").replace("XS.INFO", "XINFO");
+    let t = String::from_utf8_lossy(bb)
+        .replace("'xs.", "'x")
+        .replace("XS.INFO", "XINFO");
     *bb = t.into_bytes();
     match rb {
-        Reply::Error(e) | Reply::Simple(e) => *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO"),
+        Reply::Error(e) | Reply::Simple(e) => {
+            *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
+        }
         Reply::Array(v) => {
             for x in v.iter_mut() {
                 if let Reply::Simple(e) = x {
@@ -1022,13 +1026,22 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         let mut ca = r.render(&op, 0);
         let mut cb = r.render(&op, 1);
         r.book.log_cmd(&ca);
-        let Sent { ra, ba, mut rb, mut bb, tag, problem } = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, false);
+        let Sent {
+            ra,
+            ba,
+            mut rb,
+            mut bb,
+            tag,
+            problem,
+        } = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, false);
         if r.pair.loose_names {
             loosen_names(&ca, &mut rb, &mut bb);
         }
         if op.auto {
             auto_ops += 1;
-            let same = if matches!(op.kind, Kind::Add(_)) && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_))) {
+            let same = if matches!(op.kind, Kind::Add(_))
+                && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_)))
+            {
                 // `*` on both sides: compare the shape (both IDs, increasing); the pair is recorded.
                 looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap())
             } else {
@@ -1045,14 +1058,24 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
                 xb.map_bulks(&|b: &[u8]| map.get(b).cloned());
                 let ids = |x: &Reply| -> String {
                     match x {
-                        Reply::Array(v) => v.iter().map(|e| e.as_array()[0].text()).collect::<Vec<_>>().join(" "),
+                        Reply::Array(v) => v
+                            .iter()
+                            .map(|e| e.as_array()[0].text())
+                            .collect::<Vec<_>>()
+                            .join(" "),
                         o => o.to_string(),
                     }
                 };
                 let pairs: Vec<String> = (0..r.gen.auto_count)
                     .rev()
                     .take(12)
-                    .map(|j| format!("{}={}", escape(&r.auto.ids[0][j]), escape(&r.auto.ids[1][j])))
+                    .map(|j| {
+                        format!(
+                            "{}={}",
+                            escape(&r.auto.ids[0][j]),
+                            escape(&r.auto.ids[1][j])
+                        )
+                    })
                     .collect();
                 let note = format!(
                     "{tag} [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
@@ -1095,13 +1118,22 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
             vec![Tok::Cmd("XRANGE"), Tok::Key(k), lit("-"), lit("+")],
             vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k)],
         ] {
-            let op = Op { toks, kind: Kind::Other, auto: k == AUTO_KEY };
+            let op = Op {
+                toks,
+                kind: Kind::Other,
+                auto: k == AUTO_KEY,
+            };
             let mut ca = r.render(&op, 0);
             let mut cb = r.render(&op, 1);
             let x = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, true);
-            let same = if op.auto { same_renamed(&r.auto, &x.ra, &x.rb) } else { x.ba == x.bb };
+            let same = if op.auto {
+                same_renamed(&r.auto, &x.ra, &x.rb)
+            } else {
+                x.ba == x.bb
+            };
             if !same {
-                r.book.fail(usize::MAX, &ca, &cb, &x.ba, &x.bb, None, " [final check]");
+                r.book
+                    .fail(usize::MAX, &ca, &cb, &x.ba, &x.bb, None, " [final check]");
             }
             done += 1;
         }
@@ -1110,7 +1142,9 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     let lens: Vec<String> = (0..NKEYS)
         .map(|k| {
             let ka = r.key_a(k);
-            live(&mut r.pair.a, &ka).map(|l| l.len.to_string()).unwrap_or_else(|| "-".into())
+            live(&mut r.pair.a, &ka)
+                .map(|l| l.len.to_string())
+                .unwrap_or_else(|| "-".into())
         })
         .collect();
     report(&format!(
@@ -1129,10 +1163,15 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
 /// either message depending on what failed before. Either answer is accepted from both sides
 /// (the rest of the reply, a script's ` script: ...` suffix, must be equal).
 fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
-    const EDOM: &[u8] = b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
+    const EDOM: &[u8] =
+        b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
     const ERANGE: &[u8] = b"-ERR Elements are too large to be stored";
     let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
     let auto_seq = ca.iter().any(|a| a.ends_with(b"-*"));
-    let rest = |x: &[u8]| [EDOM, ERANGE].iter().find_map(|m| x.strip_prefix(*m).map(|r| r.to_vec()));
+    let rest = |x: &[u8]| {
+        [EDOM, ERANGE]
+            .iter()
+            .find_map(|m| x.strip_prefix(*m).map(|r| r.to_vec()))
+    };
     is_add && auto_seq && matches!((rest(ba), rest(bb)), (Some(x), Some(y)) if x == y)
 }

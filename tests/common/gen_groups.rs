@@ -165,16 +165,7 @@ impl Runner {
         if let Some(c) = consumer {
             args.push(c);
         }
-        match self.pair.a.cmd(&args) {
-            Reply::Array(v) => v
-                .iter()
-                .filter_map(|e| match e {
-                    Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
+        pel_ids(&self.pair.a.cmd(&args))
     }
 
     // ----------------------------------------------------------------------------------------
@@ -1296,16 +1287,27 @@ impl Runner {
         let mut cb = self.pair.render(toks, 1, &[]);
         self.book.log_cmd(&ca);
         // The periodic checks go plainly; the ops may go through MULTI/EVAL/FCALL (two servers).
-        let x = self.pair.send(&mut self.rng, &mut ca, &mut cb, !note.is_empty());
+        let x = self
+            .pair
+            .send(&mut self.rng, &mut ca, &mut cb, !note.is_empty());
         let (ra, ba, bb) = (x.ra, x.ba, x.bb);
         let note = format!("{note}{}", x.tag);
         let now = now_ms();
         let na = self.norm.normalize(&ca, &ba, 0, now);
         let nb = self.norm.normalize(&cb, &bb, 1, now);
         if na != nb {
-            self.book.fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &note);
+            self.book
+                .fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &note);
         } else if let Some(p) = x.problem {
-            self.book.fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &format!("{note}{p}"));
+            self.book.fail(
+                i,
+                &ca,
+                &cb,
+                &ba,
+                &bb,
+                Some((&na, &nb)),
+                &format!("{note}{p}"),
+            );
         }
         self.count_events(&ca, &ba, &na);
         if self.book.stats {
@@ -1478,9 +1480,14 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     let key_pairs = if pair.two_servers() {
         Vec::new()
     } else {
-        (0..NKEYS).map(|k| (pair.key(1, k), pair.key(0, k))).collect()
+        (0..NKEYS)
+            .map(|k| (pair.key(1, k), pair.key(0, k)))
+            .collect()
     };
-    let norm = Normalizer { key_pairs, loose_names: pair.loose_names };
+    let norm = Normalizer {
+        key_pairs,
+        loose_names: pair.loose_names,
+    };
     let mut r = Runner {
         rng,
         keys: vec![KeyModel::default(); NKEYS],
