@@ -6,8 +6,9 @@
 //!       counter is read before A, after A and after B: both must move it by the same amount.
 //!     - [`Pair::two`]: a plain server (A) and a takeover server (B), the same key names and
 //!       the STANDARD command names on both, spelled in random case, now and then sent inside
-//!       MULTI/EXEC, EVAL or FCALL (`via.rs`); the rest of the transaction is compared too.
-//!       Error texts are compared as they are (no name mapping).
+//!       MULTI/EXEC, EVAL or FCALL (`via.rs`); the rest of the transaction is compared too, and
+//!       each server's dirty counter must move by the same amount. Error texts are compared as
+//!       they are (no name mapping).
 //!  - [`Book`]: the bookkeeping of a run: seed, protocol, node limits, recent history, the
 //!    distinct differences (`XSTREAM_DIFF_MAX`), the op log (`XSTREAM_DIFF_LOG`), the reply
 //!    histogram (`XSTREAM_DIFF_STATS`), the summary line the CI greps.
@@ -117,7 +118,7 @@ impl Pair {
 
     /// Sends `ca` to side A and `cb` to side B. Two servers: the command name gets the same
     /// random spelling on both (written back into `ca`/`cb`), and unless `plain`, the same
-    /// random path. One server: the dirty counter must move by the same amount.
+    /// random path. Either way the dirty counter must move by the same amount on both sides.
     pub fn send(
         &mut self,
         rng: &mut Rng,
@@ -153,16 +154,22 @@ impl Pair {
             Via::Plain
         };
         *self.vias.entry(via.name()).or_insert(0) += 1;
+        let da = dirty(&mut self.a);
         let oa = exec_via(&mut self.a, via, ca);
+        let da = dirty(&mut self.a) - da;
+        let db = dirty(b);
         let ob = exec_via(b, via, cb);
-        let problem = (oa.side != ob.side).then(|| {
-            format!(
+        let db = dirty(b) - db;
+        let problem = if oa.side != ob.side {
+            Some(format!(
                 "{} [transaction replies differ: A {} / B {}]",
                 via.tag(),
                 escape(&oa.side),
                 escape(&ob.side)
-            )
-        });
+            ))
+        } else {
+            (da != db).then(|| format!("{} [dirty counter: +{da} vs +{db}]", via.tag()))
+        };
         Sent {
             ra: oa.reply,
             ba: oa.raw,
