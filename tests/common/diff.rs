@@ -532,3 +532,24 @@ pub fn id_near(
         _ => (ms, seq),
     }
 }
+
+/// Points every key of a generated command at the string key both sides share (WRONGTYPE).
+pub fn on_string_key(toks: &mut [Tok]) {
+    for t in toks.iter_mut() {
+        if matches!(t, Tok::Key(_)) {
+            *t = Tok::Str;
+        }
+    }
+}
+
+/// Keeps the never-created key missing: XADD gets NOMKSTREAM, XGROUP CREATE loses MKSTREAM.
+pub fn never_create(toks: &mut Vec<Tok>) {
+    let is = |t: &Tok, w: &[u8]| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(w));
+    if matches!(toks.first(), Some(Tok::Cmd("XADD")))
+        && toks.len() >= 2
+        && !toks.iter().any(|t| is(t, b"NOMKSTREAM"))
+    {
+        toks.insert(2, lit("NOMKSTREAM"));
+    }
+    toks.retain(|t| !is(t, b"MKSTREAM"));
+}

@@ -495,11 +495,7 @@ impl Runner {
                 // DEL / EXISTS on the shared string key would not be symmetric.
                 op = self.gen_key_op(k);
             }
-            for t in op.toks.iter_mut() {
-                if matches!(t, Tok::Key(_)) {
-                    *t = lit("str");
-                }
-            }
+            on_string_key(&mut op.toks);
             op.kind = Kind::Other;
             return op;
         }
@@ -793,15 +789,7 @@ impl Runner {
             }
         }
         if missing {
-            // Never create the missing key: only ops that cannot create it reach it.
-            if let (Some(Tok::Cmd("XADD")), true) = (toks.first(), toks.len() >= 2) {
-                if !toks
-                    .iter()
-                    .any(|t| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
-                {
-                    toks.insert(2, lit("NOMKSTREAM"));
-                }
-            }
+            never_create(&mut toks);
         }
         Op {
             toks,

@@ -360,11 +360,7 @@ impl Runner {
             while matches!(op.toks.first(), Some(Tok::Lit(_))) {
                 op = self.gen_key_op(k);
             }
-            for t in op.toks.iter_mut() {
-                if matches!(t, Tok::Key(_)) {
-                    *t = Tok::Str;
-                }
-            }
+            on_string_key(&mut op.toks);
             op.kind = Kind::Other;
             return op;
         }
@@ -373,17 +369,7 @@ impl Runner {
         }
         let mut op = self.gen_key_op(k);
         if k == MISSING {
-            // Never create the missing key.
-            let t = &mut op.toks;
-            if let Some(Tok::Cmd("XADD")) = t.first() {
-                if !t
-                    .iter()
-                    .any(|x| matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
-                {
-                    t.insert(2, lit("NOMKSTREAM"));
-                }
-            }
-            t.retain(|x| !matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"MKSTREAM")));
+            never_create(&mut op.toks);
             if matches!(op.kind, Kind::GroupCreate(..)) {
                 op.kind = Kind::Other;
             }
