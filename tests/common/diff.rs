@@ -15,6 +15,12 @@
 //!  - node limits per segment (the same `stream-node-max-*` on both sides; the module's own
 //!    `xstream.node-max-*` equal on one server, other values on a takeover server, which must
 //!    ignore them).
+//!  - what both generators build commands from: [`Tok`] (rendered per side by
+//!    [`Pair::render`]), [`lit`], IDs after / near a key's history ([`next_id_after`],
+//!    [`id_near`], with the edge IDs of [`edge_id`]), [`on_string_key`], [`never_create`].
+//!
+//! A new command or argument goes into the generator (`gen_basic.rs` / `gen_groups.rs`) once;
+//! every runner (`tests/differential*.rs`, `tests/takeover.rs`) sends it.
 
 use super::via::*;
 use super::*;
@@ -485,6 +491,14 @@ impl Pair {
             })
             .collect()
     }
+}
+
+/// The largest ms or seq of a stream ID.
+pub const U64MAX: &str = "18446744073709551615";
+
+/// An ID as an argument.
+pub fn id_b(id: (u64, u64)) -> Vec<u8> {
+    fmt_id(id).into_bytes()
 }
 
 /// An ID after `last`: the same ms with seq + 1..=2 (half the time), else ms + 1..=`ms_step`

@@ -29,7 +29,6 @@
 use crate::common::diff::*;
 use crate::common::*;
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const EXPLICIT_KEYS: usize = 4;
 const FUTURE_KEY: usize = 4;
@@ -38,7 +37,6 @@ const MISSING_KEY: usize = 6;
 const NKEYS: usize = 7;
 /// First ms used on the "future" key: far beyond any clock, so `*` increments the last ID.
 const FUTURE_BASE_MS: u64 = 1_000_000_000_000_000;
-const U64MAX: &str = "18446744073709551615";
 const HISTORY: usize = 25;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -70,13 +68,6 @@ struct KeyState {
 struct AutoIds {
     ids: [Vec<Vec<u8>>; 2],
     b_to_a: HashMap<Vec<u8>, Vec<u8>>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 struct Gen {
@@ -172,10 +163,6 @@ const BAD_COUNTS: &[&str] = &[
 ];
 
 impl Gen {
-    fn id_str(id: (u64, u64)) -> Vec<u8> {
-        fmt_id(id).into_bytes()
-    }
-
     fn value(&mut self) -> Vec<u8> {
         match self.rng.weighted(&[35, 35, 5, 4, 15, 5, 1]) {
             0 => self.rng.pick(INT_VALUES).as_bytes().to_vec(),
@@ -260,7 +247,7 @@ impl Gen {
             return b"*".to_vec();
         }
         match self.rng.below(1000) {
-            0..=49 => Self::id_str(last),
+            0..=49 => id_b(last),
             50..=99 => {
                 if ms == 0 && seq == 0 {
                     b"0-0".to_vec()
@@ -271,7 +258,7 @@ impl Gen {
                     } else {
                         self.rng.below(10)
                     };
-                    Self::id_str((m, s))
+                    id_b((m, s))
                 }
             }
             100..=179 => {
@@ -292,7 +279,7 @@ impl Gen {
                 .saturating_add(self.rng.below(3))
                 .to_string()
                 .into_bytes(),
-            _ => Self::id_str(self.next_id(last)),
+            _ => id_b(self.next_id(last)),
         }
     }
 
@@ -305,7 +292,7 @@ impl Gen {
         match self.rng.below(100) {
             0..=14 => b"-".to_vec(),
             15..=24 => b"+".to_vec(),
-            25..=54 => Self::id_str(self.some_id(k)),
+            25..=54 => id_b(self.some_id(k)),
             55..=69 => {
                 let id = self.some_id(k);
                 format!("({}", fmt_id(id)).into_bytes()
@@ -550,7 +537,7 @@ impl Runner {
                 let star_ok = k == FUTURE_KEY && {
                     let ka = self.key_a(k);
                     live(&mut self.pair.a, &ka)
-                        .map(|l| l.last.0 > now_ms() + 86_400_000)
+                        .map(|l| l.last.0 > crate::common::groups::now_ms() as u64 + 86_400_000)
                         .unwrap_or(false)
                 };
                 let want_trim = self.gen.rng.pct(18);

@@ -41,7 +41,6 @@ const NKEYS: usize = 4;
 const HISTORY: usize = 30;
 /// Compare `XINFO STREAM k FULL COUNT 0` of every pair this often.
 const CHECK_EVERY: usize = 60;
-const U64MAX: &str = "18446744073709551615";
 const GROUPS: &[&str] = &["g1", "g2", "g3"];
 /// Odd names: empty, case, spaces, a NUL byte and CR LF (Redis formats error texts with `%s`
 /// and turns CR/LF into spaces), long.
@@ -124,10 +123,6 @@ struct Runner {
     norm: Normalizer,
     checks: usize,
     events: BTreeMap<&'static str, usize>,
-}
-
-fn id_b(id: (u64, u64)) -> Vec<u8> {
-    fmt_id(id).into_bytes()
 }
 
 impl Runner {
