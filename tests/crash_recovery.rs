@@ -24,10 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn env_usize(name: &str, d: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(d)
-}
-
 const CLIENTS: usize = 20;
 
 /// What one client thread knows for sure (replies received) and what it merely tried.

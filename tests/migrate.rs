@@ -32,13 +32,6 @@ use std::time::Duration;
 
 const TAKEOVER_WRONGTYPE: &str = "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands";
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn ok(c: &mut Conn, line: &str) -> Reply {
     let args = args(line);
     let r = c.cmd(&args);

@@ -74,16 +74,7 @@ impl Work {
             b("+"),
             b("100"),
         ]);
-        match r {
-            Reply::Array(v) => v
-                .iter()
-                .filter_map(|e| match e {
-                    Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
+        pel_ids(&r)
     }
 
     fn some_id(&mut self, k: usize) -> Vec<u8> {

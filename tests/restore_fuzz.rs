@@ -1259,18 +1259,6 @@ fn check_value_quiet(c: &mut Conn, key: &str, notes: &mut BTreeMap<String, usize
     check_value(c, key, notes).ok()
 }
 
-fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        s.to_string()
-    } else {
-        let mut e = n;
-        while !s.is_char_boundary(e) {
-            e -= 1;
-        }
-        format!("{}...", &s[..e])
-    }
-}
-
 // =============================================================================================
 // The test
 // =============================================================================================

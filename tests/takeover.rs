@@ -9,11 +9,12 @@
 //! masked; command names in error texts are compared as they are).
 //!
 //! - `takeover_differential_basic` / `takeover_differential_groups`: the random generators of
-//!   `tests/differential.rs` and `tests/differential_groups.rs` (copied and adapted in
-//!   `tests/takeover/`), the command name in random case, some commands inside MULTI/EXEC, EVAL
-//!   (`redis.call(unpack(ARGV))`) or FCALL (a function library). CONFIG SET
-//!   stream-node-max-* on both servers per segment (and xstream.node-max-* on B set to other
-//!   values, which takeover mode must ignore).
+//!   `tests/common/gen_basic.rs` and `tests/common/gen_groups.rs` (the ones of
+//!   `tests/differential*.rs`) with the two-server runner of `tests/common/diff.rs`: the command
+//!   name in random case, some commands inside MULTI/EXEC, EVAL (`redis.call(unpack(ARGV))`) or
+//!   FCALL (a function library, `tests/common/via.rs`). CONFIG SET stream-node-max-* on both
+//!   servers per segment (and xstream.node-max-* on B set to other values, which takeover mode
+//!   must ignore).
 //! - `takeover_scripts_and_functions`: fixed scripts and functions calling XADD / XRANGE.
 //! - `takeover_blocking_*`: XREAD BLOCK / XREADGROUP BLOCK served by a later XADD (plain, from
 //!   MULTI, from a script, from a function), timeouts, BLOCK inside MULTI / scripts.
@@ -33,30 +34,23 @@
 //!
 //! Env: XSTREAM_SEED, XSTREAM_TDIFF_OPS / XSTREAM_TDIFF_OPS3 (basic differential, RESP2 / RESP3
 //! ops), XSTREAM_TGDIFF_OPS / XSTREAM_TGDIFF_OPS3 (group differential), XSTREAM_TDIFF_SEGMENTS,
-//! XSTREAM_DIFF_MAX, XSTREAM_DIFF_STATS.
+//! XSTREAM_DIFF_MAX, XSTREAM_DIFF_STATS, XSTREAM_DIFF_LOG.
 
-#[path = "takeover/basic.rs"]
-mod basic;
 mod common;
-#[path = "takeover/groups.rs"]
-mod groups_diff;
-#[path = "takeover/via.rs"]
-mod via;
+#[path = "common/gen_basic.rs"]
+mod gen_basic;
+#[path = "common/gen_groups.rs"]
+mod gen_groups;
 
+use common::diff::{Opts, Pair};
 use common::groups::{now_ms, Node};
+use common::via;
 use common::*;
 use std::time::{Duration, Instant};
 
 /// The module server in takeover mode.
 fn start_takeover() -> Server {
     Server::builder().module_args(&["takeover", "yes"]).start()
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// `INFO commandstats` as (command, calls).
@@ -122,33 +116,57 @@ fn assert_served_by_module(b: &Server, what: &str) {
 // Random differentials
 // =============================================================================================
 
-#[test]
-fn takeover_differential_basic() {
+/// Runs a generator (`gen_basic::run` / `gen_groups::run`) between a plain server and a
+/// takeover server; `what` names the run and is the summary label (`<what>: N ops, 0
+/// differences`); `env`: the variables giving the RESP2 / RESP3 op counts. Returns the servers.
+fn takeover_diff(
+    run: fn(Pair, &Opts) -> usize,
+    what: &'static str,
+    test: &'static str,
+    env: [&str; 2],
+    n: [usize; 2],
+) -> (Server, Server) {
     let a = Server::start_plain();
     let b = start_takeover();
-    let n2 = env_usize("XSTREAM_TDIFF_OPS", 5000);
-    let n3 = env_usize("XSTREAM_TDIFF_OPS3", 2000);
-    let n = basic::run(&a, &b, "takeover differential (basic)", n2, n3);
-    assert!(n >= n2 + n3);
-    assert_served_by_module(&b, "takeover differential (basic)");
+    let o = Opts {
+        what,
+        label: what,
+        replay: test,
+        n2: env_usize(env[0], n[0]),
+        n3: env_usize(env[1], n[1]),
+        segments: env_usize("XSTREAM_TDIFF_SEGMENTS", 3),
+    };
+    let done = run(Pair::two(&a, &b), &o);
+    assert!(done >= o.n2 + o.n3);
+    assert_served_by_module(&b, what);
+    (a, b)
+}
+
+#[test]
+fn takeover_differential_basic() {
+    let (a, b) = takeover_diff(
+        gen_basic::run,
+        "takeover differential (basic)",
+        "--test takeover takeover_differential_basic",
+        ["XSTREAM_TDIFF_OPS", "XSTREAM_TDIFF_OPS3"],
+        [5000, 2000],
+    );
     // TYPE says `stream` for the module's streams too (tests/takeover_types.rs).
-    let mut ca = a.conn();
-    let mut cb = b.conn();
-    ca.cmd(&["XADD", "t", "1-1", "f", "v"]);
-    cb.cmd(&["XADD", "t", "1-1", "f", "v"]);
-    assert_eq!(ca.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
-    assert_eq!(cb.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
+    for c in [&mut a.conn(), &mut b.conn()] {
+        c.cmd(&["XADD", "t", "1-1", "f", "v"]);
+        assert_eq!(c.cmd(&["TYPE", "t"]), Reply::Simple("stream".into()));
+    }
 }
 
 #[test]
 fn takeover_differential_groups() {
-    let a = Server::start_plain();
-    let b = start_takeover();
-    let n2 = env_usize("XSTREAM_TGDIFF_OPS", 5000);
-    let n3 = env_usize("XSTREAM_TGDIFF_OPS3", 2500);
-    let n = groups_diff::run(&a, &b, "takeover differential (groups)", n2, n3);
-    assert!(n >= n2 + n3);
-    assert_served_by_module(&b, "takeover differential (groups)");
+    takeover_diff(
+        gen_groups::run,
+        "takeover differential (groups)",
+        "--test takeover takeover_differential_groups",
+        ["XSTREAM_TGDIFF_OPS", "XSTREAM_TGDIFF_OPS3"],
+        [5000, 2500],
+    );
 }
 
 // =============================================================================================
@@ -1497,18 +1515,6 @@ fn mask_group_counters(v: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
             (l, n.to_bytes())
         })
         .collect()
-}
-
-fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        s.to_string()
-    } else {
-        let mut end = n;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}...({} bytes)", &s[..end], s.len())
-    }
 }
 
 /// DEBUG DIGEST-VALUE of B's replica equals B's after consumer-group reads. (The built-in's

@@ -497,3 +497,18 @@ pub fn show(raw: &[u8], max: usize) -> String {
         format!("{}...({} bytes)", &s[..end], s.len())
     }
 }
+
+/// The entry IDs of an extended XPENDING reply (`[[id, consumer, idle, count], ...]`); empty
+/// for anything else (an error, a missing key).
+pub fn pel_ids(r: &super::Reply) -> Vec<Vec<u8>> {
+    match r {
+        super::Reply::Array(v) => v
+            .iter()
+            .filter_map(|e| match e {
+                super::Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -12,6 +12,10 @@
 
 /// Exact RESP trees and clock normalisation for the consumer-group tests.
 pub mod groups;
+/// The random differentials' runners: where the two sides live, the bookkeeping of a run.
+pub mod diff;
+/// How a command reaches a server: plainly, inside MULTI/EXEC, EVAL or FCALL.
+pub mod via;
 
 use std::collections::hash_map::DefaultHasher;
 use std::fmt;
@@ -23,6 +27,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// An integer from the environment, `default` when unset or unparsable.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// `s` cut to `n` bytes (on a char boundary), with the full length noted.
+pub fn trunc(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut end = n;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...({} bytes)", &s[..end], s.len())
+}
 
 /// How long a server gets to answer PING after spawning (and after a restart).
 /// How long a server may take to answer PING (XSTREAM_START_TIMEOUT_S overrides: valgrind).

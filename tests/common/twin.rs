@@ -7,11 +7,6 @@
 
 use crate::common::*;
 
-
-pub fn env_usize(name: &str, d: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(d)
-}
-
 /// One server; `b` talks to DB 0 (built-in), `m` to DB 1 (module).
 pub struct Twin {
     pub s: Server,
@@ -123,17 +118,6 @@ pub fn normalize(mut r: Reply) -> Reply {
         _ => {}
     }
     r
-}
-
-pub fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        return s.to_string();
-    }
-    let mut e = n;
-    while !s.is_char_boundary(e) {
-        e -= 1;
-    }
-    format!("{}... ({} bytes)", &s[..e], s.len())
 }
 
 pub fn used_memory(c: &mut Conn) -> i64 {

@@ -1,17 +1,38 @@
-//! The consumer-group differential generator of `tests/differential_groups.rs` (XGROUP,
-//! XREADGROUP, XREAD, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS/STREAM FULL, mixed
-//! with XADD/XDEL/XTRIM/XSETID/XRANGE/XREVRANGE/XLEN), copied and adapted to two servers: side A
-//! a plain Redis (built-in streams), side B a Redis with the module in takeover mode; both get the
-//! same key names and the STANDARD command names (now and then in lower or mixed case), sometimes
-//! inside MULTI/EXEC, EVAL or FCALL. Replies are compared after the normalisation of
-//! `tests/common/groups.rs` (clock fields; command names Redis formats into error texts).
+//! The consumer-group differential generator: the same random command sequence is sent to side A
+//! and side B of a [`Pair`] (one server, built-in on keys `n{i}` vs `XS.*` on keys `m{i}`, in
+//! `tests/differential_groups.rs`; a plain server vs a takeover server in `tests/takeover.rs`),
+//! and the reply bytes are compared after normalisation (see `tests/common/groups.rs`):
 //!
-//! Keep in step with `tests/differential_groups.rs` when its generator changes.
+//!  - clock fields: XPENDING extended idle times, XINFO CONSUMERS `idle`, XINFO STREAM FULL
+//!    delivery times and `seen-time` become a class (`NOW`, `NOW-2D`, `T=<literal>`). Everything
+//!    else is clock-independent by construction: explicit IDs only (no `*`), XCLAIM TIME/IDLE
+//!    values far from the min-idle thresholds (0, 3600000, 10^13) that XCLAIM / XAUTOCLAIM /
+//!    XPENDING IDLE use;
+//!  - side B's key names become side A's in XREAD/XREADGROUP replies and in quoted error texts
+//!    (`No such key 'm0'`);
+//!  - one server: names that Redis formats from the command itself (`'xs.claim'`, `Try XS.GROUP
+//!    HELP.`) are accepted unless XSTREAM_DIFF_STRICT_NAMES=1 (two servers: never).
+//!
+//! Commands: XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
+//! history, COUNT, NOACK, several keys), XREAD, XACK, XPENDING (summary, extended, IDLE,
+//! consumer), XCLAIM (IDLE, TIME, RETRYCOUNT, FORCE, JUSTID, LASTID), XAUTOCLAIM (COUNT, JUSTID),
+//! XINFO GROUPS/CONSUMERS/STREAM [FULL [COUNT n]], mixed with XADD/XDEL/XTRIM/XSETID/XRANGE/
+//! XREVRANGE/XLEN/DEL, invalid arguments, wrong arity, WRONGTYPE (`str`), a never-created key,
+//! NOGROUP/BUSYGROUP. Every `CHECK_EVERY` ops, `XINFO STREAM k FULL COUNT 0` of every pair is
+//! compared (normalised); at the end too.
+//!
+//! The run is cut into segments; each starts with empty keys and new node limits (`diff.rs`).
+//! The first part runs in RESP2, the rest in RESP3. Include with
+//! `#[path = "common/gen_groups.rs"] mod gen_groups;`.
+//!
+//! Env of every runner: XSTREAM_SEED (replay), XSTREAM_DIFF_MAX=N (collect N distinct
+//! differences before failing, default 1), XSTREAM_DIFF_STATS=1 (reply histogram and coverage),
+//! XSTREAM_DIFF_LOG=path (side A's commands, RESP-encoded).
 
+use crate::common::diff::*;
 use crate::common::groups::*;
 use crate::common::*;
-use crate::via::*;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// Explicit-ID stream pairs 0..NPAIRS; pair MISSING is never created.
 const NPAIRS: usize = 3;
@@ -20,7 +41,6 @@ const NKEYS: usize = 4;
 const HISTORY: usize = 30;
 /// Compare `XINFO STREAM k FULL COUNT 0` of every pair this often.
 const CHECK_EVERY: usize = 60;
-const U64MAX: &str = "18446744073709551615";
 const GROUPS: &[&str] = &["g1", "g2", "g3"];
 /// Odd names: empty, case, spaces, a NUL byte and CR LF (Redis formats error texts with `%s`
 /// and turns CR/LF into spaces), long.
@@ -69,20 +89,6 @@ const MIN_IDLES: &[&str] = &[
     "-1",
 ];
 
-#[derive(Clone, Debug)]
-enum Tok {
-    /// Standard spelling (`XADD`): both servers get it (B through the filter).
-    Cmd(&'static str),
-    Key(usize),
-    /// The string key shared by both sides (WRONGTYPE).
-    Str,
-    Lit(Vec<u8>),
-}
-
-fn lit<T: AsRef<[u8]>>(s: T) -> Tok {
-    Tok::Lit(s.as_ref().to_vec())
-}
-
 #[derive(Clone, Debug, PartialEq)]
 enum Kind {
     Add(usize),
@@ -112,71 +118,16 @@ struct KeyModel {
 struct Runner {
     rng: Rng,
     keys: Vec<KeyModel>,
-    /// Server A (built-in streams) and server B (the module in takeover mode).
-    a: Conn,
-    b: Conn,
-    prefix: [&'static str; 2],
-    module: bool,
+    pair: Pair,
+    book: Book,
     norm: Normalizer,
-    history: VecDeque<String>,
-    seed: u64,
-    resp3: bool,
-    limits: (u64, u64),
-    all_limits: Vec<String>,
-    diffs: Vec<(String, String)>,
-    diff_count: usize,
-    max_diffs: usize,
-    oplog: Option<std::fs::File>,
-    hist: BTreeMap<String, usize>,
-    stats: bool,
     checks: usize,
     events: BTreeMap<&'static str, usize>,
-    vias: BTreeMap<&'static str, usize>,
-}
-
-fn id_b(id: (u64, u64)) -> Vec<u8> {
-    fmt_id(id).into_bytes()
-}
-
-fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        s.to_string()
-    } else {
-        let mut end = n;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}...({} bytes)", &s[..end], s.len())
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 impl Runner {
     fn key_name(&self, side: usize, k: usize) -> Vec<u8> {
-        format!("{}{}", self.prefix[side], k).into_bytes()
-    }
-
-    fn render(&self, toks: &[Tok], side: usize) -> Vec<Vec<u8>> {
-        toks.iter()
-            .map(|t| match t {
-                Tok::Cmd(c) => {
-                    if side == 1 && self.module {
-                        format!("XS.{}", &c[1..]).into_bytes()
-                    } else {
-                        c.as_bytes().to_vec()
-                    }
-                }
-                Tok::Key(i) => self.key_name(side, *i),
-                Tok::Str => b"str".to_vec(),
-                Tok::Lit(b) => b.clone(),
-            })
-            .collect()
+        self.pair.key(side, k)
     }
 
     // ----------------------------------------------------------------------------------------
@@ -185,7 +136,7 @@ impl Runner {
 
     fn a_len(&mut self, k: usize) -> u64 {
         let key = self.key_name(0, k);
-        match self.a.cmd(&[b"XLEN".as_slice(), &key]) {
+        match self.pair.a.cmd(&[b"XLEN".as_slice(), &key]) {
             Reply::Int(n) => n as u64,
             _ => 0,
         }
@@ -193,7 +144,7 @@ impl Runner {
 
     fn a_entries_added(&mut self, k: usize) -> u64 {
         let key = self.key_name(0, k);
-        let r = self.a.cmd(&[b"XINFO".as_slice(), b"STREAM", &key]);
+        let r = self.pair.a.cmd(&[b"XINFO".as_slice(), b"STREAM", &key]);
         r.field("entries-added")
             .map(|v| v.as_int() as u64)
             .unwrap_or(0)
@@ -209,16 +160,7 @@ impl Runner {
         if let Some(c) = consumer {
             args.push(c);
         }
-        match self.a.cmd(&args) {
-            Reply::Array(v) => v
-                .iter()
-                .filter_map(|e| match e {
-                    Reply::Array(x) if !x.is_empty() => x[0].as_bytes().map(|b| b.to_vec()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
+        pel_ids(&self.pair.a.cmd(&args))
     }
 
     // ----------------------------------------------------------------------------------------
@@ -226,32 +168,11 @@ impl Runner {
     // ----------------------------------------------------------------------------------------
 
     fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
-        let (ms, seq) = last;
-        if self.rng.pct(50) && seq < u64::MAX - 3 {
-            (ms, seq + self.rng.range(1, 3))
-        } else {
-            (ms + self.rng.range(1, 4), self.rng.below(3))
-        }
+        next_id_after(&mut self.rng, last, 4, 2)
     }
 
     fn some_id(&mut self, k: usize) -> (u64, u64) {
-        let km = &self.keys[k.min(NKEYS - 1)];
-        if km.ids.is_empty() || self.rng.pct(5) {
-            return (self.rng.below(20), self.rng.below(4));
-        }
-        let n = km.ids.len() as u64;
-        let i = if self.rng.pct(60) {
-            n - 1 - self.rng.below(n.min(60))
-        } else {
-            self.rng.below(n)
-        };
-        let (ms, seq) = km.ids[i as usize];
-        match self.rng.below(12) {
-            0 => (ms, seq.saturating_add(1)),
-            1 => (ms, seq.saturating_sub(1)),
-            2 => (ms.saturating_add(1), 0),
-            _ => (ms, seq),
-        }
+        id_near(&mut self.rng, &self.keys[k.min(NKEYS - 1)].ids, 60, 4, 12)
     }
 
     fn bad_id(&mut self) -> Vec<u8> {
@@ -434,11 +355,7 @@ impl Runner {
             while matches!(op.toks.first(), Some(Tok::Lit(_))) {
                 op = self.gen_key_op(k);
             }
-            for t in op.toks.iter_mut() {
-                if matches!(t, Tok::Key(_)) {
-                    *t = Tok::Str;
-                }
-            }
+            on_string_key(&mut op.toks);
             op.kind = Kind::Other;
             return op;
         }
@@ -447,17 +364,7 @@ impl Runner {
         }
         let mut op = self.gen_key_op(k);
         if k == MISSING {
-            // Never create the missing key.
-            let t = &mut op.toks;
-            if let Some(Tok::Cmd("XADD")) = t.first() {
-                if !t
-                    .iter()
-                    .any(|x| matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
-                {
-                    t.insert(2, lit("NOMKSTREAM"));
-                }
-            }
-            t.retain(|x| !matches!(x, Tok::Lit(l) if l.eq_ignore_ascii_case(b"MKSTREAM")));
+            never_create(&mut op.toks);
             if matches!(op.kind, Kind::GroupCreate(..)) {
                 op.kind = Kind::Other;
             }
@@ -609,7 +516,9 @@ impl Runner {
                             pel[self.rng.below(pel.len() as u64) as usize].clone()
                         }
                     }
-                    87..=92 => id_b(self.some_id(km)),
+                    87..=90 => id_b(self.some_id(km)),
+                    // The built-in's internal form of `>` (UINT64_MAX-UINT64_MAX).
+                    91..=92 => format!("{U64MAX}-{U64MAX}").into_bytes(),
                     93..=94 => b"$".to_vec(),
                     // Not `+`: Redis 7.4 gave it a meaning (an error for XREADGROUP) that the
                     // module implements (COMPAT.md section 3); 7.0 says "Invalid stream ID".
@@ -1353,59 +1262,36 @@ impl Runner {
     // Running and comparing
     // ----------------------------------------------------------------------------------------
 
-    fn log_cmd(&mut self, args: &[Vec<u8>]) {
-        if let Some(f) = self.oplog.as_mut() {
-            use std::io::Write;
-            let _ = f.write_all(&Conn::encode(args));
-            let _ = f.flush();
-        }
-    }
-
     /// Sends `toks` to both sides, compares the normalised replies; returns side A's reply.
     fn exec(&mut self, i: usize, toks: &[Tok], note: &str) -> Reply {
-        let via = if note.is_empty() {
-            Via::pick(&mut self.rng)
-        } else {
-            Via::Plain
-        };
-        self.exec_via(i, toks, note, via)
-    }
-
-    fn exec_via(&mut self, i: usize, toks: &[Tok], note: &str, via: Via) -> Reply {
-        let mut ca = self.render(toks, 0);
-        let mut cb = self.render(toks, 1);
-        // The same spelling of the command name and the same path on both servers.
-        if !ca.is_empty() {
-            let name = spell(&mut self.rng, &ca[0]);
-            ca[0] = name.clone();
-            cb[0] = name;
-        }
-        let via = if wrappable(&ca) { via } else { Via::Plain };
-        *self.vias.entry(via.tag()).or_insert(0) += 1;
-        let note = format!("{note}{}", via.tag());
-        let note = note.as_str();
-        self.log_cmd(&ca);
-        let oa = exec_via(&mut self.a, via, &ca);
-        let ob = exec_via(&mut self.b, via, &cb);
-        let (ra, ba) = (oa.reply, oa.raw);
-        let bb = ob.raw;
-        // Byte for byte, command names in error texts included.
-        if oa.side != ob.side {
-            let n = format!(
-                "{note} [transaction replies differ: A {} / B {}]",
-                escape(&oa.side),
-                escape(&ob.side)
-            );
-            self.fail(i, &ca, &cb, &ba, &bb, &ba, &bb, &n);
-        }
+        let mut ca = self.pair.render(toks, 0, &[]);
+        let mut cb = self.pair.render(toks, 1, &[]);
+        self.book.log_cmd(&ca);
+        // The periodic checks go plainly; the ops may go through MULTI/EVAL/FCALL (two servers).
+        let x = self
+            .pair
+            .send(&mut self.rng, &mut ca, &mut cb, !note.is_empty());
+        let (ra, ba, bb) = (x.ra, x.ba, x.bb);
+        let note = format!("{note}{}", x.tag);
         let now = now_ms();
         let na = self.norm.normalize(&ca, &ba, 0, now);
         let nb = self.norm.normalize(&cb, &bb, 1, now);
         if na != nb {
-            self.fail(i, &ca, &cb, &ba, &bb, &na, &nb, note);
+            self.book
+                .fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &note);
+        } else if let Some(p) = x.problem {
+            self.book.fail(
+                i,
+                &ca,
+                &cb,
+                &ba,
+                &bb,
+                Some((&na, &nb)),
+                &format!("{note}{p}"),
+            );
         }
         self.count_events(&ca, &ba, &na);
-        if self.stats {
+        if self.book.stats {
             let name = String::from_utf8_lossy(&ca[0]).to_uppercase();
             let what = match &ra {
                 Reply::Error(e) => format!("{name} -> {}", trunc(e, 60)),
@@ -1416,16 +1302,9 @@ impl Runner {
                 Reply::Simple(s) => format!("{name} -> +{s}"),
                 _ => format!("{name} -> data"),
             };
-            *self.hist.entry(what).or_insert(0) += 1;
+            self.book.count(what);
         }
-        self.history.push_back(format!(
-            "#{i} {} -> {}",
-            trunc(&fmt_cmd(&ca), 240),
-            trunc(&escape(&ba), 240)
-        ));
-        if self.history.len() > HISTORY {
-            self.history.pop_front();
-        }
+        self.book.op(i, &ca, &ba, 240);
         ra
     }
 
@@ -1539,162 +1418,17 @@ impl Runner {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn fail(
-        &mut self,
-        i: usize,
-        ca: &[Vec<u8>],
-        cb: &[Vec<u8>],
-        ba: &[u8],
-        bb: &[u8],
-        na: &[u8],
-        nb: &[u8],
-        note: &str,
-    ) {
-        let class = |x: &[u8]| -> String {
-            if x.starts_with(b"-") {
-                trunc(&escape(x), 90)
-            } else {
-                format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
-            }
-        };
-        let sub = if ca.len() > 1
-            && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO"))
-        {
-            format!(" {}", String::from_utf8_lossy(&ca[1]).to_uppercase())
-        } else {
-            String::new()
-        };
-        let sig = format!(
-            "{}{sub} | A {} | B {}",
-            String::from_utf8_lossy(&ca[0]),
-            class(na),
-            class(nb)
-        );
-        self.diff_count += 1;
-        if self.diffs.iter().any(|(s, _)| *s == sig) {
-            return;
-        }
-        let mut msg = String::new();
-        msg.push_str(&format!(
-            "\nDIFFERENCE at op #{i} (seed {}, {}, node limits entries={} bytes={}){note}\n",
-            self.seed,
-            if self.resp3 { "RESP3" } else { "RESP2" },
-            self.limits.0,
-            self.limits.1
-        ));
-        msg.push_str(&format!(
-            "  A: {}\n  B: {}\n",
-            trunc(&fmt_cmd(ca), 400),
-            trunc(&fmt_cmd(cb), 400)
-        ));
-        msg.push_str(&format!(
-            "  A reply: {}\n  B reply: {}\n",
-            trunc(&escape(ba), 3000),
-            trunc(&escape(bb), 3000)
-        ));
-        if na != ba || nb != bb {
-            msg.push_str(&format!(
-                "  A normalised: {}\n  B normalised: {}\n",
-                trunc(&escape(na), 3000),
-                trunc(&escape(nb), 3000)
-            ));
-        }
-        msg.push_str("  recent ops (side A):\n");
-        for h in &self.history {
-            msg.push_str(&format!("    {h}\n"));
-        }
-        msg.push_str(&format!(
-            "  replay: XSTREAM_SEED={} cargo test --release --test takeover takeover_differential_groups\n",
-            self.seed
-        ));
-        if self.max_diffs > 1 {
-            report(&msg);
-        }
-        self.diffs.push((sig, msg));
-        if self.diffs.len() >= self.max_diffs {
-            self.give_up("stopped at");
-        }
-    }
-
-    fn give_up(&self, how: &str) -> ! {
-        let sigs: Vec<String> = self.diffs.iter().map(|(s, _)| format!("  {s}")).collect();
-        panic!(
-            "takeover differential (groups): {how} {} difference(s), {} distinct (seed {}):\n{}\n{}",
-            self.diff_count,
-            self.diffs.len(),
-            self.seed,
-            sigs.join("\n"),
-            self.diffs.first().map(|(_, m)| m.as_str()).unwrap_or("")
-        );
-    }
-
-    fn pick_node_limits(&mut self) -> (u64, u64) {
-        let e = if self.rng.pct(40) {
-            self.rng.range(1, 8)
-        } else {
-            self.rng.range(1, 100)
-        };
-        let b = if self.rng.pct(40) {
-            0
-        } else {
-            self.rng.range(64, 4096)
-        };
-        (e, b)
+    /// Deletes every key (both sides), forgets the model, picks new node limits.
+    fn new_segment(&mut self) {
+        self.pair.delete_keys(&mut self.book, NKEYS);
+        self.keys = vec![KeyModel::default(); NKEYS];
+        self.apply_limits();
+        self.book.note("   (new segment: all keys deleted)".into());
     }
 
     fn apply_limits(&mut self) {
-        let (e, b) = self.limits;
-        let cfg = [
-            "CONFIG",
-            "SET",
-            "stream-node-max-entries",
-            &e.to_string(),
-            "stream-node-max-bytes",
-            &b.to_string(),
-        ]
-        .map(|s| s.as_bytes().to_vec());
-        self.log_cmd(&cfg);
-        set_node_limits(&mut self.a, e, b, false);
-        set_node_limits(&mut self.b, e, b, false);
-        // The module's own limits must be ignored in takeover mode: set them to something else.
-        let (xe, xb) = (self.rng.range(1, 500), self.rng.range(0, 9000));
-        let r = self.b.cmd(&[
-            "CONFIG".to_string(),
-            "SET".into(),
-            "xstream.node-max-entries".into(),
-            xe.to_string(),
-            "xstream.node-max-bytes".into(),
-            xb.to_string(),
-        ]);
-        assert_eq!(
-            r,
-            Reply::Simple("OK".into()),
-            "CONFIG SET xstream.node-max-*: {r}"
-        );
-        self.history
-            .push_back(format!("   (node limits: entries={e} bytes={b})"));
-        self.all_limits.push(format!("{e}/{b}"));
-    }
-
-    /// Deletes every key (both sides), forgets the model, picks new node limits.
-    fn new_segment(&mut self) {
-        for k in 0..NKEYS {
-            for side in 0..2 {
-                let del = vec![b"DEL".to_vec(), self.key_name(side, k)];
-                if side == 0 {
-                    self.log_cmd(&del);
-                    self.a.cmd(&del);
-                } else {
-                    self.b.cmd(&del);
-                }
-            }
-        }
-        self.keys = vec![KeyModel::default(); NKEYS];
-        self.limits = self.pick_node_limits();
-        self.apply_limits();
-        self.history
-            .push_back("   (new segment: all keys deleted)".into());
+        self.book.limits = Pair::pick_node_limits(&mut self.rng, 40, 8);
+        self.pair.apply_limits(&mut self.book, &mut self.rng);
     }
 
     /// `XINFO STREAM k FULL COUNT 0` of every pair (and XINFO GROUPS), compared.
@@ -1718,60 +1452,42 @@ impl Runner {
     }
 }
 
-/// Runs the group differential: `a` a plain server, `b` the module in takeover mode. `n2` RESP2
-/// ops then `n3` RESP3 ops; returns the number of ops compared (or panics on a difference).
-pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
-    let rng = Rng::from_env(what);
+/// Runs the group differential on `pair`; returns the number of ops compared (or panics on a
+/// difference).
+pub fn run(pair: Pair, o: &Opts) -> usize {
+    let rng = Rng::from_env(o.what);
     let seed = rng.seed();
-    let mut ca_conn = a.conn();
-    let mut cb_conn = b.conn();
-    for c in [&mut ca_conn, &mut cb_conn] {
-        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
-        assert_eq!(c.cmd(&["SET", "str", "hello"]), Reply::Simple("OK".into()));
-        load_functions(c);
-    }
-    let prefix = ["n", "n"];
+    // One server: side B's key names become side A's in replies (`No such key 'm0'`).
+    let key_pairs = if pair.two_servers() {
+        Vec::new()
+    } else {
+        (0..NKEYS)
+            .map(|k| (pair.key(1, k), pair.key(0, k)))
+            .collect()
+    };
     let norm = Normalizer {
-        key_pairs: Vec::new(),
-        // No normalisation of command names: in takeover mode they are the built-in's.
-        loose_names: false,
+        key_pairs,
+        loose_names: pair.loose_names,
     };
     let mut r = Runner {
         rng,
         keys: vec![KeyModel::default(); NKEYS],
-        a: ca_conn,
-        b: cb_conn,
-        prefix,
-        module: false,
+        pair,
+        book: Book::new(o.label, o.replay, seed, HISTORY),
         norm,
-        history: VecDeque::new(),
-        seed,
-        resp3: false,
-        limits: (0, 0),
-        all_limits: Vec::new(),
-        diffs: Vec::new(),
-        diff_count: 0,
-        max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
-        oplog: std::env::var_os("XSTREAM_DIFF_LOG")
-            .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
-        hist: BTreeMap::new(),
-        stats: std::env::var_os("XSTREAM_DIFF_STATS").is_some(),
         checks: 0,
         events: BTreeMap::new(),
-        vias: BTreeMap::new(),
     };
-    r.limits = r.pick_node_limits();
     r.apply_limits();
-    let segments = env_usize("XSTREAM_TDIFF_SEGMENTS", 3).max(1);
-    let seg_len = ((n2 + n3) / segments).max(1);
+    let (n2, n3) = (o.n2, o.n3);
+    let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
     let mut errors = 0usize;
     let mut delivered = 0usize;
     for i in 0..n2 + n3 {
         if i == n2 {
-            r.a.hello3();
-            r.b.hello3();
-            r.resp3 = true;
-            r.history.push_back("   (HELLO 3)".into());
+            r.pair.hello3();
+            r.book.resp3 = true;
+            r.book.note("   (HELLO 3)".into());
         }
         if i > 0 && i % seg_len == 0 {
             r.full_check(i);
@@ -1795,28 +1511,17 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
         r.observe(&op, &ra);
     }
     r.full_check(n2 + n3);
-    for (k, v) in &r.hist {
-        report(&format!("  {v:6} {k}"));
-    }
-    if !r.diffs.is_empty() {
-        r.give_up("found");
-    }
+    r.book.finish();
     let done = n2 + n3;
     report(&format!(
-        "{what}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {delivered} non-empty XREADGROUP replies) + {} XINFO checks; node limits entries/bytes per segment {}",
+        "{}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {delivered} non-empty XREADGROUP replies) + {} XINFO checks; node limits entries/bytes per segment {}",
+        o.what,
         r.checks,
-        r.all_limits.join(", ")
+        r.book.all_limits.join(", ")
     ));
     let ev: Vec<String> = r.events.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     report(&format!("  coverage: {}", ev.join("; ")));
-    let vias: Vec<String> = r
-        .vias
-        .iter()
-        .map(|(k, v)| format!("{} {v}", if k.is_empty() { "plain" } else { k.trim() }))
-        .collect();
-    report(&format!("  paths: {}", vias.join(", ")));
-    report(&format!(
-        "takeover differential (groups): {done} ops, 0 differences (seed {seed})"
-    ));
+    r.pair.report_paths();
+    r.book.summary(done);
     done
 }

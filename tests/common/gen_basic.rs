@@ -1,17 +1,34 @@
-//! The basic differential generator of `tests/differential.rs` (XADD XLEN XRANGE XREVRANGE XDEL
-//! XTRIM XSETID XINFO STREAM, explicit, future and auto IDs, invalid arguments, WRONGTYPE), copied
-//! and adapted to two servers: side A is a plain Redis (built-in streams), side B a Redis with the
-//! module in takeover mode; both get the same key names and the STANDARD command names (spelled in
-//! mixed case now and then), sometimes inside MULTI/EXEC, EVAL or FCALL. Replies are compared byte
-//! for byte, error texts included (no normalisation of command names: in takeover mode they
-//! are the built-in's).
+//! The basic differential generator (XADD XLEN XRANGE XREVRANGE XDEL XTRIM XSETID XINFO STREAM,
+//! explicit, future, edge and auto IDs, invalid arguments, wrong arity, WRONGTYPE): the same
+//! random command sequence is sent to side A and side B of a [`Pair`] (one server, built-in vs
+//! `XS.*`, in `tests/differential.rs`; a plain server vs a takeover server in
+//! `tests/takeover.rs`), and the exact reply bytes are compared. The first difference fails the
+//! run with the seed, the op index, both commands and both replies (replay with
+//! `XSTREAM_SEED=<seed>`). Include with `#[path = "common/gen_basic.rs"] mod gen_basic;`.
 //!
-//! Keep in step with `tests/differential.rs` when its generator changes.
+//! Key pairs (keys `n{i}`/`m{i}` on one server, `n{i}` on both of two):
+//!  - 0..=3  explicit IDs with small ms (the main path: deterministic replies, compared byte for byte)
+//!  - 4      explicit IDs with ms around 10^15 (in the future): `*` is then deterministic
+//!           (it increments the last ID), so it is compared byte for byte too
+//!  - 5      auto IDs (`*` with the clock): the two sides get different IDs; every generated pair is
+//!           recorded, later commands use each side's own ID, and replies are compared after
+//!           renaming the module side's IDs to the built-in's. Node layout then depends on the IDs
+//!           (delta sizes), so this pair uses only exact trims and masks XINFO's radix-tree counts.
+//!  - 6      never created: commands on a missing key
+//!  - "str"  a string key shared by both sides: WRONGTYPE
+//!
+//! Both sides use the same node limits, new random values per segment (each segment starts with
+//! empty keys), so node splits and approximate trims are compared too.
+//!
+//! One server: by default `'xs.add'` is accepted for `'xadd'` and `XS.INFO` for `XINFO` in
+//! error texts and XINFO HELP (Redis formats those names itself); XSTREAM_DIFF_STRICT_NAMES=1
+//! compares them too. Env of every runner: XSTREAM_SEED, XSTREAM_DIFF_LOG=path (side A's
+//! commands as RESP), XSTREAM_DIFF_STATS=1 (reply histogram), XSTREAM_DIFF_MAX=N (go on until
+//! N distinct differences, then list them all; default 1).
 
+use crate::common::diff::*;
 use crate::common::*;
-use crate::via::*;
-use std::collections::{HashMap, VecDeque};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
 
 const EXPLICIT_KEYS: usize = 4;
 const FUTURE_KEY: usize = 4;
@@ -20,21 +37,7 @@ const MISSING_KEY: usize = 6;
 const NKEYS: usize = 7;
 /// First ms used on the "future" key: far beyond any clock, so `*` increments the last ID.
 const FUTURE_BASE_MS: u64 = 1_000_000_000_000_000;
-const U64MAX: &str = "18446744073709551615";
 const HISTORY: usize = 25;
-
-#[derive(Clone, Debug)]
-enum Tok {
-    /// Command name, standard spelling (`XADD`): both servers get it (B through the filter).
-    Cmd(&'static str),
-    /// This side's key of pair i.
-    Key(usize),
-    /// The OTHER side's key of pair i (cross-type checks: WRONGTYPE both ways).
-    OtherKey(usize),
-    Lit(Vec<u8>),
-    /// The j-th auto-generated ID of the auto pair, as each side got it (optionally "(" prefixed).
-    AutoId(usize, bool),
-}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Kind {
@@ -61,57 +64,10 @@ struct KeyState {
     fields: Vec<Vec<u8>>,
 }
 
-struct Sides {
-    prefix: [&'static str; 2],
-    /// Side B uses the module's commands.
-    module: bool,
-}
-
-impl Sides {
-    fn render(&self, op: &Op, side: usize, auto: &AutoIds) -> Vec<Vec<u8>> {
-        op.toks
-            .iter()
-            .map(|t| match t {
-                Tok::Cmd(c) => {
-                    if side == 1 && self.module && c.starts_with('X') {
-                        format!("XS.{}", &c[1..]).into_bytes()
-                    } else {
-                        c.as_bytes().to_vec()
-                    }
-                }
-                Tok::Key(i) => format!("{}{}", self.prefix[side], i).into_bytes(),
-                Tok::OtherKey(i) => format!("{}{}", self.prefix[1 - side], i).into_bytes(),
-                Tok::Lit(b) => b.clone(),
-                Tok::AutoId(j, excl) => {
-                    let id = &auto.ids[side][*j];
-                    if *excl {
-                        let mut v = b"(".to_vec();
-                        v.extend_from_slice(id);
-                        v
-                    } else {
-                        id.clone()
-                    }
-                }
-            })
-            .collect()
-    }
-}
-
 #[derive(Default)]
 struct AutoIds {
     ids: [Vec<Vec<u8>>; 2],
     b_to_a: HashMap<Vec<u8>, Vec<u8>>,
-}
-
-fn lit<T: AsRef<[u8]>>(s: T) -> Tok {
-    Tok::Lit(s.as_ref().to_vec())
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 struct Gen {
@@ -207,10 +163,6 @@ const BAD_COUNTS: &[&str] = &[
 ];
 
 impl Gen {
-    fn id_str(id: (u64, u64)) -> Vec<u8> {
-        fmt_id(id).into_bytes()
-    }
-
     fn value(&mut self) -> Vec<u8> {
         match self.rng.weighted(&[35, 35, 5, 4, 15, 5, 1]) {
             0 => self.rng.pick(INT_VALUES).as_bytes().to_vec(),
@@ -281,15 +233,7 @@ impl Gen {
     }
 
     fn next_id(&mut self, last: (u64, u64)) -> (u64, u64) {
-        let (ms, seq) = last;
-        if ms >= u64::MAX - 5 {
-            return (u64::MAX, u64::MAX);
-        }
-        if self.rng.pct(50) && seq < u64::MAX - 3 {
-            (ms, seq + self.rng.range(1, 3))
-        } else {
-            (ms + self.rng.range(1, 5), self.rng.range(0, 3))
-        }
+        next_id_after(&mut self.rng, last, 5, 3)
     }
 
     /// An ID argument for XADD on an explicit-ID key; `star_ok`: `*` is deterministic now.
@@ -303,7 +247,7 @@ impl Gen {
             return b"*".to_vec();
         }
         match self.rng.below(1000) {
-            0..=49 => Self::id_str(last),
+            0..=49 => id_b(last),
             50..=99 => {
                 if ms == 0 && seq == 0 {
                     b"0-0".to_vec()
@@ -314,7 +258,7 @@ impl Gen {
                     } else {
                         self.rng.below(10)
                     };
-                    Self::id_str((m, s))
+                    id_b((m, s))
                 }
             }
             100..=179 => {
@@ -335,37 +279,20 @@ impl Gen {
                 .saturating_add(self.rng.below(3))
                 .to_string()
                 .into_bytes(),
-            _ => Self::id_str(self.next_id(last)),
+            _ => id_b(self.next_id(last)),
         }
     }
 
     /// Some ID near the key's known IDs (for ranges, MINID, XDEL, MAXDELETEDID...).
     fn some_id(&mut self, k: usize) -> (u64, u64) {
-        let ks = &self.keys[k];
-        if ks.ids.is_empty() || self.rng.pct(5) {
-            return (self.rng.below(20), self.rng.below(5));
-        }
-        let n = ks.ids.len() as u64;
-        // Prefer recent IDs: they are more likely still in the stream.
-        let i = if self.rng.pct(60) {
-            n - 1 - self.rng.below(n.min(80))
-        } else {
-            self.rng.below(n)
-        };
-        let (ms, seq) = ks.ids[i as usize];
-        match self.rng.below(10) {
-            0 => (ms, seq.saturating_add(1)),
-            1 => (ms, seq.saturating_sub(1)),
-            2 => (ms.saturating_add(1), 0),
-            _ => (ms, seq),
-        }
+        id_near(&mut self.rng, &self.keys[k].ids, 80, 5, 10)
     }
 
     fn range_bound(&mut self, k: usize) -> Vec<u8> {
         match self.rng.below(100) {
             0..=14 => b"-".to_vec(),
             15..=24 => b"+".to_vec(),
-            25..=54 => Self::id_str(self.some_id(k)),
+            25..=54 => id_b(self.some_id(k)),
             55..=69 => {
                 let id = self.some_id(k);
                 format!("({}", fmt_id(id)).into_bytes()
@@ -506,105 +433,33 @@ fn live(c: &mut Conn, key: &[u8]) -> Option<Live> {
 
 struct Runner {
     gen: Gen,
-    sides: Sides,
+    pair: Pair,
+    book: Book,
     auto: AutoIds,
-    /// Server A (built-in streams) and server B (the module in takeover mode).
-    a: Conn,
-    b: Conn,
-    history: VecDeque<String>,
-    limits: (u64, u64),
-    seed: u64,
-    resp3: bool,
-    oplog: Option<std::fs::File>,
-    all_limits: Vec<String>,
-    /// (signature, full report) of each distinct difference.
-    diffs: Vec<(String, String)>,
-    diff_count: usize,
-    max_diffs: usize,
 }
 
 impl Runner {
     fn key_a(&self, k: usize) -> Vec<u8> {
-        format!("{}{}", self.sides.prefix[0], k).into_bytes()
+        self.pair.key(0, k)
     }
 
-    fn pick_node_limits(&mut self) -> (u64, u64) {
-        let e = if self.gen.rng.pct(35) {
-            self.gen.rng.range(1, 10)
-        } else {
-            self.gen.rng.range(1, 100)
-        };
-        let b = if self.gen.rng.pct(40) {
-            0
-        } else {
-            self.gen.rng.range(64, 4096)
-        };
-        (e, b)
+    fn render(&self, op: &Op, side: usize) -> Vec<Vec<u8>> {
+        self.pair.render(&op.toks, side, &self.auto.ids[side])
     }
 
     /// Deletes every pair (both sides), forgets the model and picks new node limits.
     fn new_segment(&mut self) {
-        for k in 0..NKEYS {
-            for side in 0..2 {
-                let key = format!("{}{}", self.sides.prefix[side], k);
-                let del = [b"DEL".to_vec(), key.into_bytes()];
-                if side == 0 {
-                    self.log_cmd(&del);
-                    self.a.cmd(&del);
-                } else {
-                    self.b.cmd(&del);
-                }
-            }
-        }
+        self.pair.delete_keys(&mut self.book, NKEYS);
         self.gen.keys = vec![KeyState::default(); NKEYS];
         self.gen.auto_count = 0;
         self.auto = AutoIds::default();
-        self.limits = self.pick_node_limits();
         self.apply_limits();
-        self.history
-            .push_back("   (new segment: all pairs deleted)".into());
-    }
-
-    fn log_cmd(&mut self, args: &[Vec<u8>]) {
-        if let Some(f) = self.oplog.as_mut() {
-            use std::io::Write;
-            let _ = f.write_all(&Conn::encode(args));
-            let _ = f.flush();
-        }
+        self.book.note("   (new segment: all pairs deleted)".into());
     }
 
     fn apply_limits(&mut self) {
-        let (e, b) = self.limits;
-        let cfg = [
-            "CONFIG",
-            "SET",
-            "stream-node-max-entries",
-            &e.to_string(),
-            "stream-node-max-bytes",
-            &b.to_string(),
-        ]
-        .map(|s| s.as_bytes().to_vec());
-        self.log_cmd(&cfg);
-        set_node_limits(&mut self.a, e, b, false);
-        set_node_limits(&mut self.b, e, b, false);
-        // The module's own limits must be ignored in takeover mode: set them to something else.
-        let (xe, xb) = (self.gen.rng.range(1, 500), self.gen.rng.range(0, 9000));
-        let r = self.b.cmd(&[
-            "CONFIG".to_string(),
-            "SET".into(),
-            "xstream.node-max-entries".into(),
-            xe.to_string(),
-            "xstream.node-max-bytes".into(),
-            xb.to_string(),
-        ]);
-        assert_eq!(
-            r,
-            Reply::Simple("OK".into()),
-            "CONFIG SET xstream.node-max-*: {r}"
-        );
-        self.history
-            .push_back(format!("   (node limits: entries={e} bytes={b})"));
-        self.all_limits.push(format!("{e}/{b}"));
+        self.book.limits = Pair::pick_node_limits(&mut self.gen.rng, 35, 10);
+        self.pair.apply_limits(&mut self.book, &mut self.gen.rng);
     }
 
     fn gen_op(&mut self) -> Op {
@@ -627,11 +482,7 @@ impl Runner {
                 // DEL / EXISTS on the shared string key would not be symmetric.
                 op = self.gen_key_op(k);
             }
-            for t in op.toks.iter_mut() {
-                if matches!(t, Tok::Key(_)) {
-                    *t = lit("str");
-                }
-            }
+            on_string_key(&mut op.toks);
             op.kind = Kind::Other;
             return op;
         }
@@ -685,14 +536,14 @@ impl Runner {
                 // XADD key [NOMKSTREAM] [trim] id field value ...
                 let star_ok = k == FUTURE_KEY && {
                     let ka = self.key_a(k);
-                    live(&mut self.a, &ka)
-                        .map(|l| l.last.0 > now_ms() + 86_400_000)
+                    live(&mut self.pair.a, &ka)
+                        .map(|l| l.last.0 > crate::common::groups::now_ms() as u64 + 86_400_000)
                         .unwrap_or(false)
                 };
                 let want_trim = self.gen.rng.pct(18);
                 let len = if want_trim {
                     let ka = self.key_a(k);
-                    live(&mut self.a, &ka).map(|l| l.len).unwrap_or(0)
+                    live(&mut self.pair.a, &ka).map(|l| l.len).unwrap_or(0)
                 } else {
                     0
                 };
@@ -778,7 +629,7 @@ impl Runner {
             }
             4 => {
                 let ka = self.key_a(k);
-                let len = live(&mut self.a, &ka).map(|l| l.len).unwrap_or(0);
+                let len = live(&mut self.pair.a, &ka).map(|l| l.len).unwrap_or(0);
                 let g = &mut self.gen;
                 toks = vec![Tok::Cmd("XTRIM"), key];
                 match g.rng.below(100) {
@@ -798,7 +649,7 @@ impl Runner {
             5 => {
                 // XSETID key id [ENTRIESADDED n] [MAXDELETEDID id]
                 let ka = self.key_a(k);
-                let lv = live(&mut self.a, &ka);
+                let lv = live(&mut self.pair.a, &ka);
                 let g = &mut self.gen;
                 let (last, added, len, maxdel) = match &lv {
                     Some(l) => (l.last, l.entries_added, l.len, l.max_deleted),
@@ -925,15 +776,7 @@ impl Runner {
             }
         }
         if missing {
-            // Never create the missing key: only ops that cannot create it reach it.
-            if let (Some(Tok::Cmd("XADD")), true) = (toks.first(), toks.len() >= 2) {
-                if !toks
-                    .iter()
-                    .any(|t| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(b"NOMKSTREAM")))
-                {
-                    toks.insert(2, lit("NOMKSTREAM"));
-                }
-            }
+            never_create(&mut toks);
         }
         Op {
             toks,
@@ -1079,220 +922,113 @@ impl Runner {
             _ => {}
         }
     }
-
-    /// Records a difference. Stops the run (panics with every recorded difference) once
-    /// `XSTREAM_DIFF_MAX` distinct ones (default 1) are recorded; identical signatures (command,
-    /// kind of both replies) are counted once.
-    fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], note: &str) {
-        let class = |x: &[u8]| -> String {
-            if x.starts_with(b"-") {
-                trunc(&escape(x), 90)
-            } else {
-                format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
-            }
-        };
-        let sig = format!(
-            "{} | A {} | B {}",
-            String::from_utf8_lossy(&ca[0]),
-            class(ba),
-            class(bb)
-        );
-        self.diff_count += 1;
-        if self.diffs.iter().any(|(s, _)| *s == sig) {
-            return;
-        }
-        let mut msg = String::new();
-        msg.push_str(&format!(
-            "\nDIFFERENCE at op #{i} (seed {}, {}, node limits entries={} bytes={}){note}\n",
-            self.seed,
-            if self.resp3 { "RESP3" } else { "RESP2" },
-            self.limits.0,
-            self.limits.1
-        ));
-        msg.push_str(&format!(
-            "  A: {}\n  B: {}\n",
-            trunc(&fmt_cmd(ca), 400),
-            trunc(&fmt_cmd(cb), 400)
-        ));
-        msg.push_str(&format!(
-            "  A reply: {}\n  B reply: {}\n",
-            trunc(&escape(ba), 3000),
-            trunc(&escape(bb), 3000)
-        ));
-        msg.push_str("  recent ops (side A):\n");
-        for h in &self.history {
-            msg.push_str(&format!("    {h}\n"));
-        }
-        msg.push_str(&format!(
-            "  replay: XSTREAM_SEED={} cargo test --release --test takeover takeover_differential_basic\n",
-            self.seed
-        ));
-        if self.max_diffs > 1 {
-            report(&msg);
-        }
-        self.diffs.push((sig, msg));
-        if self.diffs.len() >= self.max_diffs {
-            self.give_up("stopped at");
-        }
-    }
-
-    fn give_up(&self, how: &str) -> ! {
-        let sigs: Vec<String> = self.diffs.iter().map(|(s, _)| format!("  {s}")).collect();
-        panic!(
-            "takeover differential (basic): {how} {} difference(s), {} distinct (seed {}):\n{}\n{}",
-            self.diff_count,
-            self.diffs.len(),
-            self.seed,
-            sigs.join("\n"),
-            self.diffs.first().map(|(_, m)| m.as_str()).unwrap_or("")
-        );
-    }
 }
 
 fn g_rand_key(g: &mut Gen) -> usize {
     g.rng.below(EXPLICIT_KEYS as u64) as usize
 }
 
-fn trunc(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        s.to_string()
-    } else {
-        let mut end = n;
-        while !s.is_char_boundary(end) {
-            end -= 1;
+/// Side B's reply with the names Redis formats itself mapped to side A's: `'xs.add'` to
+/// `'xadd'` in error texts, `XS.INFO` to `XINFO` in errors and XINFO HELP.
+fn loosen_names(ca: &[Vec<u8>], rb: &mut Reply, bb: &mut Vec<u8>) {
+    let is_help = ca.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"HELP"));
+    if !(bb.starts_with(b"-") || is_help) {
+        return;
+    }
+    let t = String::from_utf8_lossy(bb)
+        .replace("'xs.", "'x")
+        .replace("XS.INFO", "XINFO");
+    *bb = t.into_bytes();
+    match rb {
+        Reply::Error(e) | Reply::Simple(e) => {
+            *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
         }
-        format!("{}...({} bytes)", &s[..end], s.len())
+        Reply::Array(v) => {
+            for x in v.iter_mut() {
+                if let Reply::Simple(e) = x {
+                    *e = e.replace("XS.INFO", "XINFO");
+                }
+            }
+        }
+        _ => {}
     }
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// Whether the auto pair's replies agree after renaming side B's IDs to side A's (radix-tree
+/// counts masked: node layout depends on the IDs' deltas).
+fn same_renamed(auto: &AutoIds, ra: &Reply, rb: &Reply) -> bool {
+    let (mut na, mut nb) = (ra.clone(), rb.clone());
+    nb.map_bulks(&|b: &[u8]| auto.b_to_a.get(b).cloned());
+    for f in ["radix-tree-keys", "radix-tree-nodes"] {
+        na.set_field(f, Reply::Int(0));
+        nb.set_field(f, Reply::Int(0));
+    }
+    na == nb
 }
 
-/// Runs the basic differential: `a` a plain server, `b` the module in takeover mode. `n2` RESP2
-/// ops then `n3` RESP3 ops; returns the number of ops compared (or panics on a difference).
-pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
-    let rng = Rng::from_env(what);
+/// Runs the basic differential on `pair`; returns the number of ops compared (or panics on a
+/// difference).
+pub fn run(pair: Pair, o: &Opts) -> usize {
+    let rng = Rng::from_env(o.what);
     let seed = rng.seed();
-    let mut ca_conn = a.conn();
-    let mut cb_conn = b.conn();
-    for c in [&mut ca_conn, &mut cb_conn] {
-        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
-        assert_eq!(c.cmd(&["SET", "str", "hello"]), Reply::Simple("OK".into()));
-        load_functions(c);
-    }
-    let sides = Sides {
-        prefix: ["n", "n"],
-        module: false,
-    };
     let mut r = Runner {
         gen: Gen {
             rng,
             keys: vec![KeyState::default(); NKEYS],
             auto_count: 0,
         },
-        sides,
+        pair,
+        book: Book::new(o.label, o.replay, seed, HISTORY),
         auto: AutoIds::default(),
-        a: ca_conn,
-        b: cb_conn,
-        history: VecDeque::new(),
-        limits: (0, 0),
-        seed,
-        resp3: false,
-        // XSTREAM_DIFF_LOG=path: every side-A command (and CONFIG SET), RESP-encoded, for replay.
-        all_limits: Vec::new(),
-        diffs: Vec::new(),
-        diff_count: 0,
-        max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
-        oplog: std::env::var_os("XSTREAM_DIFF_LOG")
-            .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
     };
-    r.limits = r.pick_node_limits();
     r.apply_limits();
-
+    let (n2, n3) = (o.n2, o.n3);
     // The run is cut into segments; each starts with empty keys and new node limits. (Changing
     // stream-node-max-bytes while nodes exist can crash Redis 7.0.15 itself: see README.)
-    let segments = env_usize("XSTREAM_TDIFF_SEGMENTS", 3).max(1);
-    let seg_len = ((n2 + n3) / segments).max(1);
+    let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
     let mut done = 0usize;
     let (mut errors, mut auto_ops, mut max_len) = (0usize, 0usize, 0i64);
-    let mut vias: std::collections::BTreeMap<&'static str, usize> = Default::default();
-    let stats = std::env::var_os("XSTREAM_DIFF_STATS").is_some();
-    let mut hist: std::collections::BTreeMap<String, usize> = Default::default();
     for i in 0..n2 + n3 {
         if i == n2 {
-            r.a.hello3();
-            r.b.hello3();
-            r.resp3 = true;
-            r.history.push_back("   (HELLO 3)".into());
+            r.pair.hello3();
+            r.book.resp3 = true;
+            r.book.note("   (HELLO 3)".into());
         }
         if i > 0 && i % seg_len == 0 {
             r.new_segment();
         }
         let op = r.gen_op();
-        let mut ca = r.sides.render(&op, 0, &r.auto);
-        let mut cb = r.sides.render(&op, 1, &r.auto);
-        // The same spelling of the command name and the same path on both servers.
-        if !ca.is_empty() {
-            let name = spell(&mut r.gen.rng, &ca[0]);
-            ca[0] = name.clone();
-            cb[0] = name;
+        let mut ca = r.render(&op, 0);
+        let mut cb = r.render(&op, 1);
+        r.book.log_cmd(&ca);
+        let Sent {
+            ra,
+            ba,
+            mut rb,
+            mut bb,
+            tag,
+            problem,
+        } = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, false);
+        if r.pair.loose_names {
+            loosen_names(&ca, &mut rb, &mut bb);
         }
-        let via = if wrappable(&ca) {
-            Via::pick(&mut r.gen.rng)
-        } else {
-            Via::Plain
-        };
-        *vias
-            .entry(match via {
-                Via::Plain => "plain",
-                Via::Multi => "MULTI/EXEC",
-                Via::Eval => "EVAL",
-                Via::Fcall => "FCALL",
-            })
-            .or_insert(0) += 1;
-        r.log_cmd(&ca);
-        let oa = exec_via(&mut r.a, via, &ca);
-        let ob = exec_via(&mut r.b, via, &cb);
-        // Byte for byte, command names in error texts included.
-        if oa.side != ob.side {
-            let note = format!(
-                "{} [transaction replies differ: A {} / B {}]",
-                via.tag(),
-                escape(&oa.side),
-                escape(&ob.side)
-            );
-            r.fail(i, &ca, &cb, &oa.raw, &ob.raw, &note);
-        }
-        let (ra, ba) = (oa.reply, oa.raw);
-        let (rb, bb) = (ob.reply, ob.raw);
         if op.auto {
             auto_ops += 1;
-            let mut na = ra.clone();
-            let mut nb = rb.clone();
             let same = if matches!(op.kind, Kind::Add(_))
                 && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_)))
             {
                 // `*` on both sides: compare the shape (both IDs, increasing); the pair is recorded.
                 looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap())
             } else {
-                let map = &r.auto.b_to_a;
-                nb.map_bulks(&|b: &[u8]| map.get(b).cloned());
-                for f in ["radix-tree-keys", "radix-tree-nodes"] {
-                    na.set_field(f, Reply::Int(0));
-                    nb.set_field(f, Reply::Int(0));
-                }
-                na == nb
+                same_renamed(&r.auto, &ra, &rb)
             };
             if !same {
                 // Context: both sides' whole auto stream, B renamed to A's IDs.
-                let ka = format!("{}{AUTO_KEY}", r.sides.prefix[0]);
-                let kb = format!("{}{AUTO_KEY}", r.sides.prefix[1]);
-                let xa = r.a.cmd(&["XRANGE", &ka, "-", "+"]);
-                let mut xb = r.b.cmd(&["XRANGE", &kb, "-", "+"]);
+                let ka = r.pair.key(0, AUTO_KEY);
+                let kb = r.pair.key(1, AUTO_KEY);
+                let xa = r.pair.conn(0).cmd(&[b"XRANGE".as_slice(), &ka, b"-", b"+"]);
+                let xrange = r.pair.name(1, "XRANGE");
+                let mut xb = r.pair.conn(1).cmd(&[xrange.as_slice(), &kb, b"-", b"+"]);
                 let map = &r.auto.b_to_a;
                 xb.map_bulks(&|b: &[u8]| map.get(b).cloned());
                 let ids = |x: &Reply| -> String {
@@ -1317,15 +1053,18 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
                     })
                     .collect();
                 let note = format!(
-                    " [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
+                    "{tag} [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
                     ids(&xa),
                     ids(&xb),
                     pairs.join(" ")
                 );
-                r.fail(i, &ca, &cb, &ba, &bb, &format!("{}{note}", via.tag()));
+                r.book.fail(i, &ca, &cb, &ba, &bb, None, &note);
             }
         } else if ba != bb && !stale_errno_case(&ca, &ba, &bb) {
-            r.fail(i, &ca, &cb, &ba, &bb, via.tag());
+            r.book.fail(i, &ca, &cb, &ba, &bb, None, tag);
+        }
+        if let Some(p) = problem {
+            r.book.fail(i, &ca, &cb, &ba, &bb, None, &p);
         }
         if ra.is_error() {
             errors += 1;
@@ -1333,7 +1072,7 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
         if let (Some(Tok::Cmd("XLEN")), Reply::Int(n)) = (op.toks.first(), &ra) {
             max_len = max_len.max(*n);
         }
-        if stats {
+        if r.book.stats {
             let name = String::from_utf8_lossy(&ca[0]).to_uppercase();
             let what = match &ra {
                 Reply::Error(e) => format!("{name} -> {}", trunc(e, 70)),
@@ -1342,17 +1081,10 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
                 Reply::Int(_) => format!("{name} -> int"),
                 _ => format!("{name} -> other"),
             };
-            *hist.entry(what).or_insert(0usize) += 1;
+            r.book.count(what);
         }
         r.observe(&op, &ra, &rb);
-        r.history.push_back(format!(
-            "#{i} {} -> {}",
-            trunc(&fmt_cmd(&ca), 200),
-            trunc(&escape(&ba), 200)
-        ));
-        if r.history.len() > HISTORY {
-            r.history.pop_front();
-        }
+        r.book.op(i, &ca, &ba, 200);
         done += 1;
     }
     // A final full comparison of every pair (also catches divergence that no op looked at).
@@ -1366,72 +1098,55 @@ pub fn run(a: &Server, b: &Server, what: &str, n2: usize, n3: usize) -> usize {
                 kind: Kind::Other,
                 auto: k == AUTO_KEY,
             };
-            let ca = r.sides.render(&op, 0, &r.auto);
-            let cb = r.sides.render(&op, 1, &r.auto);
-            let (mut ra, ba) = r.a.cmd_raw(&ca);
-            let (mut rb, bb) = r.b.cmd_raw(&cb);
+            let mut ca = r.render(&op, 0);
+            let mut cb = r.render(&op, 1);
+            let x = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, true);
             let same = if op.auto {
-                let map = &r.auto.b_to_a;
-                rb.map_bulks(&|b: &[u8]| map.get(b).cloned());
-                for f in ["radix-tree-keys", "radix-tree-nodes"] {
-                    ra.set_field(f, Reply::Int(0));
-                    rb.set_field(f, Reply::Int(0));
-                }
-                ra == rb
+                same_renamed(&r.auto, &x.ra, &x.rb)
             } else {
-                ba == bb
+                x.ba == x.bb
             };
             if !same {
-                r.fail(usize::MAX, &ca, &cb, &ba, &bb, " [final check]");
+                r.book
+                    .fail(usize::MAX, &ca, &cb, &x.ba, &x.bb, None, " [final check]");
             }
             done += 1;
         }
     }
-    for (k, v) in &hist {
-        report(&format!("  {v:6} {k}"));
-    }
-    if !r.diffs.is_empty() {
-        r.give_up("found");
-    }
+    r.book.finish();
     let lens: Vec<String> = (0..NKEYS)
         .map(|k| {
             let ka = r.key_a(k);
-            live(&mut r.a, &ka)
+            live(&mut r.pair.a, &ka)
                 .map(|l| l.len.to_string())
                 .unwrap_or_else(|| "-".into())
         })
         .collect();
     report(&format!(
-        "{what}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {auto_ops} on the auto-ID pair; node limits entries/bytes per segment {}; max XLEN seen {max_len}, final lengths {})",
-        r.all_limits.join(", "),
+        "{}: {done} ops ({n2} RESP2 + {n3} RESP3; {errors} error replies, {auto_ops} on the auto-ID pair; node limits entries/bytes per segment {}; max XLEN seen {max_len}, final lengths {})",
+        o.what,
+        r.book.all_limits.join(", "),
         lens.join("/")
     ));
-    let vias: Vec<String> = vias.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    report(&format!("  paths: {}", vias.join(", ")));
-    report(&format!(
-        "takeover differential (basic): {done} ops, 0 differences (seed {seed})"
-    ));
+    r.pair.report_paths();
+    r.book.summary(done);
     done
 }
 
 /// `XADD k <ms>-* ...` when the last ID is `<ms>-18446744073709551615`: Redis 7.0 returns
 /// C_ERR without setting errno and picks its error text from a stale errno, so it answers
-/// either message depending on what failed before. Either answer is accepted from both sides.
+/// either message depending on what failed before. Either answer is accepted from both sides
+/// (the rest of the reply, a script's ` script: ...` suffix, must be equal).
 fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
     const EDOM: &[u8] =
         b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
     const ERANGE: &[u8] = b"-ERR Elements are too large to be stored";
-    let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"))
-        || ca.iter().any(|c| c.eq_ignore_ascii_case(b"XADD"));
+    let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
     let auto_seq = ca.iter().any(|a| a.ends_with(b"-*"));
-    // The rest of the error (a script's " script: ..." suffix) must be equal.
-    let rest = |x: &[u8]| -> Option<Vec<u8>> {
-        for m in [EDOM, ERANGE] {
-            if let Some(r) = x.strip_prefix(m) {
-                return Some(r.to_vec());
-            }
-        }
-        None
+    let rest = |x: &[u8]| {
+        [EDOM, ERANGE]
+            .iter()
+            .find_map(|m| x.strip_prefix(*m).map(|r| r.to_vec()))
     };
     is_add && auto_seq && matches!((rest(ba), rest(bb)), (Some(x), Some(y)) if x == y)
 }

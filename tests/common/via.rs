@@ -42,6 +42,15 @@ impl Via {
         }
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::Plain => "plain",
+            Via::Multi => "MULTI/EXEC",
+            Via::Eval => "EVAL",
+            Via::Fcall => "FCALL",
+        }
+    }
+
     pub fn tag(self) -> &'static str {
         match self {
             Via::Plain => "",
