@@ -1590,7 +1590,7 @@ fn replay() {
         }
         report(&format!("replay:   (after) XS.INFO STREAM k FULL -> {}", trunc(&c.cmd(&["XS.INFO", "STREAM", "k", "FULL"]).to_string(), 3000)));
         report(&format!("replay:   (after) {}", broken(&mut c).unwrap_or_default()));
-        for l in s.log().lines().filter(|l| l.contains("xstream:")).last() {
+        if let Some(l) = s.log().lines().filter(|l| l.contains("xstream:")).last() {
             report(&format!("replay: log: {l}"));
         }
         panic!("broken after {} commands ({} in the minimal sequence)", cmds_sent.len(), cmds.len());
