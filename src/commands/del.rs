@@ -28,7 +28,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.notify(c"xdel", 1);
         c.replicate_verbatim();
         // The built-in counts one change per entry deleted.
-        c.add_dirty(deleted as u64 - 1);
+        c.add_dirty(deleted - 1);
     }
     c.reply_int(deleted as i64);
     Ok(())

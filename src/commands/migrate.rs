@@ -23,34 +23,6 @@
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 
-/// Converts the built-in stream in key argument `i` into ours, in place: DUMP
-/// through RM_Call, decoded and validated (src/native.rs), the value replaced,
-/// the absolute expire time restored. Returns the entry count. Propagates
-/// nothing (the caller does). On any error the key is left untouched.
-pub fn import_in_place(c: &Ctx, i: usize) -> Result<u64> {
-    let mut key = c.open_key(i, true);
-    match key.kind() {
-        KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Stream => return Err(Error::Err("the key already holds an xstream stream")),
-        KeyKind::Other if !key.is_native_stream() => return Err(Error::WrongType),
-        KeyKind::Other => {}
-    }
-    let expire_at = key.expire_at_ms();
-    let s = c
-        .call_dump(i, crate::native::decode_dump)
-        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?
-        .ok_or(Error::NoSuchKey)?
-        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
-    let n = s.length;
-    if !key.replace_with_stream(s) {
-        return Err(Error::Err("XS.IMPORT: cannot store the stream"));
-    }
-    if let Some(at) = expire_at {
-        key.set_expire_at_ms(at);
-    }
-    Ok(n)
-}
-
 pub fn run_import(c: &Ctx) -> Result<()> {
     if c.must_obey() {
         // From the primary or the AOF, on a key already ours: adopted here before
@@ -64,7 +36,7 @@ pub fn run_import(c: &Ctx) -> Result<()> {
             return Ok(());
         }
     }
-    let n = import_in_place(c, 1)?;
+    let n = crate::ffi::adopt::import_in_place(c, 1)?;
     c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())

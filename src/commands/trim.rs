@@ -32,7 +32,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.replicate_verbatim();
         }
         // The built-in counts one change per entry trimmed.
-        c.add_dirty(deleted as u64 - 1);
+        c.add_dirty(deleted - 1);
         c.signal_modified(1);
     }
     c.reply_int(deleted as i64);

@@ -5,7 +5,7 @@
 //! without it, RESTORE / MIGRATE of a built-in DUMP payload). The standard names
 //! now reach our commands, which cannot serve the built-in type; adoption
 //! converts such keys with the conversion of XS.IMPORT
-//! ([`crate::commands::migrate::import_in_place`]: DUMP through RM_Call, decode
+//! ([`import_in_place`]: DUMP through RM_Call, decode
 //! and validate, replace the value, restore the absolute expire), so nothing
 //! XS.IMPORT keeps is lost. Two places:
 //!
@@ -31,7 +31,7 @@
 //! reason.
 
 use super::api;
-use super::ctx::{Arg, Ctx};
+use super::ctx::{Arg, Ctx, KeyKind};
 use super::fence;
 use crate::error::Error;
 use redis_module::raw;
@@ -50,7 +50,7 @@ pub fn active() -> bool {
 /// `XS.IMPORT key` (the command's own propagation follows). On failure the key
 /// is left as it is and the command answers as for any built-in stream.
 pub fn adopt_key(c: &Ctx, i: usize) {
-    match crate::commands::migrate::import_in_place(c, i) {
+    match import_in_place(c, i) {
         Ok(_) => c.replicate(c"XS.IMPORT", &[Arg::Orig(i)]),
         Err(Error::NoSuchKey) => {}
         Err(e) => super::log_warning(&format!(
@@ -131,7 +131,7 @@ fn adopt_one(ctx: *mut raw::RedisModuleCtx, name: &[u8], tally: &mut Tally) {
         // SAFETY: the event's context is valid during the callback, and `argv` holds
         // one live string that outlives `c` (this block).
         let c = unsafe { Ctx::new(ctx, argv.as_mut_ptr(), 1) };
-        crate::commands::migrate::import_in_place(&c, 0)
+        import_in_place(&c, 0)
     };
     match outcome {
         Ok(n) => {
@@ -187,4 +187,32 @@ unsafe extern "C" fn collect(_ctx: *mut raw::RedisModuleCtx, keyname: *mut raw::
             names.push(unsafe { super::ctx::string_bytes(keyname) }.to_vec());
         }
     })
+}
+
+/// Converts the built-in stream in key argument `i` into ours, in place: DUMP
+/// through RM_Call, decoded and validated (src/native.rs), the value replaced,
+/// the absolute expire time restored. Returns the entry count. Propagates
+/// nothing (the caller does). On any error the key is left untouched.
+pub fn import_in_place(c: &Ctx, i: usize) -> crate::error::Result<u64> {
+    let mut key = c.open_key(i, true);
+    match key.kind() {
+        KeyKind::Empty => return Err(Error::NoSuchKey),
+        KeyKind::Stream => return Err(Error::Err("the key already holds an xstream stream")),
+        KeyKind::Other if !key.is_native_stream() => return Err(Error::WrongType),
+        KeyKind::Other => {}
+    }
+    let expire_at = key.expire_at_ms();
+    let s = c
+        .call_dump(i, crate::native::decode_dump)
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: {e}")))?
+        .ok_or(Error::NoSuchKey)?
+        .map_err(|e| Error::Full(format!("ERR XS.IMPORT: unexpected stream payload: {e}")))?;
+    let n = s.length;
+    if !key.replace_with_stream(s) {
+        return Err(Error::Err("XS.IMPORT: cannot store the stream"));
+    }
+    if let Some(at) = expire_at {
+        key.set_expire_at_ms(at);
+    }
+    Ok(n)
 }
