@@ -110,7 +110,7 @@ host:
 # On every host of the matrix (built first if needed): the runners that compare the module with
 # that host's own built-in streams (differential, group differential, takeover, takeover error
 # paths and types, fixed edge cases). `make test` ends with it.
-MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test takeover \
+MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
                 --test takeover_errors --test takeover_types
 test-matrix: build hosts
 	@for h in $(HOSTS); do \
