@@ -326,6 +326,7 @@ fn boot(dir: &Path, extra: &[&str]) -> Boot {
         "--enable-debug-command".into(),
         "yes".into(),
     ];
+    args.extend(sanitizer_args());
     args.extend(extra.iter().map(|s| s.to_string()));
     // stderr into the dir: a sanitizer build writes its reports there (checked by check_dir).
     let stderr = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("stderr.log")).expect("stderr.log");

@@ -240,3 +240,26 @@ fn asan_reports_a_real_double_free() {
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// LeakSanitizer runs when a server exits (SIGTERM from the harness: exit(0)): Redis's own
+/// `DEBUG LEAK <string>` loses an allocation on purpose, and dropping the server must fail with
+/// the LeakSanitizer report. Under make test-asan only (ASan server, leak detection on).
+#[test]
+fn lsan_reports_a_leak_at_exit() {
+    let opts = std::env::var("ASAN_OPTIONS").unwrap_or_default();
+    if std::env::var("XSTREAM_SANITIZER").as_deref() != Ok("address") || opts.contains("detect_leaks=0") {
+        report("lsan_reports_a_leak_at_exit: skipped (not an ASan server with leak detection; make test-asan runs it)");
+        return;
+    }
+    let s = Server::start_plain();
+    let dir = s.dir().to_path_buf();
+    assert_eq!(s.conn().cmd(&["DEBUG", "LEAK", "lost-on-purpose"]), Reply::Simple("OK".into()));
+    let t0 = std::time::Instant::now();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(s)));
+    let msg = r.expect_err("the LeakSanitizer report must fail the test").downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("ERROR: LeakSanitizer: detected memory leaks") && msg.contains("debugCommand"), "{msg}");
+    // The server ended by itself after the report (no 5 s SIGKILL fallback).
+    assert!(t0.elapsed() < STOP_GRACE, "the stop took {:?}", t0.elapsed());
+    report("lsan_reports_a_leak_at_exit: DEBUG LEAK -> ERROR: LeakSanitizer: detected memory leaks");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -299,6 +299,7 @@ impl Server {
             "--shutdown-timeout".into(),
             "1".into(),
         ];
+        a.extend(sanitizer_args());
         if let Some(m) = &self.module {
             a.push("--loadmodule".into());
             a.push(m.display().to_string());
@@ -501,6 +502,17 @@ pub const SANITIZER_MARKERS: &[&str] = &[
     "WARNING: ThreadSanitizer",
     ": runtime error: ",
 ];
+
+/// Extra server arguments when `XSTREAM_SANITIZER` names the server's instrumentation (set by
+/// make test-asan / test-ubsan): `crash-memcheck-enabled no`, because after a report
+/// (abort_on_error=1) Redis's crash handler runs its memory test over every anonymous mapping,
+/// ASan's shadow memory included: a second report, and the server spins in its signal handler.
+pub fn sanitizer_args() -> Vec<String> {
+    match std::env::var("XSTREAM_SANITIZER") {
+        Ok(s) if !s.is_empty() => vec!["--crash-memcheck-enabled".into(), "no".into()],
+        _ => Vec::new(),
+    }
+}
 
 /// The files of a server dir that may hold a sanitizer report: `redis.log`, `stderr.log`, and
 /// the `asan.*` / `ubsan.*` / `lsan.*` files that `log_path=<dir>/asan` would create.
