@@ -168,9 +168,13 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test crash_recovery --test harness --test takeover --test takeover_errors \
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
-# The short pass (CI, after make test): the comparison runners and the RESTORE fuzz at reduced
-# size, plus the harness self-tests (the sanitizer check itself, and the real double free).
-ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness
+# The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
+# runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
+# fake report, a real double free, a real leak), and the quick round trip / replication /
+# blocking / hostile / group edge tests at their default size (about 15 s together).
+ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
+                    --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
+                    --test hostile --test group_edges
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \
