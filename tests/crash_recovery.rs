@@ -322,13 +322,16 @@ fn boot(dir: &Path, extra: &[&str]) -> Boot {
         "--enable-debug-command".into(),
         "yes".into(),
     ];
+    args.extend(sanitizer_args());
     args.extend(extra.iter().map(|s| s.to_string()));
+    // stderr into the dir: a sanitizer build writes its reports there (checked by check_dir).
+    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("stderr.log")).expect("stderr.log");
     let mut child = Command::new(redis_server_bin())
         .args(&args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(stderr))
         .spawn()
         .expect("spawn redis-server");
     let t0 = Instant::now();
@@ -372,6 +375,12 @@ fn boot(dir: &Path, extra: &[&str]) -> Boot {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Fails the test if a server that ran on `dir` (stopped by now) left a sanitizer report in its
+/// log or stderr (make test-asan); see common::check_sanitizer_reports.
+fn check_dir(dir: &Path, what: &str) {
+    check_sanitizer_reports(dir, what);
 }
 
 fn shutdown(mut child: Child, port: u16) {
@@ -467,7 +476,8 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
             // never meets RDB_MODULE_OPCODE_EOF). Confirm with the standalone checker, which
             // loads no module.
             let rdb = if file.ends_with(".rdb") { f.clone() } else { dir.join("dump.rdb") };
-            let mut chk = Command::new(redis_tool_bin("redis-check-rdb")).arg(&rdb).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("redis-check-rdb");
+            let chk_err = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("stderr.log")).expect("stderr.log");
+            let mut chk = Command::new(redis_tool_bin("redis-check-rdb")).arg(&rdb).stdout(Stdio::null()).stderr(Stdio::from(chk_err)).spawn().expect("redis-check-rdb");
             let t0 = Instant::now();
             let hung = loop {
                 if let Ok(Some(_)) = chk.try_wait() {
@@ -510,6 +520,7 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
             }
         }
     }
+    check_dir(&dir, &format!("redis-server on {file} truncated at {at}"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -567,6 +578,7 @@ fn truncated_rdb_at_startup() {
     assert_eq!(c.cmd(&["SAVE"]), Reply::Simple("OK".into()));
     drop(c);
     shutdown(child, port);
+    check_dir(&src, "redis-server that wrote the RDB");
     let len = std::fs::metadata(src.join("dump.rdb")).unwrap().len() as usize;
     let mut o = Outcomes { started: 0, redis_check_hangs: vec![], refused: BTreeMap::new(), signals: vec![] };
     let points = truncation_points(len, n, &mut rng);
@@ -602,6 +614,7 @@ fn truncated_aof_at_startup() {
         c.cmd(&["XS.ACK", "m0", "g", "1-0", "4-0"]);
         drop(c);
         shutdown(child, port);
+        check_dir(&src, "redis-server that wrote the AOF");
         let aofdir = src.join("appendonlydir");
         let mut files: Vec<String> = std::fs::read_dir(&aofdir)
             .unwrap()

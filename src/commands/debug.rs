@@ -1,9 +1,19 @@
-//! XS.DEBUG-PANIC (test builds only, feature `test-hooks`): panics on purpose so
-//! tests can prove the fence turns a bug into an error reply, not a dead server.
+//! Test builds only (feature `test-hooks`):
+//! - XS.DEBUG-PANIC panics on purpose so tests can prove the fence turns a bug into an error
+//!   reply, not a dead server.
+//! - XS.DEBUG-DOUBLE-FREE frees a block twice on purpose (see ffi::alloc::debug_double_free): the
+//!   ASan pass proves a real memory error fails the test. Never called on a jemalloc server.
 
 use crate::error::Result;
 use crate::ffi::ctx::Ctx;
 
 pub fn run_panic(_c: &Ctx) -> Result<()> {
     panic!("XS.DEBUG-PANIC called")
+}
+
+pub fn run_double_free(c: &Ctx) -> Result<()> {
+    crate::ffi::alloc::debug_double_free();
+    // Reached only without a sanitizer (the allocator did not notice).
+    c.reply_int(0);
+    Ok(())
 }

@@ -53,6 +53,8 @@ command_entry!(xs_type, keyspace::run_type);
 command_entry!(xs_scan, keyspace::run_scan);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_panic, debug::run_panic);
+#[cfg(feature = "test-hooks")]
+command_entry!(xs_debug_double_free, debug::run_double_free);
 
 const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
 const RW_INSERT: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT;
@@ -125,6 +127,8 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
+    #[cfg(feature = "test-hooks")]
+    Command { name: "xs.debug-double-free", func: Some(xs_debug_double_free), flags: "", arity: 1, key: None, subcommands: &[] },
 ];
 
 // ---- argument helpers shared by the commands ---------------------------------

@@ -46,3 +46,18 @@ unsafe impl GlobalAlloc for XAlloc {
         }
     }
 }
+
+/// XS.DEBUG-DOUBLE-FREE (feature `test-hooks` only, never in a release build): frees one block of
+/// Redis's allocator twice, on purpose, so that `make test-asan` proves a real memory error of
+/// the module reaches the sanitizer report and fails the test (tests/harness.rs). On a server
+/// built with jemalloc this corrupts the heap: only the ASan pass calls it.
+#[cfg(feature = "test-hooks")]
+pub fn debug_double_free() {
+    // SAFETY: none, deliberately: the second RedisModule_Free of the same pointer is the memory
+    // error under test. Both calls are made with the API pointer set (inside a command callback).
+    unsafe {
+        let p = crate::ffi::api!(RedisModule_Alloc)(16);
+        crate::ffi::api!(RedisModule_Free)(p);
+        crate::ffi::api!(RedisModule_Free)(p);
+    }
+}

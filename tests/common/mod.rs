@@ -320,6 +320,7 @@ impl Server {
             "--shutdown-timeout".into(),
             "1".into(),
         ];
+        a.extend(sanitizer_args());
         if let Some(m) = &self.module {
             a.push("--loadmodule".into());
             a.push(m.display().to_string());
@@ -491,12 +492,128 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
-        if std::env::var_os("XSTREAM_KEEP_DIRS").is_some() {
+        // After the stop: LeakSanitizer reports at exit, and the whole report is written by then.
+        let what = format!("redis-server on port {}", self.port);
+        let found = check_sanitizer_reports(&self.dir, &what);
+        if found.is_some() {
+            // Keep the dir (module copy, logs, AOF/RDB) for the post-mortem.
+            report(&format!("sanitizer report: kept server dir {}", self.dir.display()));
+        } else if std::env::var_os("XSTREAM_KEEP_DIRS").is_some() {
             report(&format!("kept server dir {}", self.dir.display()));
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sanitizer reports (make test-asan: redis-server built with SANITIZER=address / undefined)
+// ---------------------------------------------------------------------------------------------
+
+/// Lines that start a sanitizer report. ASan and LSan write `==PID==ERROR: AddressSanitizer: ...`
+/// / `ERROR: LeakSanitizer: ...` to the server's stderr (the harness sends it to
+/// `<dir>/stderr.log`) or, with `log_path=` in ASAN_OPTIONS, to `<path>.<pid>`; UBSan writes
+/// `file.c:LINE:COL: runtime error: ...`. Redis's own crash report (after `abort_on_error=1`)
+/// goes to `redis.log`, which is scanned too.
+/// Not a report: `WARNING: AddressSanitizer failed to allocate 0x... bytes`, which ASan prints
+/// when, with allocator_may_return_null=1, it returns NULL for an impossible size: that is the
+/// production behaviour the option asks for (Redis's ztrymalloc of a corrupted RESTORE payload's
+/// string length, answered with an error).
+pub const SANITIZER_MARKERS: &[&str] = &[
+    "ERROR: AddressSanitizer",
+    "ERROR: LeakSanitizer",
+    "ERROR: ThreadSanitizer",
+    "WARNING: ThreadSanitizer",
+    ": runtime error: ",
+];
+
+/// Extra server arguments when `XSTREAM_SANITIZER` names the server's instrumentation (set by
+/// make test-asan / test-ubsan): `crash-memcheck-enabled no`, because after a report
+/// (abort_on_error=1) Redis's crash handler runs its memory test over every anonymous mapping,
+/// ASan's shadow memory included: a second report, and the server spins in its signal handler.
+pub fn sanitizer_args() -> Vec<String> {
+    match std::env::var("XSTREAM_SANITIZER") {
+        Ok(s) if !s.is_empty() => vec!["--crash-memcheck-enabled".into(), "no".into()],
+        _ => Vec::new(),
+    }
+}
+
+/// The files of a server dir that may hold a sanitizer report: `redis.log`, `stderr.log`, and
+/// the `asan.*` / `ubsan.*` / `lsan.*` files that `log_path=<dir>/asan` would create.
+fn sanitizer_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v = vec![dir.join("redis.log"), dir.join("stderr.log")];
+    if let Ok(rd) = fs::read_dir(dir) {
+        let mut extra: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                ["asan.", "ubsan.", "lsan.", "tsan."].iter().any(|pre| n.starts_with(pre))
+            })
+            .collect();
+        extra.sort();
+        v.extend(extra);
+    }
+    v
+}
+
+/// The first sanitizer report in `text`: from the first marker line, at most 60 lines.
+pub fn find_sanitizer_report(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines.iter().position(|l| SANITIZER_MARKERS.iter().any(|m| l.contains(m)))?;
+    let count = lines.iter().filter(|l| SANITIZER_MARKERS.iter().any(|m| l.contains(m))).count();
+    let end = (first + 60).min(lines.len());
+    Some(format!("{count} report(s); the first:\n{}", lines[first..end].join("\n")))
+}
+
+/// Every sanitizer report found in a server dir, as (file, excerpt).
+pub fn sanitizer_reports(dir: &Path) -> Vec<(PathBuf, String)> {
+    sanitizer_files(dir)
+        .into_iter()
+        .filter_map(|f| {
+            let bytes = fs::read(&f).ok()?;
+            let text = String::from_utf8_lossy(&bytes);
+            find_sanitizer_report(&text).map(|r| (f, r))
+        })
+        .collect()
+}
+
+/// Checks a stopped server's dir for sanitizer reports (see [`SANITIZER_MARKERS`]). What it does
+/// with one depends on `XSTREAM_SANITIZER_CHECK`:
+/// - unset or `fail`: panics with the excerpt (the test fails), unless this thread is already
+///   panicking (then it only prints the excerpt: a panic in a panic aborts the whole test binary);
+/// - `collect:FILE`: appends the excerpt to FILE and prints it, without failing (the UBSan pass,
+///   where Redis's own undefined behaviour is expected and sorted out afterwards);
+/// - `off`: nothing.
+///
+/// Returns the message if a report was found. `what` names the server in the message.
+pub fn check_sanitizer_reports(dir: &Path, what: &str) -> Option<String> {
+    let mode = std::env::var("XSTREAM_SANITIZER_CHECK").unwrap_or_default();
+    if mode == "off" {
+        return None;
+    }
+    let found = sanitizer_reports(dir);
+    if found.is_empty() {
+        return None;
+    }
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let msg = found
+        .iter()
+        .map(|(f, r)| format!("--- {} ---\n{r}", f.display()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let msg = format!("SANITIZER REPORT from {what} (test {test}, dir {}):\n{msg}", dir.display());
+    if let Some(file) = mode.strip_prefix("collect:") {
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file) {
+            let _ = writeln!(f, "{msg}\n");
+        }
+        report(&msg);
+    } else if std::thread::panicking() {
+        report(&msg);
+    } else {
+        panic!("{msg}");
+    }
+    Some(msg)
 }
 
 fn tail(s: &str, lines: usize) -> String {
