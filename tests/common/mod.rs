@@ -1526,10 +1526,10 @@ pub fn snap(c: &mut Conn, module: bool, key: &str) -> KeySnap {
 }
 
 /// Whether the dirty counter moved alike: equal, or the module's saturated. One module command
-/// counts at most 128 changes beyond what it propagates (`Ctx::add_dirty`; README, "Differences"),
-/// so where the built-in counts more than 129 the module counts at least 129 but fewer.
+/// counts at most 32 changes beyond what it propagates (`Ctx::add_dirty`; README, "Differences"),
+/// so where the built-in counts more than 33 the module counts at least 33 but fewer.
 pub fn dirty_matches(builtin: i64, module: i64) -> bool {
-    builtin == module || (module >= 129 && module < builtin)
+    builtin == module || (module >= 33 && module < builtin)
 }
 
 /// The server's dirty counter (`rdb_changes_since_last_save` of INFO persistence): what
