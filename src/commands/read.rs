@@ -24,6 +24,32 @@ pub fn run_readgroup(c: &Ctx) -> Result<()> {
     run_generic(c, true)
 }
 
+/// One stream of an XREAD / XREADGROUP reply: the outer map (RESP3) or array
+/// (RESP2) opens with the first stream served (`served` counts it), then the
+/// stream's name (RESP2: inside a 2-element array); its entries follow.
+fn stream_header(c: &Ctx, resp3: bool, served: usize, key_idx: usize) {
+    if served == 1 {
+        if resp3 {
+            c.reply_map_postponed();
+        } else {
+            c.reply_array_postponed();
+        }
+    }
+    if !resp3 {
+        c.reply_array(2);
+    }
+    c.reply_bulk(c.arg(key_idx));
+}
+
+/// Closes the outer reply opened by [`stream_header`].
+fn close_streams(c: &Ctx, resp3: bool, served: usize) {
+    if resp3 {
+        c.set_map_len(served);
+    } else {
+        c.set_array_len(served);
+    }
+}
+
 /// The error for a key list without an ID per key: its text changed in 7.2 and 8.0.
 fn unbalanced(xreadgroup: bool) -> Error {
     let text = match (crate::config::level(), xreadgroup) {
@@ -133,17 +159,7 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             continue;
         }
         served += 1;
-        if served == 1 {
-            if resp3 {
-                c.reply_map_postponed();
-            } else {
-                c.reply_array_postponed();
-            }
-        }
-        if !resp3 {
-            c.reply_array(2);
-        }
-        c.reply_bulk(c.arg(key_idx));
+        stream_header(c, resp3, served, key_idx);
         let start = gt.next().unwrap_or(StreamId::MIN);
         match gname {
             Some((g, ga)) => {
@@ -160,11 +176,7 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
     if served == 0 {
         return false;
     }
-    if resp3 {
-        c.set_map_len(served);
-    } else {
-        c.set_array_len(served);
-    }
+    close_streams(c, resp3, served);
     true
 }
 
@@ -336,19 +348,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             continue;
         }
         served += 1;
-        if served == 1 {
-            if resp3 {
-                c.reply_map_postponed();
-            } else {
-                c.reply_array_postponed();
-            }
-        }
+        stream_header(c, resp3, served, key_idx);
         // streamIncrID wraps the last possible ID to 0-0, and so do we.
         let start = start.next().unwrap_or(StreamId::MIN);
-        if !resp3 {
-            c.reply_array(2);
-        }
-        c.reply_bulk(c.arg(key_idx));
         let Some(g) = gname else {
             let n = if matches!(rf, ReadFrom::Last(_)) { 1 } else { count as u64 };
             super::range::reply_range(c, s, start, StreamId::MAX, n, false);
@@ -357,11 +359,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         serve_group(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, false, now)?;
     }
     if served > 0 {
-        if resp3 {
-            c.set_map_len(served);
-        } else {
-            c.set_array_len(served);
-        }
+        close_streams(c, resp3, served);
         return Ok(());
     }
     if timeout != -1 {
