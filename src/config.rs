@@ -37,6 +37,13 @@ pub static ACL_TWIN: AtomicBool = AtomicBool::new(false);
 /// takeover (the XS.* names never meet a built-in stream by accident there).
 pub static ADOPT: AtomicBool = AtomicBool::new(true);
 
+/// `xstream.argv-rewrite`: XS.ADD `*` (and approximate trims) put the concrete
+/// ID / threshold into the client's argv and propagate it verbatim, as the
+/// built-in does, on hosts known to pass commands the client's argv
+/// (ffi::ctx::replicate_with); `no` always builds a new command with
+/// RedisModule_Replicate (slower, same replicas and AOF).
+pub static ARGV_REWRITE: AtomicBool = AtomicBool::new(true);
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

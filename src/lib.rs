@@ -33,6 +33,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     ffi::ctx::init_words();
     let host = ffi::host::detect(ctx);
     config::set_host(config::Level::of_redis_version(&host.redis_version), host.valkey);
+    ffi::ctx::set_argv_rewrite(host.passes_client_argv());
+    if !host.passes_client_argv() {
+        ctx.log_notice("xstream: unknown server release: XS.ADD * propagates through RedisModule_Replicate");
+    }
     ctx.log_notice(&format!(
         "xstream: host {} redis_version {}: replies at level {} (xstream.compat {})",
         if host.valkey { "valkey" } else { "redis" },
@@ -82,6 +86,7 @@ redis_module! {
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
             ["acl-twin", &config::ACL_TWIN, false, ConfigurationFlags::DEFAULT, None],
             ["adopt", &config::ADOPT, true, ConfigurationFlags::DEFAULT, None],
+            ["argv-rewrite", &config::ARGV_REWRITE, true, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
         module_args_as_configuration: true,

@@ -5,7 +5,7 @@
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
@@ -172,8 +172,10 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
         Err(AddError::TooLarge) => return Err(Error::Err("Elements are too large to be stored")),
     };
-    let id_text = id.to_bytes();
-    c.reply_bulk(&id_text);
+    let mut id_buf = [0u8; 44];
+    let id_len = id.write_to_slice(&mut id_buf);
+    let id_text = &id_buf[..id_len];
+    c.reply_bulk(id_text);
     c.signal_modified(1);
     c.notify(c"xadd", 1);
 
@@ -193,15 +195,18 @@ pub fn run(c: &Ctx) -> Result<()> {
     if !auto_id && threshold.is_none() {
         c.replicate_verbatim();
     } else {
-        let mut argv: Vec<Arg> = (1..c.argc()).map(Arg::Orig).collect();
+        let mut changes: [(usize, &[u8]); 3] = [(0, &[]); 3];
+        let mut n = 0;
         if let Some(th) = &threshold {
-            argv[args.trim_arg_idx - 2] = Arg::New(b"=");
-            argv[args.trim_arg_idx - 1] = Arg::New(th);
+            changes[0] = (args.trim_arg_idx - 1, b"=");
+            changes[1] = (args.trim_arg_idx, th);
+            n = 2;
         }
         if auto_id {
-            argv[idpos - 1] = Arg::New(&id_text);
+            changes[n] = (idpos, id_text);
+            n += 1;
         }
-        c.replicate(c"XS.ADD", &argv);
+        c.replicate_with(c"XS.ADD", &changes[..n]);
     }
     // Blocked readers of this key are served after this command.
     c.signal_ready(1);

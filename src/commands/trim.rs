@@ -2,7 +2,7 @@
 
 use super::add::{exact_threshold, parse_add_or_trim};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Ctx, KeyKind};
 
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, _) = parse_add_or_trim(c, false)?;
@@ -24,10 +24,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         // as the exact one with the same result.
         if t.approx {
             let th = exact_threshold(s, &t);
-            let mut argv: Vec<Arg> = (1..c.argc()).map(Arg::Orig).collect();
-            argv[args.trim_arg_idx - 2] = Arg::New(b"=");
-            argv[args.trim_arg_idx - 1] = Arg::New(&th);
-            c.replicate(c"XS.TRIM", &argv);
+            c.replicate_with(c"XS.TRIM", &[(args.trim_arg_idx - 1, b"="), (args.trim_arg_idx, &th)]);
         } else {
             c.replicate_verbatim();
         }

@@ -7,15 +7,43 @@ use super::api;
 use crate::listpack::Value;
 use crate::stream::Stream;
 use redis_module::raw;
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_long};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The command being executed.
 pub struct Ctx {
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: usize,
+    /// `argv` is the argument vector Redis passed to a command callback (the
+    /// client's own, see [`set_argv_rewrite`]), not one the module made.
+    command: bool,
+    /// Arguments replaced by [`Ctx::replicate_with`], released when the Ctx drops
+    /// (so that a slice of one taken earlier stays valid for the whole command).
+    retired: [Cell<*mut raw::RedisModuleString>; REWRITE_MAX],
+}
+
+/// The most arguments one command replaces in its argv (XS.ADD: the ID, `~` and
+/// the trim threshold).
+const REWRITE_MAX: usize = 3;
+
+/// The host's command dispatcher passes the client's own argv, the one
+/// RedisModule_ReplicateVerbatim propagates (decided at load from the host's
+/// version: [`super::host::Host::passes_client_argv`]).
+static ARGV_IS_CLIENTS: AtomicBool = AtomicBool::new(false);
+
+/// Called once at load with the host check's verdict.
+pub fn set_argv_rewrite(host_passes_client_argv: bool) {
+    ARGV_IS_CLIENTS.store(host_passes_client_argv, Ordering::Relaxed);
+}
+
+/// Whether [`Ctx::replicate_with`] rewrites the argv (host check and the
+/// `xstream.argv-rewrite` config).
+pub fn argv_rewrite() -> bool {
+    ARGV_IS_CLIENTS.load(Ordering::Relaxed) && crate::config::ARGV_REWRITE.load(Ordering::Relaxed)
 }
 
 /// What a key holds.
@@ -78,6 +106,20 @@ fn word(w: Word) -> *mut raw::RedisModuleString {
     WORDS[w as usize].load(std::sync::atomic::Ordering::Relaxed)
 }
 
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        for r in &self.retired {
+            let s = r.replace(ptr::null_mut());
+            if !s.is_null() {
+                // SAFETY: a string replace_with took out of the client's argv: the
+                // argv's reference became ours, and nothing else refers to it
+                // through us (alsoPropagate took its own references, if any).
+                unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+            }
+        }
+    }
+}
+
 /// An open key; closed on drop.
 pub struct Key<'c> {
     ctx: &'c Ctx,
@@ -91,7 +133,25 @@ impl Ctx {
     /// a callback and `argc` strings of the caller's that outlive the `Ctx`
     /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
-        Ctx { ctx, argv, argc: argc.max(0) as usize }
+        Ctx {
+            ctx,
+            argv,
+            argc: argc.max(0) as usize,
+            command: false,
+            retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX],
+        }
+    }
+
+    /// A command callback's context.
+    ///
+    /// # Safety
+    /// `ctx`, `argv` and `argc` are exactly what Redis passed to a command
+    /// callback (RedisModuleCommandDispatcher), valid for the duration of the call.
+    pub unsafe fn for_command(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
+        // SAFETY: forwarded from the caller's contract.
+        let mut c = unsafe { Ctx::new(ctx, argv, argc) };
+        c.command = true;
+        c
     }
 
     pub fn raw(&self) -> *mut raw::RedisModuleCtx {
@@ -325,6 +385,60 @@ impl Ctx {
     pub fn replicate_verbatim(&self) {
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
+    }
+
+    /// Propagates the command with the arguments at the given indexes replaced
+    /// (`cmd` is the command name to use if it must be rebuilt).
+    ///
+    /// This is what t_stream.c does for XADD `*` and approximate trims: it
+    /// rewrites its own argv (rewriteClientCommandArgument) and Redis propagates
+    /// that argv. Where the host's dispatcher is known to hand the command the
+    /// client's own argv ([`argv_rewrite`]), the new strings go into that argv and
+    /// the command is propagated verbatim: no command lookup by name and no new
+    /// argv, which made RedisModule_Replicate most of the cost of `XS.ADD *`
+    /// (docs/BENCHMARKS.md). Elsewhere (an unknown release, a Ctx the module built,
+    /// `xstream.argv-rewrite no`, more than REWRITE_MAX changes) the command goes
+    /// out through RedisModule_Replicate with a new argv. Either way replicas and
+    /// the AOF receive the same command. One difference remains visible: SLOWLOG
+    /// and MONITOR show the rewritten argv (the built-in keeps the original for
+    /// them through `c->original_argv`, which the module API cannot set).
+    pub fn replicate_with(&self, cmd: &'static CStr, changes: &[(usize, &[u8])]) {
+        let in_range = changes.iter().all(|&(i, _)| i >= 1 && i < self.argc);
+        if !self.command || changes.len() > REWRITE_MAX || !in_range || !argv_rewrite() {
+            // The slow path (hosts not known to pass the client's argv): a new argv.
+            let mut args: Vec<Arg> = (1..self.argc).map(Arg::Orig).collect();
+            for &(i, b) in changes {
+                if let Some(slot) = i.checked_sub(1).and_then(|j| args.get_mut(j)) {
+                    *slot = Arg::New(b);
+                }
+            }
+            self.replicate_raw(cmd, &args);
+            return;
+        }
+        for (k, &(i, b)) in changes.iter().enumerate() {
+            // SAFETY: creating a string from a valid buffer; with a NULL ctx it is
+            // not auto-memory managed: the client's argv owns it from here on and
+            // freeClientArgv releases it after the command (as for any argument).
+            let new = unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) };
+            // SAFETY: `command` says argv is the client's argv of this call and
+            // 1 <= i < argc (checked above); no Rust reference into the array is
+            // held across this write (arg() hands out the strings' bytes, not the
+            // array). The old string stays alive in `retired` until the Ctx drops.
+            let old = unsafe {
+                let slot = self.argv.add(i);
+                let old = *slot;
+                *slot = new;
+                old
+            };
+            let prev = self.retired[k].replace(old);
+            if !prev.is_null() {
+                // A second call on the same Ctx (not done today): release the
+                // string the first one retired.
+                // SAFETY: `prev` left the argv earlier; this reference is ours.
+                unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), prev) };
+            }
+        }
+        self.replicate_verbatim();
     }
 
     /// Propagates `cmd args...` to replicas and the AOF. Arguments the client

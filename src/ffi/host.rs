@@ -10,6 +10,30 @@ pub struct Host {
     pub redis_version: String,
     /// `server_name:valkey` (Valkey 8+).
     pub valkey: bool,
+    /// `valkey_version` (Valkey 8+; empty elsewhere).
+    pub valkey_version: String,
+}
+
+impl Host {
+    /// Whether this server is one whose module command dispatcher is known to pass
+    /// the command the client's own argument vector, the one
+    /// `RedisModule_ReplicateVerbatim` propagates: `RedisModuleCommandDispatcher`
+    /// calls `cp->func(&ctx, (void **)c->argv, c->argc)` and RM_ReplicateVerbatim
+    /// propagates `ctx->client->argv` in Redis 7.0.15, 7.2.6, 7.4.1, 8.0-m01 and
+    /// Valkey 8.0.1 (read in each source tree; tests/propagation.rs checks replicas and
+    /// the AOF on each). Only then may a command rewrite an argument before
+    /// propagating verbatim (Ctx::replicate_with); an unknown release falls back to
+    /// RedisModule_Replicate.
+    pub fn passes_client_argv(&self) -> bool {
+        let major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u32>().ok());
+        if self.valkey {
+            // Valkey 7.2 reports no valkey_version; its dispatcher is Redis 7.2's.
+            self.valkey_version.is_empty() && major(&self.redis_version) == Some(7)
+                || matches!(major(&self.valkey_version), Some(7..=8))
+        } else {
+            matches!(major(&self.redis_version), Some(7..=8))
+        }
+    }
 }
 
 /// The host, from INFO server (empty fields if the reply has none).
@@ -24,5 +48,6 @@ pub fn detect(ctx: &Context) -> Host {
     Host {
         redis_version: field("redis_version:").unwrap_or_default(),
         valkey: field("server_name:").is_some_and(|n| n.eq_ignore_ascii_case("valkey")),
+        valkey_version: field("valkey_version:").unwrap_or_default(),
     }
 }

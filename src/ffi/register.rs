@@ -42,7 +42,7 @@ pub struct Command {
 /// The arguments are those Redis passed to a command callback.
 pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
     // SAFETY: the arguments come straight from Redis's command callback.
-    let c = unsafe { Ctx::new(ctx, argv, argc) };
+    let c = unsafe { Ctx::for_command(ctx, argv, argc) };
     match fence::catch(|| {
         let twin = super::takeover::active() || crate::config::ACL_TWIN.load(std::sync::atomic::Ordering::Relaxed);
         if twin && !c.must_obey() {
