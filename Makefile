@@ -1,6 +1,6 @@
 # xstream: build, run and test the Redis module.
 #
-#   make / make build   cargo build --release  ->  target/release/libxstream.so
+#   make / make build   cargo build --profile dist  ->  target/dist/libxstream.so (release + LTO)
 #   make deps           apt-install redis-server, libclang-dev, clang (only what is missing)
 #   make run            deps + build + a redis-server on 127.0.0.1:$(PORT) with the module (foreground)
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
@@ -25,7 +25,7 @@ SHELL        := /bin/bash
 CARGO        ?= cargo
 PORT         ?= 6379
 TEST_THREADS ?= 2
-MODULE       := $(CURDIR)/target/release/libxstream.so
+MODULE       := $(CURDIR)/target/dist/libxstream.so
 # The test-hooks build (registers XS.DEBUG-PANIC) lives in its own target dir so that it never
 # replaces the normal module.
 HOOKS_TARGET := $(CURDIR)/target/test-hooks
@@ -55,7 +55,7 @@ endif
 all: build
 
 build:
-	$(CARGO) build --release
+	$(CARGO) build --profile dist
 
 deps:
 	@missing=""; \
@@ -117,7 +117,7 @@ host:
 # that host's own built-in streams (differential, group differential, takeover, takeover error
 # paths and types, fixed edge cases). `make test` ends with it.
 MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
-                --test takeover_errors --test takeover_types
+                --test takeover_errors --test takeover_types --test propagation
 test-matrix: build hosts
 	@for h in $(HOSTS); do \
 		echo "make test-matrix: $$h"; \
@@ -166,7 +166,8 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test roundtrip --test roundtrip_groups --test replication_groups \
               --test blocking --test hostile --test hostile_inputs --test restore_fuzz \
               --test crash_recovery --test harness --test takeover --test takeover_errors \
-              --test takeover_types --test adopt --test migrate --test incident --test acl --test oom
+              --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
+              --test propagation
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
@@ -174,7 +175,7 @@ ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # blocking / hostile / group edge tests at their default size (about 15 s together).
 ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
                     --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
-                    --test hostile --test group_edges
+                    --test hostile --test group_edges --test propagation
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \
@@ -261,10 +262,10 @@ fuzz:
 # One redis-server on a free port with a copy of the module; writes bench/results/<timestamp>.json,
 # docs/BENCHMARKS.md and docs/bench/*.svg.
 bench: deps build
-	python3 bench/xbench.py --full
+	python3 bench/xbench.py --full --module $(MODULE)
 
 bench-quick: deps build
-	python3 bench/xbench.py --quick
+	python3 bench/xbench.py --quick --module $(MODULE)
 
 clean:
 	$(CARGO) clean

@@ -20,7 +20,7 @@ The constant client-side overhead (Python, loopback) is included in every figure
 module/built-in ratios are conservative (pulled towards 1).
 
 Usage:
-  python3 bench/block_latency.py [--module target/release/libxstream.so] [--samples 2000]
+  python3 bench/block_latency.py [--module target/dist/libxstream.so] [--samples 2000]
                                  [--fanout 10000] [--keys 1000] [--per-key 10] [--rounds 5]
 """
 
@@ -406,7 +406,7 @@ def fanout_many_keys(srv, crowd, nkeys, per_key, rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--module", default=os.environ.get("XSTREAM_MODULE") or
-                    os.path.join(ROOT, "target/release/libxstream.so"))
+                    os.path.join(ROOT, "target/dist/libxstream.so"))
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--fanout", type=int, default=10000)
     ap.add_argument("--keys", type=int, default=1000)
@@ -416,7 +416,7 @@ def main():
     args = ap.parse_args()
     random.seed(args.seed)
     if not os.path.exists(args.module):
-        sys.exit("module not found: %s (cargo build --release)" % args.module)
+        sys.exit("module not found: %s (make build)" % args.module)
 
     crowd_n = max(args.fanout, args.keys * args.per_key)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

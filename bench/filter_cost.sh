@@ -14,7 +14,7 @@
 # the CPU figure can).
 #
 # Usage: bench/filter_cost.sh [ROUNDS]      env: N (default 1000000), P (default 16),
-#        XSTREAM_MODULE (default target/release/libxstream.so), PIN=0 to not use taskset.
+#        XSTREAM_MODULE (default target/dist/libxstream.so), PIN=0 to not use taskset.
 # Needs: redis-server, redis-benchmark, redis-cli (redis-tools), awk.
 set -euo pipefail
 
@@ -22,8 +22,8 @@ ROUNDS=${1:-${ROUNDS:-5}}
 N=${N:-1000000}
 P=${P:-16}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MODULE=${XSTREAM_MODULE:-$ROOT/target/release/libxstream.so}
-[ -f "$MODULE" ] || { echo "no module at $MODULE: cargo build --release" >&2; exit 1; }
+MODULE=${XSTREAM_MODULE:-$ROOT/target/dist/libxstream.so}
+[ -f "$MODULE" ] || { echo "no module at $MODULE: make build" >&2; exit 1; }
 for t in redis-server redis-benchmark redis-cli; do
     command -v $t >/dev/null || { echo "$t not found (make deps)" >&2; exit 1; }
 done

@@ -1495,7 +1495,7 @@ def write_report(doc: dict, json_rel: str, quick=None) -> None:
     L.append("```")
     L.append("")
     L.append("Both start one `redis-server` on a free port (never 6379) in a temporary directory, with a private copy of "
-             "`target/release/libxstream.so` loaded, and stop it at the end. Results go to `bench/results/<timestamp>.json`; "
+             "`target/dist/libxstream.so` (`make build`) loaded, and stop it at the end. Results go to `bench/results/<timestamp>.json`; "
              "this page and `docs/bench/*.svg` are regenerated from them.")
     L.append("")
     L.append("Method:")
@@ -1644,7 +1644,7 @@ def main() -> int:
     g.add_argument("--quick", action="store_true", help="smaller sizes, 3 reps (< 3 minutes)")
     g.add_argument("--full", action="store_true", help="full sizes (default)")
     g.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--module", default=os.path.join(ROOT, "target", "release", "libxstream.so"))
+    ap.add_argument("--module", default=os.path.join(ROOT, "target", "dist", "libxstream.so"))
     ap.add_argument("--only", default="", help="comma-separated workload id substrings (e.g. xadd,xrange-point)")
     ap.add_argument("--reps", type=int, help="override the number of reps")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0,

@@ -16,7 +16,7 @@ expectation and passing on the module proves the module.
   xgroup_createconsumer, xgroup_delconsumer, xgroup_destroy.
 - test_blocking_timeouts: XREAD / XREADGROUP BLOCK that time out.
 
-Module: env XSTREAM_MODULE, else target/release/libxstream.so (run `cargo build --release`).
+Module: env XSTREAM_MODULE, else target/dist/libxstream.so (run `make build`).
 Run: `.venv/bin/pytest tests/redis_py.py` (the Makefile's `test` target sets up .venv).
 """
 
@@ -33,7 +33,7 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE = Path(os.environ.get("XSTREAM_MODULE") or ROOT / "target" / "release" / "libxstream.so")
+MODULE = Path(os.environ.get("XSTREAM_MODULE") or ROOT / "target" / "dist" / "libxstream.so")
 
 
 def free_port():
@@ -54,7 +54,7 @@ class Server:
         args = []
         if module_args is not None:
             if not MODULE.exists():
-                pytest.fail(f"{MODULE} not found: run `cargo build --release` or set XSTREAM_MODULE")
+                pytest.fail(f"{MODULE} not found: run `make build` or set XSTREAM_MODULE")
             so = self.dir / "libxstream.so"
             shutil.copy(MODULE, so)  # never load a file that a rebuild may overwrite
             args = ["--loadmodule", str(so), *module_args]

@@ -69,8 +69,9 @@ pub fn report(msg: &str) {
 // Module paths
 // ---------------------------------------------------------------------------------------------
 
-/// The module under test: env `XSTREAM_MODULE`, else `target/release/libxstream.so`, else
-/// `target/debug/libxstream.so` (relative to the crate root). `None` if none of them exists.
+/// The module under test: env `XSTREAM_MODULE`, else `target/dist/libxstream.so` (`make
+/// build`), else `target/release/libxstream.so`, else `target/debug/libxstream.so` (relative to
+/// the crate root). `None` if none of them exists.
 pub fn module_path() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("XSTREAM_MODULE") {
         if !p.is_empty() {
@@ -79,7 +80,7 @@ pub fn module_path() -> Option<PathBuf> {
         }
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for sub in ["target/release/libxstream.so", "target/debug/libxstream.so"] {
+    for sub in ["target/dist/libxstream.so", "target/release/libxstream.so", "target/debug/libxstream.so"] {
         let p = root.join(sub);
         if p.exists() {
             return Some(p);
@@ -92,8 +93,8 @@ pub fn module_path() -> Option<PathBuf> {
 pub fn require_module() -> PathBuf {
     module_path().unwrap_or_else(|| {
         panic!(
-            "libxstream.so not found: run `cargo build --release` first, or set XSTREAM_MODULE \
-             (looked in {}/target/{{release,debug}})",
+            "libxstream.so not found: run `make build` (or `cargo build --release`) first, or set \
+             XSTREAM_MODULE (looked in {}/target/{{dist,release,debug}})",
             env!("CARGO_MANIFEST_DIR")
         )
     })
