@@ -55,8 +55,8 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.reply_null_array();
             return Ok(());
         }
-        let first = g.pel.first().and_then(|(k, _)| StreamId::from_be_bytes(&k)).unwrap_or_default();
-        let last = g.pel.last().and_then(|(k, _)| StreamId::from_be_bytes(&k)).unwrap_or_default();
+        let first = g.pel.edge_with(true, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
+        let last = g.pel.edge_with(false, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
         c.reply_id(first);
         c.reply_id(last);
         c.reply_array_postponed();

@@ -1429,3 +1429,44 @@ fn crafted_headers_and_entries() {
     let lp = Listpack::from_vec(raw_listpack(&[0x82, b'4', b'2', 3], 1), true).unwrap();
     assert_eq!(lp.get_int(HDR_SIZE), 42);
 }
+
+/// `try_append_all` writes exactly what one `append` per value writes, header
+/// count included (also across the 65535 NUMELE_UNKNOWN boundary).
+#[test]
+fn append_all_equals_appends() {
+    let mut rng = Rng::new(seed("append_all_equals_appends"));
+    let strs: Vec<Vec<u8>> = ["", "0", "-1", "12345678901", "007", "abc", "9223372036854775808"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .chain([vec![b'x'; 63], vec![b'y'; 64], vec![b'z'; 4095], vec![b'w'; 4096]])
+        .collect();
+    for round in 0..200 {
+        let mut one = Listpack::new();
+        let mut all = Listpack::new();
+        // Start some rounds just below the count limit.
+        if round % 10 == 0 {
+            for _ in 0..65530 {
+                one.append_int(1);
+                all.append_int(1);
+            }
+        }
+        for _ in 0..rng.below(20) {
+            let n = rng.below(12);
+            let vals: Vec<Value> = (0..n)
+                .map(|_| {
+                    if rng.chance(40) {
+                        Value::Int(*rng.pick(&[0i64, 12, -4096, 1 << 20, i64::MIN, i64::MAX]))
+                    } else {
+                        Value::Str(&strs[rng.below(strs.len())])
+                    }
+                })
+                .collect();
+            for v in &vals {
+                one.append(*v);
+            }
+            all.try_append_all(vals.iter().copied()).expect("append_all");
+            assert_eq!(one.as_bytes(), all.as_bytes(), "round {round}");
+        }
+        check_consistent(all.as_bytes());
+    }
+}

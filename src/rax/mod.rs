@@ -1138,6 +1138,16 @@ impl<V> Rax<V> {
         Some((k, self.value_of(self.nd(h))?))
     }
 
+    /// `f` applied to the smallest (`first`) or largest key and its value, with the key
+    /// rebuilt in a reused buffer (no allocation, unlike [`first`](Self::first)).
+    pub fn edge_with<R>(&self, first: bool, f: impl FnOnce(&[u8], &V) -> R) -> Option<R> {
+        let mut k = buffers::take_key();
+        let op = if first { SeekOp::First } else { SeekOp::Last };
+        let r = self.locate(op, b"", &mut k).and_then(|h| self.value_of(self.nd(h))).map(|v| f(&k, v));
+        buffers::give_key(k);
+        r
+    }
+
     /// Finds the element `op` designates relative to `key` (Ge: the smallest key >= key; Le:
     /// the largest <= key; First/Last ignore key; Eq exact), writes its key into `key_out`
     /// (cleared first; left empty if nothing qualifies) and returns its value.
@@ -1155,8 +1165,8 @@ impl<V> Rax<V> {
     pub fn seek(&self, op: SeekOp, key: &[u8]) -> Iter<'_, V> {
         let mut it = Iter {
             rax: self,
-            key: Vec::new(),
-            stack: Vec::new(),
+            key: buffers::take_key(),
+            stack: buffers::take_stack(),
             stack_ok: false,
             node: NONE,
             state: IterState::Eof,
@@ -1208,6 +1218,50 @@ pub struct Iter<'a, V> {
     stack_ok: bool,
     node: u32,
     state: IterState,
+}
+
+impl<V> Drop for Iter<'_, V> {
+    fn drop(&mut self) {
+        buffers::give_key(std::mem::take(&mut self.key));
+        buffers::give_stack(std::mem::take(&mut self.stack));
+    }
+}
+
+/// Buffers of iterators, kept between uses: a command that iterates (XRANGE, XREADGROUP,
+/// XPENDING...) would otherwise pay two allocations per iterator for its key and path. One
+/// of each is kept per thread (commands run on Redis's main thread), never a large one.
+mod buffers {
+    use std::cell::Cell;
+
+    /// Buffers that grew past this are dropped rather than kept.
+    const KEEP_MAX: usize = 256;
+
+    thread_local! {
+        static KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+        static STACK: Cell<Vec<(u32, u32)>> = const { Cell::new(Vec::new()) };
+    }
+
+    pub fn take_key() -> Vec<u8> {
+        KEY.try_with(Cell::take).unwrap_or_default()
+    }
+
+    pub fn give_key(mut k: Vec<u8>) {
+        if k.capacity() <= KEEP_MAX {
+            k.clear();
+            let _ = KEY.try_with(|c| c.set(k));
+        }
+    }
+
+    pub fn take_stack() -> Vec<(u32, u32)> {
+        STACK.try_with(Cell::take).unwrap_or_default()
+    }
+
+    pub fn give_stack(mut s: Vec<(u32, u32)>) {
+        if s.capacity() <= KEEP_MAX {
+            s.clear();
+            let _ = STACK.try_with(|c| c.set(s));
+        }
+    }
 }
 
 impl<'a, V> Iter<'a, V> {

@@ -468,12 +468,14 @@ fn deep(n: usize) {
     assert_eq!(r.get(&key), Some(&n));
     let mut it = r.seek(SeekOp::Last, b"");
     assert_eq!(it.prev().map(|x| x.0.len()), Some(n));
+    drop(it);
     let mut cnt = 0;
     let mut it = r.iter();
     while it.next().is_some() {
         cnt += 1;
     }
     assert_eq!(cnt, n);
+    drop(it);
     let c = r.clone();
     drop(r);
     drop(c);
@@ -490,6 +492,7 @@ fn deep(n: usize) {
     check_invariants(&r);
     let mut it = r.seek(SeekOp::Le, b"b");
     assert_eq!(it.next().map(|x| *x.1), Some(0));
+    drop(it);
     drop(r);
 
     // A 1 MB key among neighbours.

@@ -307,7 +307,8 @@ impl Stream {
             limits.bytes_max as u64
         };
 
-        let mut key = Vec::with_capacity(16);
+        // The tail node's key, in a buffer kept between calls (no allocation per XADD).
+        let mut key = TAIL_KEY.take();
         let mut flags = 0i64;
         let mut use_tail = false;
         if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
@@ -363,6 +364,7 @@ impl Stream {
             append_entry(&mut lp, FLAG_SAMEFIELDS, id, id, fields);
             self.rax.insert(&id.to_be_bytes(), lp);
         }
+        TAIL_KEY.set(key);
         self.length += 1;
         self.entries_added = self.entries_added.wrapping_add(1);
         self.last_id = id;
@@ -629,6 +631,7 @@ impl Stream {
             }
             ids.push(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
         }
+        drop(it);
         for &id in &ids {
             let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
             if entry.is_some() {
@@ -647,23 +650,31 @@ impl Stream {
 fn append_entry(lp: &mut Listpack, flags: i64, id: StreamId, master: StreamId, fields: &[&[u8]]) {
     let numfields = fields.len() / 2;
     let same = flags & FLAG_SAMEFIELDS != 0;
-    lp.append_int(flags);
-    lp.append_int(id.ms.wrapping_sub(master.ms) as i64);
-    lp.append_int(id.seq.wrapping_sub(master.seq) as i64);
-    if !same {
-        lp.append_int(numfields as i64);
+    let head = [
+        Value::Int(flags),
+        Value::Int(id.ms.wrapping_sub(master.ms) as i64),
+        Value::Int(id.seq.wrapping_sub(master.seq) as i64),
+    ];
+    let pairs = &fields[..numfields * 2];
+    // The lp-count closing the entry: its elements other than itself.
+    let result = if same {
+        let lp_count = Value::Int(numfields as i64 + 3);
+        let values = pairs.iter().skip(1).step_by(2).map(|v| Value::Str(v));
+        lp.try_append_all(head.into_iter().chain(values).chain([lp_count]))
+    } else {
+        let lp_count = Value::Int(2 * numfields as i64 + 4);
+        let all = pairs.iter().map(|v| Value::Str(v));
+        lp.try_append_all(head.into_iter().chain([Value::Int(numfields as i64)]).chain(all).chain([lp_count]))
+    };
+    if let Err(e) = result {
+        // Stream::append checked the size against NODE_BYTES_MAX first.
+        panic!("listpack append: {e}");
     }
-    for i in 0..numfields {
-        if !same {
-            lp.append_str(fields[i * 2]);
-        }
-        lp.append_str(fields[i * 2 + 1]);
-    }
-    let mut lp_count = numfields as i64 + 3;
-    if !same {
-        lp_count += numfields as i64 + 1;
-    }
-    lp.append_int(lp_count);
+}
+
+thread_local! {
+    /// [`Stream::append`]'s buffer for the tail node's key.
+    static TAIL_KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Iterator over nodes: (master ID, listpack).
