@@ -56,6 +56,7 @@ fn check_invariants<V>(r: &Rax<V>) {
         assert!(free <= r.nodes.len());
     }
     assert_eq!(free + live, r.nodes.len(), "free list incomplete");
+    assert_eq!(r.store.free_small, r.store.free_bytes(), "free-list byte counter");
     let vals = r.values.iter().filter(|v| v.is_some()).count();
     assert_eq!(vals, r.numele, "value slab count != len");
     assert_eq!(vals + r.free_vals.len(), r.values.len());
@@ -693,3 +694,26 @@ fn mem_report() {
     report("10 per ms, V=[u64;3]", &r, t.elapsed());
 }
 
+
+/// Stream node keys (master IDs, increasing) grow nodes one child at a time; the pool blocks
+/// they leave behind are compacted away (without it, 142 KB of a 162 KB pool sat in free lists
+/// for 1,000 IDs 100 ms apart, 2 bytes per stream entry).
+#[test]
+fn pool_stays_compact_under_stream_keys() {
+    for step in [1u64, 10, 100, 1000, 65_536] {
+        let mut r = Rax::new();
+        for i in 0..3000u64 {
+            let mut k = (1_700_000_000_000u64 + i * step).to_be_bytes().to_vec();
+            k.extend_from_slice(&0u64.to_be_bytes());
+            r.insert(&k, i);
+            if i % 7 == 3 {
+                r.remove(&k);
+            }
+        }
+        check_invariants(&r);
+        let (len, free) = (r.store.pool.len(), r.store.free_bytes());
+        assert!(free <= len / 8, "step {step}: {free} of {len} pool bytes in free lists");
+        let values = r.values.capacity() * std::mem::size_of::<Option<u64>>();
+        assert!(r.mem_bytes() < 3000 * 64 + values, "step {step}: {} bytes for 3000 keys", r.mem_bytes());
+    }
+}
