@@ -70,21 +70,27 @@ ARM_LABEL = {"n": "native", "m": "module", "a": "native A/A"}
 
 MODES = {
     "quick": dict(
-        reps=3, big=200_000, mid=100_000, mem_cases=[(100_000, "small"), (100_000, "64b")],
+        reps=3, big=200_000, mid=100_000,
+        mem_cases=[(100_000, "small"), (100_000, "64b"), (100_000, "sensor"), (100_000, "1ms"), (100_000, "5f")],
+        trim_cases=[("big", 200_000)],
         save_n=500_000, add_n=25_000, add_p_n=120_000, maxlen_n=120_000, range10_n=80_000,
         range100_n=12_000, point_n=25_000, group_entries=15_000, xdel_n=10_000,
         pending_summary_n=20_000, block_iters=500,
     ),
     # tiny sizes, only to check that the tool works (python3 bench/xbench.py --smoke --no-docs)
     "smoke": dict(
-        reps=2, big=20_000, mid=10_000, mem_cases=[(10_000, "small"), (10_000, "64b"), (20_000, "small")],
+        reps=2, big=20_000, mid=10_000, mem_cases=[(10_000, "small"), (10_000, "64b"), (20_000, "small"),
+                                                    (10_000, "sensor")],
+        trim_cases=[("big", 20_000), ("sensor", 20_000)],
         save_n=50_000, add_n=3_000, add_p_n=10_000, maxlen_n=10_000, range10_n=5_000,
         range100_n=2_000, point_n=2_000, group_entries=2_000, xdel_n=1_000,
         pending_summary_n=2_000, block_iters=30,
     ),
     "full": dict(
         reps=5, big=1_000_000, mid=100_000,
-        mem_cases=[(100_000, "small"), (100_000, "64b"), (1_000_000, "small"), (1_000_000, "64b")],
+        mem_cases=[(100_000, "small"), (100_000, "64b"), (1_000_000, "small"), (1_000_000, "64b"),
+                   (100_000, "sensor"), (1_000_000, "sensor"), (100_000, "1ms"), (100_000, "5f")],
+        trim_cases=[("big", 1_000_000), ("sensor", 200_000)],
         save_n=5_000_000, add_n=100_000, add_p_n=500_000, maxlen_n=400_000, range10_n=300_000,
         range100_n=50_000, point_n=100_000, group_entries=50_000, xdel_n=10_000,
         pending_summary_n=50_000, block_iters=2000,
@@ -523,6 +529,31 @@ class Bench:
             def gen(lo, hi):
                 return b"".join([fmt % (BASE_MS + i // PER_MS, i % PER_MS, len(v), v)
                                  for i in range(lo, hi) for v in (b"%d" % i,)])
+        elif kind == "1ms":
+            # One entry per millisecond, one field, integer value.
+            def gen(lo, hi):
+                return b"".join([fmt % (BASE_MS + i, 0, len(v), v) for i in range(lo, hi) for v in (b"%d" % i,)])
+        elif kind == "sensor":
+            # Sensor readings: one per millisecond, `temp <float text> hum <int>`.
+            head7 = b"*7\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(cmd), cmd, len(kb), kb)
+            sfmt = head7 + b"$15\r\n%d-0\r\n$4\r\ntemp\r\n$5\r\n%b\r\n$3\r\nhum\r\n$2\r\n%d\r\n"
+
+            def gen(lo, hi):
+                return b"".join([sfmt % (BASE_MS + i, b"%2d.%02d" % (18 + i * 7 % 13, i * 37 % 100), 30 + i * 11 % 60)
+                                 for i in range(lo, hi)])
+        elif kind == "5f":
+            # Five fields with integer values, ten entries per millisecond.
+            head13 = b"*13\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(cmd), cmd, len(kb), kb)
+
+            def gen(lo, hi):
+                out = []
+                for i in range(lo, hi):
+                    parts = [head13, b"$15\r\n%d-%d\r\n" % (BASE_MS + i // PER_MS, i % PER_MS)]
+                    for j in range(5):
+                        v = b"%d" % (i * (j + 3) % 100_000)
+                        parts.append(b"$2\r\nf%d\r\n$%d\r\n%b\r\n" % (j, len(v), v))
+                    out.append(b"".join(parts))
+                return b"".join(out)
         else:
             pool = [hashlib.sha256(b"%d" % j).hexdigest().encode() for j in range(1021)]
 
@@ -647,7 +678,11 @@ class Bench:
                 data[arm] = [{"bytes_per_entry": (after - before) / n, "memory_usage_per_entry": mu / n,
                               "fill_s": secs, "fill_ops": n / secs}]
                 self.delete(key)
-            vdesc = "1 field, value = decimal counter" if kind == "small" else "1 field, 64-byte value"
+            vdesc = {"small": "1 field, value = decimal counter",
+                     "64b": "1 field, 64-byte value",
+                     "sensor": "one per ms: temp <float text>, hum <int>",
+                     "1ms": "one per ms, 1 field, integer value",
+                     "5f": "5 fields, integer values"}[kind]
             self.record(wid, f"bytes per entry, {n:,} entries ({vdesc})", "memory", "B", data, "memory",
                         metrics=("bytes_per_entry", "memory_usage_per_entry"),
                         note="used_memory delta ÷ entries (MEMORY USAGE SAMPLES 0 ÷ entries below it)")
@@ -914,27 +949,51 @@ class Bench:
     def delete_workloads(self) -> None:
         cfg = self.cfg
         big = cfg["big"]
-        wid = "xtrim-half"
+        for src_name, n in cfg["trim_cases"]:
+            if src_name != "big" and not any(self.wanted(f"xtrim-{st}-half-{src_name}") for st in ("maxlen", "minid")):
+                continue
+            src_key = "big" if src_name == "big" else "trimsrc"
+            if src_name != "big":
+                log(f"filling xb:*:trimsrc ({n:,} {src_name} entries per arm, interleaved) ...")
+                for arm in ARMS:
+                    self.delete(f"xb:{arm}:trimsrc")
+                for lo in range(0, n, 20_000):
+                    for arm in ARMS:
+                        self.fill(arm, f"xb:{arm}:trimsrc", min(20_000, n - lo), src_name, start=lo)
+            for strategy in ("maxlen", "minid"):
+                wid = f"xtrim-{strategy}-half-{src_name}"
+                if not self.wanted(wid):
+                    continue
+                if strategy == "maxlen":
+                    threshold = str(n // 2)
+                else:
+                    half = n - n // 2   # MINID keeps the entries from this one on
+                    threshold = (sid(half) if src_name == "big" else b"%d-0" % (BASE_MS + half)).decode()
 
-        def run_trim(arm, rep):
-            src, tmp = f"xb:{arm}:big", f"xb:{arm}:tmp"
-            self.delete(tmp)
-            self.ctl.call("COPY", src, tmp)
-            self.reset()
-            cmd = C(arm, "XTRIM")
-            t0 = time.perf_counter()
-            r = self.ctl.call(cmd, tmp, "MAXLEN", "=", str(big // 2))
-            el = time.perf_counter() - t0
-            if r != big - big // 2:
-                raise RuntimeError(f"XTRIM removed {r}, expected {big - big // 2}")
-            m = self.collect([cmd], 1, el)
-            m["client_ops"] = 1 / el
-            self.delete(tmp)
-            return m
+                def run_trim(arm, rep, strategy=strategy, threshold=threshold, n=n, src_key=src_key):
+                    src, tmp = f"xb:{arm}:{src_key}", f"xb:{arm}:tmp"
+                    self.delete(tmp)
+                    self.ctl.call("COPY", src, tmp)
+                    self.reset()
+                    cmd = C(arm, "XTRIM")
+                    t0 = time.perf_counter()
+                    r = self.ctl.call(cmd, tmp, strategy.upper(), "=", threshold)
+                    el = time.perf_counter() - t0
+                    if r != n - n // 2:
+                        raise RuntimeError(f"XTRIM {strategy} removed {r}, expected {n - n // 2}")
+                    m = self.collect([cmd], 1, el)
+                    m["client_ops"] = 1 / el
+                    self.delete(tmp)
+                    return m
 
-        self.guarded(wid, lambda: self.record(
-            wid, f"XTRIM MAXLEN = {big // 2:,} of a {big:,}-entry stream (one call)", "speed", "us",
-            self.interleave(wid, run_trim), "delete", note="the stream is a COPY of xb:<arm>:big, made before the timing"))
+                desc = "1 field, ten per ms" if src_name == "big" else "sensor readings, one per ms"
+                self.guarded(wid, lambda wid=wid, strategy=strategy, threshold=threshold, n=n, desc=desc, run_trim=run_trim:
+                             self.record(wid, f"XTRIM {strategy.upper()} = half of a {n:,}-entry stream ({desc}; one call)",
+                                         "speed", "us", self.interleave(wid, run_trim), "delete",
+                                         note=f"the stream is a COPY made before the timing; threshold {threshold}"))
+            if src_name != "big":
+                for arm in ARMS:
+                    self.delete(f"xb:{arm}:trimsrc")
 
         wid = "xdel-10k"
 
@@ -1383,6 +1442,10 @@ def short_label(r: dict) -> str:
         "xpending-sweep": "XPENDING COUNT 100 sweep",
         "xautoclaim-sweep": "XAUTOCLAIM COUNT 100 sweep",
         "xtrim-half": "XTRIM half of the big stream",
+        "xtrim-maxlen-half-big": "XTRIM MAXLEN = half, big stream",
+        "xtrim-minid-half-big": "XTRIM MINID = half, big stream",
+        "xtrim-maxlen-half-sensor": "XTRIM MAXLEN = half, sensor stream",
+        "xtrim-minid-half-sensor": "XTRIM MINID = half, sensor stream",
         "xdel-10k": "XDEL 10k random IDs",
         "xread-block-p50": "XREAD BLOCK wake-up p50",
         "xread-block-p99": "XREAD BLOCK wake-up p99",
@@ -1392,7 +1455,8 @@ def short_label(r: dict) -> str:
         "mem-pending": "bytes per pending entry",
         "mem-rdb-loaded": "bytes per entry after RDB load",
     }.get(r["id"], r["id"].replace("mem-", "bytes per entry, ").replace("-small", ", small value")
-                   .replace("-64b", ", 64-byte value"))
+                   .replace("-64b", ", 64-byte value")
+                   .replace("-sensor", ", sensor readings").replace("-1ms", ", one per ms").replace("-5f", ", 5 fields"))
 
 
 def human(n: int) -> str:

@@ -473,10 +473,10 @@ impl<V> Rax<V> {
     }
 
     /// Moves every pool block next to each other in a new pool (an eighth of spare
-    /// capacity) and empties the free lists. Called after an insert or a removal once
-    /// the free lists hold more than an eighth of the pool: each compaction copies the
-    /// live blocks, and at least an eighth of the pool must have been freed since the
-    /// previous one, so the copying costs at most 8 bytes per byte freed.
+    /// capacity) and empties the free lists. Called after an insert once the free lists
+    /// hold more than an eighth of the pool: each compaction copies the live blocks and
+    /// walks the node table, and at least an eighth of the pool must have been freed
+    /// since the previous one, so the work is at most about 8 bytes per byte freed.
     fn compact(&mut self) {
         let live = self.store.pool.len() - self.store.free_small;
         let mut pool: Vec<u8> = Vec::with_capacity(live + live / 8);
@@ -911,9 +911,10 @@ impl<V> Rax<V> {
         self.stack = stack;
         if self.numele == 0 && self.numnodes == 1 {
             self.reset_storage();
-        } else {
-            self.maybe_compact();
         }
+        // No compaction here: a trim removes many keys in a row, and compacting after each
+        // eighth of the pool freed would walk the node table tens of times; the next insert
+        // compacts once (and a tree that only shrinks keeps its free blocks for reuse).
         old
     }
 
