@@ -124,6 +124,8 @@ impl Drop for Ctx {
 pub struct Key<'c> {
     ctx: &'c Ctx,
     key: *mut raw::RedisModuleKey,
+    /// What the key holds, asked once (two API calls) and updated when we set a value.
+    kind: Cell<Option<KeyKind>>,
 }
 
 impl Ctx {
@@ -248,7 +250,7 @@ impl Ctx {
         };
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast() }
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None) }
     }
 
     // ---- replies ----------------------------------------------------------
@@ -613,7 +615,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast() }.type_of()
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None) }.type_of()
     }
 
     /// Whether the key named `name` holds a stream, built-in or ours (looked up
@@ -624,7 +626,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = match (Key { ctx: self, key: key.cast() }).type_of() {
+        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None) }).type_of() {
             TypeOf::Ours => true,
             TypeOf::Builtin(name) => name == c"stream",
             TypeOf::OtherModule => false,
@@ -741,6 +743,15 @@ impl<'r> CallReplyRef<'r> {
 
 impl Key<'_> {
     pub fn kind(&self) -> KeyKind {
+        if let Some(k) = self.kind.get() {
+            return k;
+        }
+        let k = self.ask_kind();
+        self.kind.set(Some(k));
+        k
+    }
+
+    fn ask_kind(&self) -> KeyKind {
         if self.key.is_null() {
             return KeyKind::Empty;
         }
@@ -826,6 +837,7 @@ impl Key<'_> {
             drop(unsafe { Box::from_raw(b) });
             return None;
         }
+        self.kind.set(Some(KeyKind::Stream));
         self.stream_mut()
     }
 
@@ -864,6 +876,7 @@ impl Key<'_> {
             drop(unsafe { Box::from_raw(b) });
             return false;
         }
+        self.kind.set(Some(KeyKind::Stream));
         true
     }
 }
