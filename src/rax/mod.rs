@@ -678,8 +678,21 @@ impl<V> Rax<V> {
         let new_size = if ins.is_some() { size + 1 } else { size - 1 };
         let meta = new_size as u32;
         let len = block_len(meta);
-        self.store.free(n.off, n.block_len());
-        let off = self.store.alloc(len);
+        let old_len = n.block_len();
+        let (old_words, new_words) = (old_len.div_ceil(4), len.div_ceil(4));
+        let off = if ins.is_none() && new_words > 0 && old_words <= MAX_SMALL_WORDS {
+            // Shrinks in place (as raxRemoveChild's realloc): the node keeps the head of its
+            // block and the tail goes to the free list of its size. Moving to a block of the
+            // smaller size instead grew the pool by a block per removal (a trim removes
+            // children one by one, and the smaller size's free list is empty).
+            if old_words > new_words {
+                self.store.free(n.off + new_words as u32, (old_words - new_words) * 4);
+            }
+            n.off
+        } else {
+            self.store.free(n.off, old_len);
+            self.store.alloc(len)
+        };
         let b = self.store.get_mut(off, len);
         let base = pad4(new_size);
         let (keys, kids) = (&sc[..size], &sc[old_base..old_base + 4 * size]);
