@@ -68,7 +68,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             }
             c.reply_array(2);
             c.reply_bulk(&cons.name);
-            c.reply_bulk(cons.pel.len().to_string().as_bytes());
+            c.reply_bulk_int(cons.pel.len() as i64);
             n += 1;
         }
         c.set_array_len(n);
@@ -92,11 +92,12 @@ pub fn run(c: &Ctx) -> Result<()> {
     c.reply_array_postponed();
     let mut n = 0;
     let endkey = end.to_be_bytes();
-    let mut emit = |k: &[u8]| -> bool {
+    // `nack` is the group PEL's entry when the walk is over the group PEL itself.
+    let mut emit = |k: &[u8], nack: Option<&crate::stream::group::Nack>| -> bool {
         if count == 0 || k > &endkey[..] {
             return false;
         }
-        let Some(nack) = g.pel.get(k) else { return true };
+        let Some(nack) = nack.or_else(|| g.pel.get(k)) else { return true };
         if minidle != 0 && now - nack.delivery_time < minidle {
             return true;
         }
@@ -113,15 +114,15 @@ pub fn run(c: &Ctx) -> Result<()> {
         Some(pel) => {
             let mut it = crate::stream::group::pel_from(pel, start);
             while let Some((k, _)) = it.next() {
-                if !emit(k) {
+                if !emit(k, None) {
                     break;
                 }
             }
         }
         None => {
             let mut it = crate::stream::group::pel_from(&g.pel, start);
-            while let Some((k, _)) = it.next() {
-                if !emit(k) {
+            while let Some((k, nack)) = it.next() {
+                if !emit(k, Some(nack)) {
                     break;
                 }
             }

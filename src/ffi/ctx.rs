@@ -305,6 +305,26 @@ impl Ctx {
     }
 
     /// A stream ID as a bulk string.
+    /// An integer as a bulk string (addReplyBulkLongLong), formatted on the stack.
+    pub fn reply_bulk_int(&self, v: i64) {
+        let mut buf = [0u8; 20];
+        let mut i = buf.len();
+        let mut u = v.unsigned_abs();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (u % 10) as u8;
+            u /= 10;
+            if u == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            i -= 1;
+            buf[i] = b'-';
+        }
+        self.reply_bulk(&buf[i..]);
+    }
+
     pub fn reply_id(&self, id: crate::stream::StreamId) {
         let mut buf = [0u8; 44];
         let n = id.write_to_slice(&mut buf);
