@@ -117,7 +117,7 @@ host:
 # that host's own built-in streams (differential, group differential, takeover, takeover error
 # paths and types, fixed edge cases). `make test` ends with it.
 MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
-                --test takeover_errors --test takeover_types --test propagation
+                --test takeover_errors --test takeover_types --test propagation --test command_docs
 test-matrix: build hosts
 	@for h in $(HOSTS); do \
 		echo "make test-matrix: $$h"; \
@@ -167,7 +167,7 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test blocking --test hostile --test hostile_inputs --test restore_fuzz \
               --test crash_recovery --test harness --test takeover --test takeover_errors \
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
-              --test propagation
+              --test propagation --test command_docs
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
@@ -175,7 +175,7 @@ ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # blocking / hostile / group edge tests at their default size (about 15 s together).
 ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
                     --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
-                    --test hostile --test group_edges --test propagation
+                    --test hostile --test group_edges --test propagation --test command_docs
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \

@@ -5,6 +5,8 @@ use super::ctx::{cstring, Ctx};
 use super::{api, fence, log_warning};
 use crate::error::Error;
 use redis_module::raw;
+use super::docs::{twin_docs, twin_of, CDocs, Doc};
+use std::ffi::CString;
 use std::mem::size_of;
 use std::os::raw::c_int;
 
@@ -82,7 +84,16 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
     sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
 };
 
-fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command) -> Result<(), String> {
+/// `since` of every command: the module version (MODULE_VERSION = major*10000 + minor*100 + patch).
+fn since() -> &'static std::ffi::CStr {
+    static SINCE: std::sync::OnceLock<CString> = std::sync::OnceLock::new();
+    SINCE.get_or_init(|| {
+        let v = crate::MODULE_VERSION;
+        CString::new(format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)).unwrap_or_default()
+    })
+}
+
+fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -> Result<(), String> {
     // SAFETY: all-zero is a valid value for this plain C struct (null pointers,
     // zero integers; begin_search_type 0 terminates a key-spec array).
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
@@ -111,9 +122,19 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command) -> Result<(), String
     if c.key.is_some() {
         info.key_specs = specs.as_mut_ptr();
     }
+    info.since = since().as_ptr();
+    // The twin's summary, complexity and argument tree (src/ffi/docs.rs); `cdocs` owns
+    // what the pointers point to until SetCommandInfo has copied it.
+    let cdocs = doc.map(|d| CDocs::build(d, usize::from(c.key.is_some())));
+    if let Some(d) = &cdocs {
+        info.summary = d.summary.unwrap_or(std::ptr::null());
+        info.complexity = d.complexity.unwrap_or(std::ptr::null());
+        info.args = d.args.unwrap_or(std::ptr::null_mut());
+    }
     // SAFETY: cmd comes from GetCommand/CreateSubcommand; info and specs outlive
     // the call and Redis copies what it keeps.
     let rc = unsafe { api!(RedisModule_SetCommandInfo)(cmd, &info) };
+    drop(cdocs);
     if rc == raw::REDISMODULE_OK as c_int {
         Ok(())
     } else {
@@ -144,8 +165,11 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
     if cmd.is_null() {
         return Err(format!("cannot look up command {}", c.name));
     }
+    // The built-in twin's documentation, from this server (None without a twin).
+    let twin = twin_of(c.name);
+    let doc = twin.as_deref().and_then(|t| twin_docs(context, t));
     if c.func.is_some() {
-        set_info(cmd, c)?;
+        set_info(cmd, c, doc.as_ref())?;
     }
     set_acl_categories(cmd, c);
     for sub in c.subcommands {
@@ -165,7 +189,11 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
         if scmd.is_null() {
             return Err(format!("cannot look up subcommand {}|{}", c.name, sub.name));
         }
-        set_info(scmd, sub)?;
+        let sub_doc = match (&doc, &twin) {
+            (Some(d), Some(t)) => d.subcommand(t, sub.name),
+            _ => None,
+        };
+        set_info(scmd, sub, sub_doc)?;
         set_acl_categories(scmd, sub);
     }
     Ok(())

@@ -1,0 +1,234 @@
+//! COMMAND DOCS for the XS.* commands.
+//!
+//! An XS.* command takes the syntax of its built-in twin (XS.ADD is XADD's), so its
+//! documentation is the twin's as this very server documents it: at load, `COMMAND DOCS
+//! <twin>` gives the summary, the complexity and the argument tree (types, tokens,
+//! optional / multiple flags, one-of and block groups), and SetCommandInfo installs them on
+//! the XS.* command with `since` set to this module's version. redis-cli hints and client
+//! code generators then see the same tree as for the twin, on every host (a 7.0 server
+//! documents 7.0's XADD, a 7.4 server 7.4's). Commands without a twin (XS.IMPORT,
+//! XS.EXPORT, ...) keep arity and key specs only. tests/command_docs.rs compares the trees.
+
+use redis_module::{raw, Context, RedisValue};
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+
+/// One argument of a command's documentation, as COMMAND DOCS gives it.
+#[derive(Debug, Default, Clone)]
+pub struct ArgDoc {
+    name: String,
+    typ: String,
+    key_spec_index: Option<i64>,
+    token: Option<String>,
+    summary: Option<String>,
+    since: Option<String>,
+    deprecated_since: Option<String>,
+    display_text: Option<String>,
+    optional: bool,
+    multiple: bool,
+    multiple_token: bool,
+    args: Vec<ArgDoc>,
+}
+
+/// A command's documentation (the fields we carry over).
+#[derive(Debug, Default, Clone)]
+pub struct Doc {
+    summary: Option<String>,
+    complexity: Option<String>,
+    args: Vec<ArgDoc>,
+    /// Subcommands by full lower-case name (`xgroup|create`).
+    subcommands: Vec<(String, Doc)>,
+}
+
+impl Doc {
+    /// The documentation of subcommand `sub` (e.g. `create`) of this container.
+    pub fn subcommand(&self, container: &str, sub: &str) -> Option<&Doc> {
+        let full = format!("{}|{}", container.to_ascii_lowercase(), sub.to_ascii_lowercase());
+        self.subcommands.iter().find(|(n, _)| *n == full).map(|(_, d)| d)
+    }
+}
+
+/// The built-in twin of an XS.* command name (`XS.ADD` -> `XADD`).
+pub fn twin_of(name: &str) -> Option<String> {
+    let rest = name.strip_prefix("XS.").or_else(|| name.strip_prefix("xs."))?;
+    if rest.contains('-') {
+        return None;
+    }
+    Some(format!("X{rest}"))
+}
+
+/// `COMMAND DOCS <twin>` on this server, parsed; None when the server has no such command
+/// (or no COMMAND DOCS).
+pub fn twin_docs(ctx: &Context, twin: &str) -> Option<Doc> {
+    let reply = ctx.call("COMMAND", &["DOCS", twin]).ok()?;
+    let items = as_array(&reply)?;
+    // [name, docs] pairs; exactly one for one name.
+    let docs = items.get(1)?;
+    parse_doc(docs)
+}
+
+fn text(v: &RedisValue) -> Option<String> {
+    match v {
+        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.clone()),
+        RedisValue::SimpleStringStatic(s) => Some((*s).to_string()),
+        RedisValue::BulkRedisString(s) => Some(s.to_string_lossy()),
+        RedisValue::StringBuffer(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        RedisValue::Integer(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn as_array(v: &RedisValue) -> Option<&[RedisValue]> {
+    match v {
+        RedisValue::Array(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// A map as RESP2 sends it (a flat array of name, value).
+fn pairs(v: &RedisValue) -> Vec<(String, &RedisValue)> {
+    let Some(a) = as_array(v) else { return Vec::new() };
+    a.chunks(2).filter_map(|p| Some((text(p.first()?)?, p.get(1)?))).collect()
+}
+
+fn parse_doc(v: &RedisValue) -> Option<Doc> {
+    let mut d = Doc::default();
+    for (k, val) in pairs(v) {
+        match k.as_str() {
+            "summary" => d.summary = text(val),
+            "complexity" => d.complexity = text(val),
+            "arguments" => d.args = as_array(val)?.iter().filter_map(parse_arg).collect(),
+            "subcommands" => {
+                for (name, sub) in pairs(val) {
+                    d.subcommands.push((name.to_ascii_lowercase(), parse_doc(sub)?));
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(d)
+}
+
+fn parse_arg(v: &RedisValue) -> Option<ArgDoc> {
+    let mut a = ArgDoc::default();
+    for (k, val) in pairs(v) {
+        match k.as_str() {
+            "name" => a.name = text(val)?,
+            "type" => a.typ = text(val)?,
+            "key_spec_index" => a.key_spec_index = text(val).and_then(|t| t.parse().ok()),
+            "token" => a.token = text(val),
+            "summary" => a.summary = text(val),
+            "since" => a.since = text(val),
+            "deprecated_since" => a.deprecated_since = text(val),
+            "display_text" => a.display_text = text(val),
+            "flags" => {
+                for f in as_array(val).unwrap_or(&[]).iter().filter_map(text) {
+                    match f.as_str() {
+                        "optional" => a.optional = true,
+                        "multiple" => a.multiple = true,
+                        "multiple_token" => a.multiple_token = true,
+                        _ => {}
+                    }
+                }
+            }
+            "arguments" => a.args = as_array(val)?.iter().filter_map(parse_arg).collect(),
+            _ => {}
+        }
+    }
+    (!a.name.is_empty()).then_some(a)
+}
+
+/// The C structures SetCommandInfo reads, with the strings and arrays they point into
+/// (Redis copies everything it keeps; this lives until the call returns).
+#[derive(Default)]
+pub struct CDocs {
+    strings: Vec<CString>,
+    arrays: Vec<Vec<raw::RedisModuleCommandArg>>,
+    pub summary: Option<*const c_char>,
+    pub complexity: Option<*const c_char>,
+    pub args: Option<*mut raw::RedisModuleCommandArg>,
+}
+
+impl CDocs {
+    fn s(&mut self, t: &str) -> *const c_char {
+        // An interior NUL cannot come from COMMAND DOCS; drop what follows it if it did.
+        let c = CString::new(t.split('\0').next().unwrap_or("")).unwrap_or_default();
+        let p = c.as_ptr();
+        self.strings.push(c);
+        p
+    }
+
+    fn opt(&mut self, t: &Option<String>) -> *const c_char {
+        match t {
+            Some(t) => self.s(t),
+            None => ptr::null(),
+        }
+    }
+
+    /// A NULL-name-terminated array of `args`; None when the argument tree has a type
+    /// this module API does not know (the command then keeps no argument docs).
+    fn args(&mut self, args: &[ArgDoc], key_specs: usize) -> Option<*mut raw::RedisModuleCommandArg> {
+        let mut out = Vec::with_capacity(args.len() + 1);
+        for a in args {
+            let typ = match a.typ.as_str() {
+                "string" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                "integer" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                "double" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
+                "key" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                "pattern" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
+                "unix-time" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+                "pure-token" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                "oneof" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+                "block" => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+                _ => return None,
+            };
+            let key_spec_index = match (typ == raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY, a.key_spec_index) {
+                // Our commands have at most one key spec, which covers the twin's keys.
+                (true, Some(i)) if (i as usize) < key_specs.max(1) => i as c_int,
+                (true, _) => 0,
+                (false, _) => -1,
+            };
+            let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+            if a.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if a.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+            }
+            if a.multiple_token {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE_TOKEN;
+            }
+            let subargs = if a.args.is_empty() { ptr::null_mut() } else { self.args(&a.args, key_specs)? };
+            out.push(raw::RedisModuleCommandArg {
+                name: self.s(&a.name),
+                type_: typ,
+                key_spec_index,
+                token: self.opt(&a.token),
+                summary: self.opt(&a.summary),
+                since: self.opt(&a.since),
+                flags: flags as c_int,
+                deprecated_since: self.opt(&a.deprecated_since),
+                subargs,
+                display_text: self.opt(&a.display_text),
+            });
+        }
+        // SAFETY: all-zero is this plain C struct's terminator (name NULL).
+        out.push(unsafe { std::mem::zeroed() });
+        let p = out.as_mut_ptr();
+        // The Vec's buffer does not move when the Vec itself is moved into `arrays`.
+        self.arrays.push(out);
+        Some(p)
+    }
+
+    /// The C form of `d` for a command with `key_specs` key specs.
+    pub fn build(d: &Doc, key_specs: usize) -> CDocs {
+        let mut c = CDocs::default();
+        c.summary = d.summary.as_ref().map(|t| c.s(t));
+        c.complexity = d.complexity.as_ref().map(|t| c.s(t));
+        if !d.args.is_empty() {
+            c.args = c.args(&d.args, key_specs);
+        }
+        c
+    }
+}
