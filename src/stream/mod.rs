@@ -454,7 +454,8 @@ impl Stream {
     /// Trims from the head (streamTrim). Returns the number of entries removed.
     pub fn trim(&mut self, t: &Trim) -> u64 {
         let mut deleted: i64 = 0;
-        let mut key = Vec::with_capacity(16);
+        // A reused buffer: XADD MAXLEN ~ calls this on every add.
+        let mut key = TAIL_KEY.take();
         let mut seek_key: Vec<u8> = Vec::new();
         let mut op = SeekOp::First;
         loop {
@@ -519,6 +520,7 @@ impl Stream {
             node::set_counts(lp, entries - deleted_from_lp, marked_deleted + deleted_from_lp);
             break;
         }
+        TAIL_KEY.set(key);
         if self.length == 0 {
             self.first_id = StreamId::MIN;
         } else if deleted > 0 {
@@ -673,7 +675,7 @@ fn append_entry(lp: &mut Listpack, flags: i64, id: StreamId, master: StreamId, f
 }
 
 thread_local! {
-    /// [`Stream::append`]'s buffer for the tail node's key.
+    /// The buffer [`Stream::append`] and [`Stream::trim`] find a node's key in.
     static TAIL_KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
