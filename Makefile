@@ -11,6 +11,8 @@
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
 #   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
+#   make cluster        a local Redis Cluster (3 primaries + 3 replicas, free ports from 21001) with the
+#                       module; TAKEOVER=yes for takeover mode; make cluster-stop stops exactly those
 #   make hosts          builds the host servers of ../shared/hosts into target/hosts (once each)
 #   XSTREAM_HOST=valkey-8.0.1 make test    the suite on one host (built first if needed)
 #   make test-matrix    the comparison runners on every host of ../shared/hosts (part of make test)
@@ -49,7 +51,7 @@ HOST_SERVER  := $(HOSTS_DIR)/$(XSTREAM_HOST)/src/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix \
+.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
         hooks asan-server test-asan test-asan-short ubsan-server test-ubsan
 
 all: build
@@ -117,7 +119,7 @@ host:
 # that host's own built-in streams (differential, group differential, takeover, takeover error
 # paths and types, fixed edge cases). `make test` ends with it.
 MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
-                --test takeover_errors --test takeover_types --test propagation --test command_docs
+                --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster
 test-matrix: build hosts
 	@for h in $(HOSTS); do \
 		echo "make test-matrix: $$h"; \
@@ -167,7 +169,7 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test blocking --test hostile --test hostile_inputs --test restore_fuzz \
               --test crash_recovery --test harness --test takeover --test takeover_errors \
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
-              --test propagation --test command_docs
+              --test propagation --test command_docs --test cluster
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
@@ -175,7 +177,7 @@ ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # blocking / hostile / group edge tests at their default size (about 15 s together).
 ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
                     --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
-                    --test hostile --test group_edges --test propagation --test command_docs
+                    --test hostile --test group_edges --test propagation --test command_docs --test cluster
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \
@@ -261,6 +263,12 @@ fuzz:
 
 # One redis-server on a free port with a copy of the module; writes bench/results/<timestamp>.json,
 # docs/BENCHMARKS.md and docs/bench/*.svg.
+cluster: deps build
+	@XSTREAM_MODULE=$(MODULE) TAKEOVER=$(or $(TAKEOVER),no) tests/cluster.sh start
+
+cluster-stop:
+	@tests/cluster.sh stop
+
 bench: deps build
 	python3 bench/xbench.py --full --module $(MODULE)
 

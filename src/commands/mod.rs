@@ -98,8 +98,8 @@ pub static COMMANDS: &[Command] = &[
             Command { name: "stream", func: Some(xs_info_stream), flags: "readonly", arity: -3, key: key2(RO_ACCESS), subcommands: &[] },
         ],
     },
-    Command { name: "xs.read", func: Some(xs_read), flags: "readonly blocking", arity: -4, key: streams(1, RO_ACCESS), subcommands: &[] },
-    Command { name: "xs.readgroup", func: Some(xs_readgroup), flags: "write blocking", arity: -7, key: streams(4, RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.read", func: Some(xs_read), flags: "readonly blocking getkeys-api", arity: -4, key: streams(1, RO_ACCESS), subcommands: &[] },
+    Command { name: "xs.readgroup", func: Some(xs_readgroup), flags: "write blocking getkeys-api", arity: -7, key: streams(4, RO_ACCESS), subcommands: &[] },
     Command {
         name: "xs.group",
         func: None,

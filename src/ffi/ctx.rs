@@ -192,6 +192,18 @@ impl Ctx {
         unsafe { *self.argv.add(i) }
     }
 
+    /// Redis asks for the command's key positions (commands flagged `getkeys-api`).
+    pub fn is_keys_position_request(&self) -> bool {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_IsKeysPositionRequest)(self.ctx) != 0 }
+    }
+
+    /// Reports argument `i` as a key (during a keys-position request).
+    pub fn key_at_pos(&self, i: usize) {
+        // SAFETY: valid ctx in a keys-position request; i < argc (callers pass positions of argv).
+        unsafe { api!(RedisModule_KeyAtPos)(self.ctx, i as c_int) };
+    }
+
     fn flags(&self) -> u32 {
         // SAFETY: valid ctx for the duration of the call.
         unsafe { api!(RedisModule_GetContextFlags)(self.ctx) as u32 }

@@ -45,6 +45,10 @@ pub struct Command {
 pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, h: Handler) -> c_int {
     // SAFETY: the arguments come straight from Redis's command callback.
     let c = unsafe { Ctx::for_command(ctx, argv, argc) };
+    if c.is_keys_position_request() {
+        report_stream_keys(&c);
+        return raw::REDISMODULE_OK as c_int;
+    }
     match fence::catch(|| {
         let twin = super::takeover::active() || crate::config::ACL_TWIN.load(std::sync::atomic::Ordering::Relaxed);
         if twin && !c.must_obey() {
@@ -75,6 +79,52 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
         }
     }
     raw::REDISMODULE_OK as c_int
+}
+
+/// The keys of XS.READ / XS.READGROUP (the only commands flagged `getkeys-api`), for Redis's
+/// keys-position request. Redis 7.0 finds a module command's keys for cluster redirection
+/// (getNodeByQuery -> getKeysFromCommand) only through this callback or the legacy first/last
+/// key range, never through key specs, so without it an XS.READ sent to a node that does not own
+/// the key ran there instead of answering -MOVED (tests/cluster.rs).
+fn report_stream_keys(c: &Ctx) {
+    let args: Vec<&[u8]> = (0..c.argc()).map(|i| c.arg(i)).collect();
+    if let Some(keys) = stream_key_positions(&args) {
+        for i in keys {
+            c.key_at_pos(i);
+        }
+    }
+}
+
+/// Positions of the keys of an XREAD-style command as t_stream.c's xreadGetKeys finds them:
+/// options are skipped up to the first `STREAMS`, then the first half of what follows are keys;
+/// a malformed command has none (it fails with its syntax error wherever it runs).
+/// MAXCOUNT / MAXSIZE (Redis 8.10, which the module accepts on every host) are skipped too.
+pub fn stream_key_positions(args: &[&[u8]]) -> Option<std::ops::Range<usize>> {
+    let mut i = 1;
+    let mut streams_pos = None;
+    while i < args.len() {
+        let a = args[i];
+        if a.eq_ignore_ascii_case(b"block") || a.eq_ignore_ascii_case(b"count")
+            || a.eq_ignore_ascii_case(b"maxcount") || a.eq_ignore_ascii_case(b"maxsize")
+        {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"group") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"noack") {
+        } else if a.eq_ignore_ascii_case(b"streams") {
+            streams_pos = Some(i);
+            break;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let sp = streams_pos?;
+    let num = args.len() - sp - 1;
+    if num == 0 || num % 2 != 0 {
+        return None;
+    }
+    Some(sp + 1..sp + 1 + num / 2)
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {

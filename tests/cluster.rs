@@ -1,0 +1,316 @@
+//! Redis Cluster: the module's streams through what a cluster does, against built-in streams in
+//! the same cluster. Three primaries (no replicas: the CI size) with the module, created with
+//! `redis-cli --cluster create`; every node's bus port is given explicitly (`cluster-port`), so
+//! a test port high in the ephemeral range cannot push it past 65535.
+//!
+//! - `cluster_key_routing`: every XS.* command with a key, sent to a node that does not own
+//!   the key's slot, answers the very `-MOVED slot host:port` its built-in twin answers there;
+//!   `COMMAND GETKEYS` finds the same keys; on the owner the commands run.
+//! - `cluster_crossslot`: XS.READ / XS.READGROUP over keys of different slots answer XREAD /
+//!   XREADGROUP's CROSSSLOT error; keys with a common hash tag work in one call.
+//! - `cluster_slot_migration`: a slot holding a module stream with groups, consumers and a
+//!   PEL (and a built-in stream, for comparison) moves to another primary the way `redis-cli
+//!   --cluster reshard` moves it (SETSLOT IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE): on the
+//!   new owner the stream's digest, XS.INFO STREAM FULL and XS.PENDING are unchanged, a
+//!   consumer continues with `>`, and the old owner redirects.
+
+mod common;
+
+use common::*;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    nodes: Vec<Server>,
+}
+
+fn free_bus_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().expect("addr").port();
+        if p != 6379 {
+            return p;
+        }
+    }
+}
+
+impl Cluster {
+    fn start(primaries: usize) -> Cluster {
+        let nodes: Vec<Server> = (0..primaries)
+            .map(|_| {
+                Server::builder()
+                    .arg("--cluster-enabled", "yes")
+                    .arg("--cluster-config-file", "nodes.conf")
+                    .arg("--cluster-node-timeout", "5000")
+                    .arg("--cluster-port", &free_bus_port().to_string())
+                    .start()
+            })
+            .collect();
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+        let out = Command::new(redis_tool_bin("redis-cli")).args(&args).output().expect("redis-cli");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c = Cluster { nodes };
+        c.wait_ok();
+        c
+    }
+
+    fn wait_ok(&self) {
+        let t0 = Instant::now();
+        for n in &self.nodes {
+            let mut c = n.conn();
+            loop {
+                let info = c.cmd(&["CLUSTER", "INFO"]).text();
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(t0.elapsed() < Duration::from_secs(30), "cluster not ok:\n{info}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn slot(&self, key: &str) -> i64 {
+        self.nodes[0].conn().cmd(&["CLUSTER", "KEYSLOT", key]).as_int()
+    }
+
+    /// Index of the node that owns `slot`.
+    fn owner(&self, slot: i64) -> usize {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let r = n.conn().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]);
+            let _ = r;
+            let nodes = n.conn().cmd(&["CLUSTER", "NODES"]).text();
+            let me = nodes.lines().find(|l| l.contains("myself")).unwrap_or_default().to_string();
+            for range in me.split_whitespace().skip(8) {
+                let (a, b) = match range.split_once('-') {
+                    Some((a, b)) => (a.parse::<i64>().unwrap_or(-1), b.parse::<i64>().unwrap_or(-1)),
+                    None => {
+                        let v = range.parse::<i64>().unwrap_or(-1);
+                        (v, v)
+                    }
+                };
+                if a <= slot && slot <= b {
+                    return i;
+                }
+            }
+        }
+        panic!("no owner for slot {slot}");
+    }
+
+    fn node_id(&self, i: usize) -> String {
+        self.nodes[i].conn().cmd(&["CLUSTER", "MYID"]).text()
+    }
+}
+
+/// The commands with a key, as (built-in form, module form), `{k}` standing for the key.
+fn keyed_commands() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["XADD", "{k}", "*", "f", "v"],
+        vec!["XADD", "{k}", "MAXLEN", "~", "10", "*", "f", "v"],
+        vec!["XRANGE", "{k}", "-", "+"],
+        vec!["XREVRANGE", "{k}", "+", "-", "COUNT", "2"],
+        vec!["XLEN", "{k}"],
+        vec!["XDEL", "{k}", "1-1"],
+        vec!["XTRIM", "{k}", "MAXLEN", "10"],
+        vec!["XREAD", "COUNT", "1", "STREAMS", "{k}", "0"],
+        vec!["XREADGROUP", "GROUP", "g", "c", "STREAMS", "{k}", ">"],
+        vec!["XGROUP", "CREATE", "{k}", "g", "$", "MKSTREAM"],
+        vec!["XGROUP", "SETID", "{k}", "g", "0"],
+        vec!["XGROUP", "CREATECONSUMER", "{k}", "g", "c2"],
+        vec!["XGROUP", "DELCONSUMER", "{k}", "g", "c2"],
+        vec!["XGROUP", "DESTROY", "{k}", "g"],
+        vec!["XACK", "{k}", "g", "1-1"],
+        vec!["XPENDING", "{k}", "g"],
+        vec!["XPENDING", "{k}", "g", "-", "+", "10"],
+        vec!["XCLAIM", "{k}", "g", "c", "0", "1-1"],
+        vec!["XAUTOCLAIM", "{k}", "g", "c", "0", "0"],
+        vec!["XSETID", "{k}", "1-1"],
+        vec!["XINFO", "STREAM", "{k}"],
+        vec!["XINFO", "GROUPS", "{k}"],
+        vec!["XINFO", "CONSUMERS", "{k}", "g"],
+    ]
+}
+
+fn render(cmd: &[&str], module: bool, key: &str) -> Vec<String> {
+    cmd.iter()
+        .enumerate()
+        .map(|(i, a)| match (i, *a) {
+            (0, name) => xcmd(module, name),
+            (_, "{k}") => key.to_string(),
+            (_, other) => other.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn cluster_key_routing() {
+    let cl = Cluster::start(3);
+    let key = "routing-key";
+    let slot = cl.slot(key);
+    let owner = cl.owner(slot);
+    let other = (owner + 1) % cl.nodes.len();
+    let mut oc = cl.nodes[other].conn();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for cmd in keyed_commands() {
+        let builtin = oc.cmd(&render(&cmd, false, key));
+        let module = oc.cmd(&render(&cmd, true, key));
+        let moved = format!("MOVED {slot} 127.0.0.1:{}", cl.nodes[owner].port());
+        if builtin != Reply::Error(moved.clone()) {
+            problems.push(format!("{cmd:?}: built-in answered {builtin}, expected {moved}"));
+        }
+        if module != builtin {
+            problems.push(format!("{cmd:?} on a non-owner: module {module}, built-in {builtin}"));
+        }
+        let mut gk_b = vec!["COMMAND".to_string(), "GETKEYS".to_string()];
+        gk_b.extend(render(&cmd, false, key));
+        let mut gk_m = vec!["COMMAND".to_string(), "GETKEYS".to_string()];
+        gk_m.extend(render(&cmd, true, key));
+        let (kb, km) = (oc.cmd(&gk_b), oc.cmd(&gk_m));
+        if kb != km {
+            problems.push(format!("COMMAND GETKEYS {cmd:?}: module {km}, built-in {kb}"));
+        }
+        checked += 1;
+    }
+    // On the owner the module's commands run (a few, in an order that makes sense).
+    let mut c = cl.nodes[owner].conn();
+    for line in [
+        vec!["XS.GROUP", "CREATE", key, "g", "$", "MKSTREAM"],
+        vec!["XS.ADD", key, "*", "f", "v"],
+        vec!["XS.READGROUP", "GROUP", "g", "c", "STREAMS", key, ">"],
+        vec!["XS.LEN", key],
+    ] {
+        let r = c.cmd(&line);
+        if r.is_error() {
+            problems.push(format!("{line:?} on the owner: {r}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    report(&format!("cluster_key_routing: {checked} commands redirected as their twins, keys as their twins'"));
+}
+
+#[test]
+fn cluster_crossslot() {
+    let cl = Cluster::start(3);
+    let (a, b) = ("cross-a", "cross-b");
+    assert_ne!(cl.slot(a), cl.slot(b), "pick keys of different slots");
+    let node = cl.owner(cl.slot(a));
+    let mut c = cl.nodes[node].conn();
+    let mut problems = Vec::new();
+    for (name, extra) in [("XREAD", vec![]), ("XREADGROUP", vec!["GROUP", "g", "c"])] {
+        let mut bi = vec![name.to_string()];
+        bi.extend(extra.iter().map(|s| s.to_string()));
+        bi.extend(["STREAMS", a, b, "0", "0"].iter().map(|s| s.to_string()));
+        let mut mo = bi.clone();
+        mo[0] = xcmd(true, name);
+        let (rb, rm) = (c.cmd(&bi), c.cmd(&mo));
+        if !rb.text().starts_with("CROSSSLOT") || rm != rb {
+            problems.push(format!("{name} over two slots: module {rm}, built-in {rb}"));
+        }
+    }
+    // A common hash tag: one slot, one call.
+    let (ta, tb) = ("{tag}a", "{tag}b");
+    let tnode = cl.owner(cl.slot(ta));
+    let mut t = cl.nodes[tnode].conn();
+    for module in [false, true] {
+        let p = if module { "m" } else { "n" };
+        let (ka, kb) = (format!("{ta}{p}"), format!("{tb}{p}"));
+        t.cmd(&[xcmd(module, "XADD").as_str(), &ka, "1-1", "f", "a"]);
+        t.cmd(&[xcmd(module, "XADD").as_str(), &kb, "1-1", "f", "b"]);
+        t.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", &ka, "g", "0"]);
+        t.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", &kb, "g", "0"]);
+    }
+    let strip = |r: Reply| format!("{r}").replace("{tag}an", "{tag}a").replace("{tag}am", "{tag}a")
+        .replace("{tag}bn", "{tag}b").replace("{tag}bm", "{tag}b");
+    let rb = t.cmd(&["XREAD", "STREAMS", "{tag}an", "{tag}bn", "0", "0"]);
+    let rm = t.cmd(&["XS.READ", "STREAMS", "{tag}am", "{tag}bm", "0", "0"]);
+    if rb.is_error() || strip(rb.clone()) != strip(rm.clone()) {
+        problems.push(format!("XREAD with a hash tag: module {rm}, built-in {rb}"));
+    }
+    let rb = t.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "{tag}an", "{tag}bn", ">", ">"]);
+    let rm = t.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "{tag}am", "{tag}bm", ">", ">"]);
+    if rb.is_error() || strip(rb.clone()) != strip(rm.clone()) {
+        problems.push(format!("XREADGROUP with a hash tag: module {rm}, built-in {rb}"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// What must survive a slot move, as text.
+fn snapshot(c: &mut Conn, key: &str) -> Vec<String> {
+    vec![
+        format!("{}", c.cmd(&["DEBUG", "DIGEST-VALUE", key])),
+        format!("{}", c.cmd(&["XS.INFO", "STREAM", key, "FULL"])),
+        format!("{}", c.cmd(&["XS.PENDING", key, "g1"])),
+        // IDs, owners and delivery counts (the idle times move on).
+        format!("{}", c.cmd(&["XS.PENDING", key, "g2", "-", "+", "1000"]).as_array().iter()
+            .map(|e| { let e = e.as_array(); format!("{} {} {}", e[0], e[1], e[3]) })
+            .collect::<Vec<_>>().join(",")),
+        format!("{}", c.cmd(&["XS.LEN", key])),
+    ]
+}
+
+#[test]
+fn cluster_slot_migration() {
+    let cl = Cluster::start(3);
+    let key = "{moving}m";
+    let native = "{moving}n";
+    let slot = cl.slot(key);
+    let from = cl.owner(slot);
+    let to = (from + 1) % cl.nodes.len();
+    let mut c = cl.nodes[from].conn();
+    let n = env_usize("XSTREAM_CLUSTER_ENTRIES", 20_000);
+    for module in [false, true] {
+        let k = if module { key } else { native };
+        c.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", k, "g1", "$", "MKSTREAM"]);
+        c.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", k, "g2", "$"]);
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            for i in chunk {
+                let id = format!("{}-{}", 1_000_000 + i / 10, i % 10);
+                c.send(&[xcmd(module, "XADD").as_str(), k, id.as_str(), "f", &i.to_string()]).expect("send");
+            }
+            for _ in chunk {
+                c.read_reply().expect("reply");
+            }
+        }
+        for (g, cons, count) in [("g1", "a", "5000"), ("g1", "b", "3000"), ("g2", "c", "100")] {
+            c.cmd(&[xcmd(module, "XREADGROUP").as_str(), "GROUP", g, cons, "COUNT", count, "STREAMS", k, ">"]);
+        }
+        c.cmd(&[xcmd(module, "XACK").as_str(), k, "g1", "1000000-0", "1000001-5", "1000002-9"]);
+    }
+    let before = snapshot(&mut c, key);
+
+    // The moves of `redis-cli --cluster reshard`, for one slot.
+    let (from_id, to_id) = (cl.node_id(from), cl.node_id(to));
+    let mut tc = cl.nodes[to].conn();
+    assert_eq!(tc.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "IMPORTING", &from_id]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "MIGRATING", &to_id]), Reply::Simple("OK".into()));
+    // While migrating: a key still here is served here.
+    assert!(!c.cmd(&["XS.LEN", key]).is_error());
+    let port = cl.nodes[to].port().to_string();
+    let r = c.cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "10000", "KEYS", key, native]);
+    assert_eq!(r, Reply::Simple("OK".into()), "MIGRATE: {r}\nlog:\n{}", cl.nodes[from].log_tail(20));
+    // Migrating, key gone: -ASK, as for the built-in stream.
+    let (am, an) = (c.cmd(&["XS.LEN", key]), c.cmd(&["XLEN", native]));
+    assert_eq!(am, Reply::Error(format!("ASK {slot} 127.0.0.1:{port}")), "built-in: {an}");
+    assert_eq!(an, Reply::Error(format!("ASK {slot} 127.0.0.1:{port}")));
+    for node in &cl.nodes {
+        let r = node.conn().cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "NODE", &to_id]);
+        assert_eq!(r, Reply::Simple("OK".into()));
+    }
+    cl.wait_ok();
+    let after = snapshot(&mut tc, key);
+    assert_eq!(before, after, "the stream changed on its way");
+    assert_eq!(c.cmd(&["XS.LEN", key]), Reply::Error(format!("MOVED {slot} 127.0.0.1:{port}")));
+    // A consumer continues with `>` on the new owner, as on the built-in stream.
+    let rm = tc.cmd(&["XS.READGROUP", "GROUP", "g1", "a", "COUNT", "3", "STREAMS", key, ">"]);
+    let rn = tc.cmd(&["XREADGROUP", "GROUP", "g1", "a", "COUNT", "3", "STREAMS", native, ">"]);
+    assert_eq!(format!("{rm}").replace(key, "K"), format!("{rn}").replace(native, "K"));
+    report(&format!("cluster_slot_migration: {n} entries, 2 groups, 8100 pending moved with slot {slot}"));
+}
