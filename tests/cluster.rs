@@ -314,3 +314,77 @@ fn cluster_slot_migration() {
     assert_eq!(format!("{rm}").replace(key, "K"), format!("{rn}").replace(native, "K"));
     report(&format!("cluster_slot_migration: {n} entries, 2 groups, 8100 pending moved with slot {slot}"));
 }
+
+/// Readers blocked on a key whose slot moves to another primary are released with the reply
+/// the built-in's blocked readers get (a redirect, or on 7.2+ what the re-executed read answers
+/// once MIGRATE deleted the key here), XREAD and XREADGROUP alike.
+#[test]
+fn cluster_blocked_reader_redirected() {
+    let cl = Cluster::start(3);
+    let (km, kn) = ("{blk}m", "{blk}n");
+    let slot = cl.slot(km);
+    let from = cl.owner(slot);
+    let to = (from + 1) % cl.nodes.len();
+    let mut c = cl.nodes[from].conn();
+    for (module, k) in [(true, km), (false, kn)] {
+        c.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", k, "g", "$", "MKSTREAM"]);
+    }
+    // Redis 7.2.0-7.2.6 themselves crash here (assertion `c->duration == 0` in resetClient when
+    // the re-executed XREADGROUP is redirected: redis#13224, fixed in 7.2.7 by #13311): on those
+    // the built-in group reader is left out and the module must answer what 7.2.7+ answers.
+    let info = c.cmd(&["INFO", "server"]).text();
+    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("").trim().to_string();
+    let crashing_host = !info.contains("server_name:valkey")
+        && version.starts_with("7.2.")
+        && version["7.2.".len()..].parse::<u32>().is_ok_and(|p| p < 7);
+    let reads: Vec<(bool, Vec<String>)> = [(true, km), (false, kn)]
+        .iter()
+        .flat_map(|&(module, k)| {
+            let mut v = vec![(module, vec![xcmd(module, "XREAD"), "BLOCK".into(), "0".into(), "STREAMS".into(), k.into(), "$".into()])];
+            if module || !crashing_host {
+                v.push((module, vec![xcmd(module, "XREADGROUP"), "GROUP".into(), "g".into(), "c".into(), "BLOCK".into(),
+                                     "0".into(), "STREAMS".into(), k.into(), ">".into()]));
+            }
+            v
+        })
+        .collect();
+    let mut conns: Vec<Conn> = reads
+        .iter()
+        .map(|(_, cmd)| {
+            let mut rc = cl.nodes[from].conn();
+            rc.set_timeout(Duration::from_secs(20));
+            rc.send(cmd).expect("send");
+            rc
+        })
+        .collect();
+    let t0 = Instant::now();
+    while !c.cmd(&["INFO", "clients"]).text().contains(&format!("blocked_clients:{}", reads.len())) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "readers did not block");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (from_id, to_id) = (cl.node_id(from), cl.node_id(to));
+    let mut tc = cl.nodes[to].conn();
+    tc.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "IMPORTING", &from_id]);
+    c.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "MIGRATING", &to_id]);
+    let port = cl.nodes[to].port().to_string();
+    let r = c.try_cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "10000", "KEYS", km, kn]);
+    assert!(matches!(&r, Ok(Reply::Simple(ok)) if ok == "OK"), "MIGRATE: {r:?}; log:\n{}", cl.nodes[from].log_tail(60));
+    for node in &cl.nodes {
+        node.conn().cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "NODE", &to_id]);
+    }
+    let replies: Vec<String> = conns
+        .iter_mut()
+        .map(|rc| format!("{}", rc.read_reply().map(|r| r.0).unwrap_or_else(|e| Reply::Error(format!("no reply: {e}")))))
+        .map(|t| t.replace(km, "K").replace(kn, "K"))
+        .collect();
+    // reads: [module XREAD, module XREADGROUP, built-in XREAD, (built-in XREADGROUP)]
+    assert_eq!(replies[0], replies[2], "blocked XREAD: module vs built-in");
+    if crashing_host {
+        assert_eq!(replies[1], format!("(error) ASK {slot} 127.0.0.1:{port}"), "blocked XREADGROUP on {version}");
+    } else {
+        assert_eq!(replies[1], replies[3], "blocked XREADGROUP: module vs built-in");
+    }
+    assert!(replies.iter().all(|r| r.contains("MOVED") || r.contains("ASK") || r.contains("NOGROUP") || r.contains("UNBLOCKED")),
+            "{replies:?}");
+    report(&format!("cluster_blocked_reader_redirected: {replies:?}"));
+}

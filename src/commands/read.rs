@@ -130,6 +130,12 @@ fn reexec_error(c: &Ctx, st: &BlockState) -> Error {
 /// new is served in argument order, and a reader with nothing to read stays
 /// blocked. Returns false to keep it blocked.
 fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
+    // The built-in re-executes through processCommand, whose cluster check comes first (a key
+    // deleted by MIGRATE while its slot migrates: -ASK).
+    if let Some(redirect) = c.cluster_redirect(st.streams_arg..st.streams_arg + st.from.len()) {
+        c.reply_error(&redirect);
+        return true;
+    }
     if let Some(e) = reexec_check(c, st) {
         c.reply_error(&e.message());
         return true;

@@ -671,6 +671,62 @@ impl Ctx {
 
     /// Runs `cmd` with this command's arguments `args` (indexes) through RM_Call
     /// (not filtered: the filter is NOSELF). None if Redis refused to run it.
+    /// `cmd` with literal arguments through RM_Call (no ACL, no propagation).
+    pub fn call_words(&self, cmd: &CStr, args: &[&[u8]]) -> Option<CallReply<'_>> {
+        let argv: Vec<*mut raw::RedisModuleString> = args
+            .iter()
+            // SAFETY: creating strings from valid buffers; freed below.
+            .map(|a| unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), a.as_ptr().cast(), a.len()) })
+            .collect();
+        // SAFETY: as in call(); Redis takes its own references to the strings.
+        let r = unsafe { api!(RedisModule_Call)(self.ctx, cmd.as_ptr(), c"v".as_ptr(), argv.as_ptr(), argv.len()) };
+        for s in argv {
+            // SAFETY: created above with a NULL ctx.
+            unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+        }
+        (!r.is_null()).then_some(CallReply { r, _ctx: std::marker::PhantomData })
+    }
+
+    /// In cluster mode, when one of the key arguments `keys` (all in one slot) is gone, the
+    /// redirect Redis's processCommand would answer at this moment: `MOVED slot host:port` when
+    /// the slot is served elsewhere, `ASK slot host:port` when it is migrating away; None
+    /// otherwise (the keys are all here, the slot is served here, or not in cluster mode). For what the built-in
+    /// re-executes through processCommand and the module serves itself: a blocked group read
+    /// woken because its key went away (7.2+), e.g. deleted by MIGRATE during a reshard.
+    pub fn cluster_redirect(&self, keys: std::ops::Range<usize>) -> Option<String> {
+        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 || keys.is_empty() {
+            return None;
+        }
+        // Only a key gone away needs the look at the slot table (two RM_Calls): a slot that
+        // moves under a blocked reader whose keys are still here is Redis's own business
+        // (clusterRedirectBlockedClientIfNeeded, from clientsCron).
+        if !keys.clone().any(|i| self.open_key(i, false).kind() == KeyKind::Empty) {
+            return None;
+        }
+        let slot = self.call_words(c"CLUSTER", &[b"KEYSLOT", self.arg(keys.start)])?.as_ref().integer()?;
+        let nodes = self.call_words(c"CLUSTER", &[b"NODES"])?;
+        let text = String::from_utf8_lossy(nodes.as_ref().bytes()?).into_owned();
+        let addr = |line: &str| -> Option<String> {
+            let a = line.split_whitespace().nth(1)?;
+            Some(a.split(['@', ',']).next()?.to_string())
+        };
+        let serves = |line: &str| {
+            line.split_whitespace().skip(8).any(|r| {
+                let (a, b) = r.split_once('-').unwrap_or((r, r));
+                matches!((a.parse::<i64>(), b.parse::<i64>()), (Ok(a), Ok(b)) if a <= slot && slot <= b)
+            })
+        };
+        let myself = text.lines().find(|l| l.split_whitespace().nth(2).is_some_and(|f| f.contains("myself")))?;
+        if serves(myself) {
+            let tag = format!("[{slot}->-");
+            let target = myself.split_whitespace().find_map(|w| w.strip_prefix(tag.as_str()))?.trim_end_matches(']');
+            let to = text.lines().find(|l| l.starts_with(target))?;
+            return Some(format!("ASK {slot} {}", addr(to)?));
+        }
+        let owner = text.lines().find(|l| serves(l))?;
+        Some(format!("MOVED {slot} {}", addr(owner)?))
+    }
+
     pub fn call(&self, cmd: &CStr, args: &[usize]) -> Option<CallReply<'_>> {
         let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|&i| self.arg_string(i)).filter(|p| !p.is_null()).collect();
         // SAFETY: "v" takes (RedisModuleString **, size_t): live argument strings,
@@ -756,6 +812,17 @@ impl<'r> CallReplyRef<'r> {
         // SAFETY: i < length of a live array reply; the element lives as long as it.
         let e = unsafe { api!(RedisModule_CallReplyArrayElement)(self.0, i) };
         (!e.is_null()).then_some(CallReplyRef(e, std::marker::PhantomData))
+    }
+
+    /// The value of an integer reply; None for other types.
+    pub fn integer(&self) -> Option<i64> {
+        // SAFETY: a live reply.
+        let t = unsafe { api!(RedisModule_CallReplyType)(self.0) } as isize;
+        if t != raw::REDISMODULE_REPLY_INTEGER {
+            return None;
+        }
+        // SAFETY: a live integer reply.
+        Some(unsafe { api!(RedisModule_CallReplyInteger)(self.0) })
     }
 
     /// The bytes of a string reply (bulk or status); None for other types.
