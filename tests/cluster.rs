@@ -13,6 +13,11 @@
 //!   --cluster reshard` moves it (SETSLOT IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE): on the
 //!   new owner the stream's digest, XS.INFO STREAM FULL and XS.PENDING are unchanged, a
 //!   consumer continues with `>`, and the old owner redirects.
+//! - `cluster_blocked_reader_redirected`: XREAD / XREADGROUP blocked on a key whose slot moves
+//!   are released with the built-in's redirects.
+//! - `cluster_reshard_under_load`: `redis-cli --cluster reshard` of 300 slots while a producer
+//!   adds and three consumers of two groups read and ack through a redirect-following client;
+//!   0 acknowledged adds lost, every group's deliveries and PEL consistent.
 
 mod common;
 
@@ -387,4 +392,233 @@ fn cluster_blocked_reader_redirected() {
     assert!(replies.iter().all(|r| r.contains("MOVED") || r.contains("ASK") || r.contains("NOGROUP") || r.contains("UNBLOCKED")),
             "{replies:?}");
     report(&format!("cluster_blocked_reader_redirected: {replies:?}"));
+}
+
+/// A cluster client that follows -MOVED / -ASK / -TRYAGAIN (as cluster-aware clients do).
+struct ClusterClient {
+    conns: std::collections::HashMap<u16, Conn>,
+    /// Slot -> port, refreshed from CLUSTER SLOTS and from redirects.
+    slots: Vec<u16>,
+}
+
+impl ClusterClient {
+    fn new(seed_port: u16) -> ClusterClient {
+        let mut c = ClusterClient { conns: Default::default(), slots: vec![seed_port; 16384] };
+        c.refresh(seed_port);
+        c
+    }
+
+    fn conn(&mut self, port: u16) -> &mut Conn {
+        self.conns.entry(port).or_insert_with(|| Conn::connect(port))
+    }
+
+    fn refresh(&mut self, port: u16) {
+        let r = self.conn(port).cmd(&["CLUSTER", "SLOTS"]);
+        for range in r.as_array() {
+            let a = range.as_array();
+            let (lo, hi) = (a[0].as_int() as usize, a[1].as_int() as usize);
+            let p = a[2].as_array()[1].as_int() as u16;
+            for s in lo..=hi.min(16383) {
+                self.slots[s] = p;
+            }
+        }
+    }
+
+    fn redirect(e: &str) -> Option<(usize, u16)> {
+        let mut w = e.split_whitespace().skip(1);
+        let slot = w.next()?.parse().ok()?;
+        let port = w.next()?.rsplit(':').next()?.parse().ok()?;
+        Some((slot, port))
+    }
+
+    /// Runs `args` for a key of `slot`.
+    fn exec(&mut self, slot: usize, args: &[String]) -> Reply {
+        let mut port = self.slots[slot];
+        for _ in 0..50 {
+            let r = self.conn(port).cmd(args);
+            match &r {
+                Reply::Error(e) if e.starts_with("MOVED ") => {
+                    let (s, p) = Self::redirect(e).expect("MOVED");
+                    self.slots[s] = p;
+                    port = p;
+                }
+                Reply::Error(e) if e.starts_with("ASK ") => {
+                    let (_, p) = Self::redirect(e).expect("ASK");
+                    let c = self.conn(p);
+                    c.cmd(&["ASKING"]);
+                    let r2 = c.cmd(args);
+                    match &r2 {
+                        Reply::Error(e) if e.starts_with("TRYAGAIN") => std::thread::sleep(Duration::from_millis(5)),
+                        _ => return r2,
+                    }
+                }
+                Reply::Error(e) if e.starts_with("TRYAGAIN") => std::thread::sleep(Duration::from_millis(5)),
+                _ => return r,
+            }
+        }
+        panic!("{args:?}: still redirected after 50 tries");
+    }
+}
+
+/// Producers add to streams of slots that `redis-cli --cluster reshard` moves to another
+/// primary meanwhile; consumers of two groups read with XS.READGROUP and ack most of what they
+/// get. Afterwards every acknowledged XS.ADD is in its stream exactly once, and per group the
+/// entries delivered are exactly those up to the group's last-delivered ID, each delivered
+/// once, the unacked ones pending with the consumer that got them and the acked ones not.
+#[test]
+fn cluster_reshard_under_load() {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let cl = Cluster::start(3);
+    let from = cl.owner(0);
+    let to = (from + 1) % cl.nodes.len();
+    let moved_slots = 300;
+    // Streams in the slots the reshard moves first (the source's lowest), and one that stays.
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    let mut i = 0;
+    while keys.len() < 6 {
+        let k = format!("rs{i}");
+        let s = cl.slot(&k) as usize;
+        if s < moved_slots / 2 {
+            keys.push((k, s));
+        }
+        i += 1;
+    }
+    let seed = cl.nodes[0].port();
+    let ops = env_usize("XSTREAM_RESHARD_OPS", 6_000);
+    let mut setup = ClusterClient::new(seed);
+    for (k, s) in &keys {
+        for g in ["g1", "g2"] {
+            let r = setup.exec(*s, &["XS.GROUP".into(), "CREATE".into(), k.clone(), g.into(), "$".into(), "MKSTREAM".into()]);
+            assert_eq!(r, Reply::Simple("OK".into()));
+        }
+    }
+    let produced: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+    // (key, group) -> consumer -> (delivered, acked)
+    type Seen = BTreeMap<(String, String), BTreeMap<String, (Vec<String>, BTreeSet<String>)>>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // The producer runs until the reshard is over (and at least `ops` adds).
+    let resharded = Arc::new(AtomicBool::new(false));
+    let adds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let producer = {
+        let (keys, produced, resharded, adds) = (keys.clone(), produced.clone(), resharded.clone(), adds.clone());
+        std::thread::spawn(move || {
+            let mut cc = ClusterClient::new(seed);
+            let mut n = 0;
+            while n < ops || !resharded.load(Ordering::SeqCst) {
+                let (k, s) = &keys[n % keys.len()];
+                let r = cc.exec(*s, &["XS.ADD".into(), k.clone(), "*".into(), "n".into(), n.to_string()]);
+                let id = match r {
+                    Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+                    other => panic!("XS.ADD: {other}"),
+                };
+                produced.lock().unwrap().entry(k.clone()).or_default().push(id);
+                n += 1;
+                adds.store(n, Ordering::SeqCst);
+            }
+            n
+        })
+    };
+    let consumers: Vec<_> = [("g1", "c1"), ("g1", "c2"), ("g2", "c3")]
+        .into_iter()
+        .map(|(g, cons)| {
+            let (keys, seen, stop) = (keys.clone(), seen.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut cc = ClusterClient::new(seed);
+                let mut round = 0usize;
+                loop {
+                    let done = stop.load(Ordering::SeqCst);
+                    let mut got = 0;
+                    for (k, s) in &keys {
+                        let r = cc.exec(*s, &["XS.READGROUP".into(), "GROUP".into(), g.into(), cons.into(), "COUNT".into(),
+                                              "10".into(), "STREAMS".into(), k.clone(), ">".into()]);
+                        let ids: Vec<String> = match &r {
+                            Reply::Nil => vec![],
+                            Reply::Array(a) => a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect(),
+                            other => panic!("XS.READGROUP: {other}"),
+                        };
+                        got += ids.len();
+                        let to_ack: Vec<String> = ids.iter().enumerate().filter(|(j, _)| (round + j) % 7 != 0)
+                            .map(|(_, id)| id.clone()).collect();
+                        if !to_ack.is_empty() {
+                            let mut a = vec!["XS.ACK".to_string(), k.clone(), g.to_string()];
+                            a.extend(to_ack.iter().cloned());
+                            let r = cc.exec(*s, &a);
+                            assert_eq!(r, Reply::Int(to_ack.len() as i64), "XS.ACK {a:?}");
+                        }
+                        let mut sn = seen.lock().unwrap();
+                        let e = sn.entry((k.clone(), g.to_string())).or_default().entry(cons.to_string()).or_default();
+                        e.0.extend(ids);
+                        e.1.extend(to_ack);
+                        round += 1;
+                    }
+                    if done && got == 0 {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+
+    // The reshard, while the load runs.
+    std::thread::sleep(Duration::from_millis(100));
+    let adds_before = adds.load(Ordering::SeqCst);
+    let out = Command::new(redis_tool_bin("redis-cli"))
+        .args(["--cluster", "reshard", &format!("127.0.0.1:{seed}"), "--cluster-from", &cl.node_id(from),
+               "--cluster-to", &cl.node_id(to), "--cluster-slots", &moved_slots.to_string(), "--cluster-yes"])
+        .output()
+        .expect("redis-cli --cluster reshard");
+    assert!(out.status.success(), "reshard: {}", String::from_utf8_lossy(&out.stdout));
+    let adds_during = adds.load(Ordering::SeqCst) - adds_before;
+    resharded.store(true, Ordering::SeqCst);
+    let ops = producer.join().expect("producer");
+    assert!(adds_during > 0, "no add ran during the reshard");
+    stop.store(true, Ordering::SeqCst);
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    cl.wait_ok();
+    for (_, s) in &keys {
+        assert_eq!(cl.owner(*s as i64), to, "slot {s} did not move");
+    }
+
+    // Checks, on the new owner.
+    let mut cc = ClusterClient::new(seed);
+    let produced = produced.lock().unwrap();
+    let seen = seen.lock().unwrap();
+    let mut total = 0;
+    for (k, s) in &keys {
+        let want = produced.get(k).cloned().unwrap_or_default();
+        let r = cc.exec(*s, &["XS.RANGE".into(), k.clone(), "-".into(), "+".into()]);
+        let have: Vec<String> = r.as_array().iter().map(|e| e.as_array()[0].text()).collect();
+        assert_eq!(have, want, "{k}: entries differ from the acknowledged XS.ADDs");
+        total += have.len();
+        for g in ["g1", "g2"] {
+            let per = seen.get(&(k.clone(), g.to_string())).cloned().unwrap_or_default();
+            let mut delivered: Vec<String> = per.values().flat_map(|(d, _)| d.clone()).collect();
+            let n = delivered.len();
+            delivered.sort_by_key(|id| parse_id(id.as_bytes()).unwrap_or((0, 0)));
+            delivered.dedup();
+            assert_eq!(delivered.len(), n, "{k}/{g}: an entry was delivered twice");
+            let info = cc.exec(*s, &["XS.INFO".into(), "GROUPS".into(), k.clone()]);
+            let grp = info.as_array().iter().find(|x| x.field("name").map(|n| n.text()) == Some(g.to_string())).cloned()
+                .expect("group");
+            let last = grp.field("last-delivered-id").expect("last-delivered-id").text();
+            let last = parse_id(last.as_bytes()).unwrap_or((0, 0));
+            let upto: Vec<String> = have.iter().filter(|id| parse_id(id.as_bytes()).unwrap_or((0, 0)) <= last).cloned().collect();
+            assert_eq!(delivered, upto, "{k}/{g}: delivered entries are not those up to last-delivered-id");
+            let pend = cc.exec(*s, &["XS.PENDING".into(), k.clone(), g.into(), "-".into(), "+".into(), "1000000".into()]);
+            let pending: BTreeSet<(String, String)> = pend.as_array().iter().map(|e| (e.as_array()[0].text(), e.as_array()[1].text())).collect();
+            let expect: BTreeSet<(String, String)> = per.iter()
+                .flat_map(|(cons, (d, a))| d.iter().filter(|id| !a.contains(*id)).map(move |id| (id.clone(), cons.clone())))
+                .collect();
+            assert_eq!(pending, expect, "{k}/{g}: PEL differs from what was delivered and not acked");
+        }
+    }
+    assert_eq!(total, ops);
+    report(&format!("cluster_reshard_under_load: {ops} acknowledged adds over {} streams ({adds_during} while {moved_slots} slots moved), 0 lost, groups consistent", keys.len()));
 }
