@@ -15,6 +15,10 @@
 //!   consumer continues with `>`, and the old owner redirects.
 //! - `cluster_blocked_reader_redirected`: XREAD / XREADGROUP blocked on a key whose slot moves
 //!   are released with the built-in's redirects.
+//! - `cluster_failover_keeps_acknowledged_writes`: 3 primaries + 3 replicas; kill -9 of the
+//!   primary serving a stream under load (adds and acks confirmed by WAIT 1), automatic
+//!   promotion, then the old primary rejoins and takes over again with CLUSTER FAILOVER: no
+//!   confirmed add lost, no confirmed ack pending again, the consumer continues with `>`.
 //! - `cluster_reshard_under_load`: `redis-cli --cluster reshard` of 300 slots while a producer
 //!   adds and three consumers of two groups read and ack through a redirect-following client;
 //!   0 acknowledged adds lost, every group's deliveries and PEL consistent.
@@ -42,19 +46,24 @@ fn free_bus_port() -> u16 {
 
 impl Cluster {
     fn start(primaries: usize) -> Cluster {
-        let nodes: Vec<Server> = (0..primaries)
+        Cluster::start_with(primaries, 0, 5000)
+    }
+
+    /// `primaries` primaries, each with `replicas` replicas (nodes after the primaries).
+    fn start_with(primaries: usize, replicas: usize, node_timeout_ms: u64) -> Cluster {
+        let nodes: Vec<Server> = (0..primaries * (1 + replicas))
             .map(|_| {
                 Server::builder()
                     .arg("--cluster-enabled", "yes")
                     .arg("--cluster-config-file", "nodes.conf")
-                    .arg("--cluster-node-timeout", "5000")
+                    .arg("--cluster-node-timeout", &node_timeout_ms.to_string())
                     .arg("--cluster-port", &free_bus_port().to_string())
                     .start()
             })
             .collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
-        args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+        args.extend(["--cluster-replicas".into(), replicas.to_string(), "--cluster-yes".into()]);
         let out = Command::new(redis_tool_bin("redis-cli")).args(&args).output().expect("redis-cli");
         assert!(
             out.status.success(),
@@ -89,9 +98,9 @@ impl Cluster {
     /// Index of the node that owns `slot`.
     fn owner(&self, slot: i64) -> usize {
         for (i, n) in self.nodes.iter().enumerate() {
-            let r = n.conn().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]);
-            let _ = r;
-            let nodes = n.conn().cmd(&["CLUSTER", "NODES"]).text();
+            let Ok(mut c) = Conn::try_connect(n.port()) else { continue };
+            let Ok(r) = c.try_cmd(&["CLUSTER", "NODES"]) else { continue };
+            let nodes = r.text();
             let me = nodes.lines().find(|l| l.contains("myself")).unwrap_or_default().to_string();
             for range in me.split_whitespace().skip(8) {
                 let (a, b) = match range.split_once('-') {
@@ -621,4 +630,150 @@ fn cluster_reshard_under_load() {
     }
     assert_eq!(total, ops);
     report(&format!("cluster_reshard_under_load: {ops} acknowledged adds over {} streams ({adds_during} while {moved_slots} slots moved), 0 lost, groups consistent", keys.len()));
+}
+
+/// A client that also survives a dead node: on a connection error it forgets the node, reloads
+/// the slot map from the other nodes and retries (a write's outcome is then unknown: it is not
+/// counted as acknowledged, as a client would retry or give up).
+struct FailoverClient {
+    ports: Vec<u16>,
+    inner: ClusterClient,
+}
+
+impl FailoverClient {
+    fn new(ports: Vec<u16>) -> FailoverClient {
+        FailoverClient { inner: ClusterClient::new(ports[0]), ports }
+    }
+
+    /// `Some(reply)`, or None when the node died under the command.
+    fn exec(&mut self, slot: usize, args: &[String]) -> Option<Reply> {
+        let t0 = Instant::now();
+        loop {
+            let port = self.inner.slots[slot];
+            let ok = Conn::try_connect(port).is_ok();
+            if ok {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.inner.exec(slot, args)));
+                match r {
+                    Ok(Reply::Error(e)) if e.starts_with("CLUSTERDOWN") => {}
+                    Ok(r) => return Some(r),
+                    Err(_) => {
+                        self.inner.conns.remove(&port);
+                        return None;
+                    }
+                }
+            }
+            self.inner.conns.remove(&port);
+            assert!(t0.elapsed() < Duration::from_secs(60), "{args:?}: no node serves slot {slot}");
+            std::thread::sleep(Duration::from_millis(100));
+            for &p in &self.ports.clone() {
+                if p != port && Conn::try_connect(p).is_ok() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.inner.refresh(p)));
+                }
+            }
+        }
+    }
+}
+
+/// kill -9 of the primary serving a stream while a producer adds (each add confirmed by `WAIT
+/// 1`) and a consumer reads and acks: its replica is promoted; every add confirmed before the
+/// crash is on the new primary, every ack confirmed is not pending there, and the consumer goes
+/// on with `>`. Then a manual CLUSTER FAILOVER back, with nothing lost.
+#[test]
+fn cluster_failover_keeps_acknowledged_writes() {
+    use std::collections::BTreeSet;
+    let mut cl = Cluster::start_with(3, 1, 1000);
+    let key = "{fo}s";
+    let slot = cl.slot(key) as usize;
+    let ports: Vec<u16> = cl.nodes.iter().map(|n| n.port()).collect();
+    let mut cc = FailoverClient::new(ports.clone());
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(cc.exec(slot, &s(&["XS.GROUP", "CREATE", key, "g", "$", "MKSTREAM"])), Some(Reply::Simple("OK".into())));
+    let mut confirmed: Vec<String> = Vec::new();
+    let mut acked: BTreeSet<String> = BTreeSet::new();
+    // Half the adds before the crash, a few after (the promoted node has no replica left to
+    // confirm them, so WAIT times out quickly and those are not counted as confirmed).
+    let before_kill = env_usize("XSTREAM_FAILOVER_OPS", 500);
+    let ops = before_kill + 30;
+    let mut killed = None;
+    for n in 0..ops {
+        if n == before_kill {
+            let owner = cl.owner(slot as i64);
+            cl.nodes[owner].kill9();
+            killed = Some(owner);
+        }
+        let Some(Reply::Bulk(id)) = cc.exec(slot, &s(&["XS.ADD", key, "*", "n", &n.to_string()])) else { continue };
+        if cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1)) {
+            confirmed.push(String::from_utf8_lossy(&id).into_owned());
+        }
+        if n % 5 == 4 {
+            let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", key, ">"]));
+            if let Some(Reply::Array(a)) = r {
+                let ids: Vec<String> = a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect();
+                let mut ack = s(&["XS.ACK", key, "g"]);
+                ack.extend(ids.iter().cloned());
+                if !ids.is_empty()
+                    && cc.exec(slot, &ack).is_some()
+                    && cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1))
+                {
+                    acked.extend(ids);
+                }
+            }
+        }
+    }
+    let killed = killed.expect("killed");
+    // The promoted replica has everything that WAIT confirmed.
+    let check = |cc: &mut FailoverClient, what: &str| {
+        let r = cc.exec(slot, &s(&["XS.RANGE", key, "-", "+"])).expect("XS.RANGE");
+        let have: BTreeSet<String> = r.as_array().iter().map(|e| e.as_array()[0].text()).collect();
+        let lost: Vec<&String> = confirmed.iter().filter(|id| !have.contains(*id)).collect();
+        assert!(lost.is_empty(), "{what}: {} confirmed adds lost: {lost:?}", lost.len());
+        let pend = cc.exec(slot, &s(&["XS.PENDING", key, "g", "-", "+", "100000"])).expect("XS.PENDING");
+        let pending: BTreeSet<String> = pend.as_array().iter().map(|e| e.as_array()[0].text()).collect();
+        let back: Vec<&String> = acked.iter().filter(|id| pending.contains(*id)).collect();
+        assert!(back.is_empty(), "{what}: confirmed acks pending again: {back:?}");
+        have.len()
+    };
+    let after_crash = check(&mut cc, "after kill -9");
+    let new_owner = cl.owner(slot as i64);
+    assert_ne!(new_owner, killed);
+    // The consumer continues with `>` on the promoted node.
+    let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", key, ">"])).expect("read");
+    assert!(!r.is_error(), "{r}");
+    // The old primary comes back as a replica; a manual failover makes it primary again.
+    cl.nodes[killed].restart();
+    let t0 = Instant::now();
+    loop {
+        let role = Conn::connect(cl.nodes[killed].port()).cmd(&["ROLE"]);
+        let synced = role.as_array().first().map(|r| r.text()) == Some("slave".into())
+            && role.as_array().get(3).map(|r| r.text()) == Some("connected".into());
+        if synced {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "old primary did not rejoin: {role}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A manual failover right after the node rejoined can time out while the others still
+    // flag it as failed: asked again every 6 s (its timeout is 5 s).
+    let t0 = Instant::now();
+    let mut asked = Instant::now() - Duration::from_secs(10);
+    while cl.owner(slot as i64) != killed {
+        if asked.elapsed() > Duration::from_secs(6) {
+            let r = Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "FAILOVER"]);
+            assert_eq!(r, Reply::Simple("OK".into()));
+            asked = Instant::now();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "manual failover did not complete:\n{}\n{}",
+            Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "NODES"]).text(),
+            cl.nodes[killed].log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after_manual = check(&mut cc, "after CLUSTER FAILOVER");
+    assert!(after_manual >= after_crash);
+    report(&format!(
+        "cluster_failover: {} adds confirmed by WAIT, {} acks; kill -9 + promotion and a manual failover back: 0 lost",
+        confirmed.len(), acked.len()
+    ));
 }
