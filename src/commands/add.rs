@@ -1,12 +1,13 @@
-//! XS.ADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
 //!
-//! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply).
+//! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply). The
+//! options come in any order before the ID; the reference policy (8.2) once.
 
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
-use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
+use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
 const ARGS_INLINE: usize = 16;
@@ -18,6 +19,8 @@ pub struct AddTrimArgs {
     pub id: Option<(StreamId, SeqGiven)>,
     pub no_mkstream: bool,
     pub trim: Option<Trim>,
+    /// KEEPREF (default), DELREF or ACKED: what trimming does to referenced entries.
+    pub policy: RefPolicy,
     /// Index of the threshold argument (rewritten when an approximate trim is propagated).
     pub trim_arg_idx: usize,
 }
@@ -30,6 +33,7 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     let mut approx = false;
     let mut limit: i64 = 0;
     let mut limit_given = false;
+    let mut policy_given = false;
     let mut i = 2;
     while i < argc {
         let moreargs = argc - 1 - i;
@@ -70,6 +74,11 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             i += 1;
         } else if xadd && is_kw(opt, "nomkstream") {
             a.no_mkstream = true;
+        } else if let Some(p) = RefPolicy::from_keyword(cstr(opt)).filter(|_| !policy_given) {
+            // A second policy is not an option: XADD reads it as the ID, XTRIM
+            // answers a syntax error (the branches below).
+            a.policy = p;
+            policy_given = true;
         } else if xadd {
             let parsed = StreamId::parse(opt, 0, true, true).ok_or(Error::InvalidId)?;
             a.id = Some(parsed);
@@ -179,7 +188,7 @@ pub fn run(c: &Ctx) -> Result<()> {
 
     let mut threshold = None;
     if let Some(t) = &args.trim {
-        if s.trim(t) > 0 {
+        if s.trim_with(t, args.policy) > 0 {
             c.notify(c"xtrim", 1);
         }
         if t.approx {

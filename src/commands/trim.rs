@@ -1,4 +1,4 @@
-//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
+//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF|DELREF|ACKED]
 
 use super::add::{exact_threshold, parse_add_or_trim};
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
-    let deleted = s.trim(&t);
+    let deleted = s.trim_with(&t, args.policy);
     if deleted > 0 {
         c.notify(c"xtrim", 1);
         // Propagation: only when something changed; an approximate trim goes out

@@ -18,10 +18,12 @@
 pub mod group;
 pub mod id;
 pub mod node;
+pub mod policy;
 pub mod validate;
 
 pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID};
 pub use id::{SeqGiven, StreamId};
+pub use policy::{DelOutcome, RefPolicy};
 
 use crate::listpack::{Listpack, Value};
 use crate::rax::{Rax, SeekOp};
@@ -449,8 +451,24 @@ impl Stream {
         deleted
     }
 
-    /// Trims from the head (streamTrim). Returns the number of entries removed.
+    /// Trims from the head (streamTrim) with the KEEPREF policy. Returns the number
+    /// of entries removed.
     pub fn trim(&mut self, t: &Trim) -> u64 {
+        self.trim_with(t, RefPolicy::KeepRef)
+    }
+
+    /// Trims from the head (streamTrim of 8.2) under a reference policy. Returns
+    /// the number of entries removed.
+    ///
+    /// KEEPREF is the 7.x walk: whole nodes are dropped while they are eligible,
+    /// `~` stops at the first node that is not, an exact trim marks entries of
+    /// that node deleted. DELREF and ACKED never drop a node blindly: every
+    /// eligible node is walked entry by entry (DELREF removes each entry from the
+    /// PELs first, ACKED skips referenced entries and goes on with later ones);
+    /// a node left without live entries is freed, and the walk goes on to the
+    /// next node after an eligible one, with `~` too. LIMIT is checked per node.
+    pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> u64 {
+        let min_last = if policy == RefPolicy::Acked { policy::min_last_id(&self.groups) } else { None };
         let mut deleted: i64 = 0;
         let mut key = Vec::with_capacity(16);
         let mut seek_key: Vec<u8> = Vec::new();
@@ -475,7 +493,7 @@ impl Stream {
                     node::last_entry_id(lp, master_id).unwrap_or(master_id) < minid
                 }
             };
-            if remove_node {
+            if remove_node && policy == RefPolicy::KeepRef {
                 self.rax.remove(&key);
                 self.length -= entries as u64;
                 deleted += entries;
@@ -485,7 +503,7 @@ impl Stream {
                 seek_key.extend_from_slice(&key);
                 continue;
             }
-            if t.approx {
+            if t.approx && !remove_node {
                 break;
             }
             // Mark entries of this node deleted until the condition holds.
@@ -503,6 +521,18 @@ impl Stream {
                 }
                 let mut next = e.next_off;
                 if e.flags & FLAG_DELETED == 0 {
+                    match policy {
+                        RefPolicy::KeepRef => {}
+                        RefPolicy::DelRef => {
+                            policy::unref_everywhere(&mut self.groups, e.id);
+                        }
+                        RefPolicy::Acked => {
+                            if policy::is_referenced(&self.groups, min_last, e.id) {
+                                p = next;
+                                continue;
+                            }
+                        }
+                    }
                     let before = lp.bytes_len();
                     lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
                     // Flags are tiny integers: their size never changes, but stay exact.
@@ -514,8 +544,24 @@ impl Stream {
                 p = next;
             }
             deleted += deleted_from_lp;
-            node::set_counts(lp, entries - deleted_from_lp, marked_deleted + deleted_from_lp);
-            break;
+            let left = entries - deleted_from_lp;
+            node::set_counts(lp, left, marked_deleted + deleted_from_lp);
+            if policy == RefPolicy::KeepRef {
+                break;
+            }
+            if left == 0 {
+                // Every entry of the node is gone: free it and go on from its key.
+                self.rax.remove(&key);
+            } else if !remove_node {
+                break;
+            }
+            op = SeekOp::Ge;
+            seek_key.clear();
+            seek_key.extend_from_slice(&key);
+            if left != 0 {
+                // Go on with the node after this one.
+                op = SeekOp::Gt;
+            }
         }
         if self.length == 0 {
             self.first_id = StreamId::MIN;
