@@ -891,3 +891,5 @@ impl<'a> Iterator for RangeIter<'a> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod policy_tests;
