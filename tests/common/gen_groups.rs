@@ -13,7 +13,8 @@
 //!  - one server: names that Redis formats from the command itself (`'xs.claim'`, `Try XS.GROUP
 //!    HELP.`) are accepted unless XSTREAM_DIFF_STRICT_NAMES=1 (two servers: never).
 //!
-//! Commands: XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
+//! Commands: XDELEX / XACKDEL (Redis 8.2; where a side lacks them, emulated there with XDEL /
+//! XACK / XPENDING, `emulate_delex`), XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
 //! history, COUNT, NOACK, several keys), XREAD, XACK, XPENDING (summary, extended, IDLE,
 //! consumer), XCLAIM (IDLE, TIME, RETRYCOUNT, FORCE, JUSTID, LASTID), XAUTOCLAIM (COUNT, JUSTID),
 //! XINFO GROUPS/CONSUMERS/STREAM [FULL [COUNT n]], mixed with XADD/XDEL/XTRIM/XSETID/XRANGE/
@@ -123,6 +124,8 @@ struct Runner {
     norm: Normalizer,
     checks: usize,
     events: BTreeMap<&'static str, usize>,
+    /// Whether each side's server has XDELEX / XACKDEL (else they are emulated there).
+    delex_native: [bool; 2],
 }
 
 impl Runner {
@@ -475,6 +478,7 @@ impl Runner {
             25,  // 13 XREAD
             3,   // 14 DEL
             12,  // 15 wrong arity / junk
+            30,  // 16 XDELEX / XACKDEL (8.2)
         ]);
         let key = Tok::Key(k);
         let mut kind = Kind::Other;
@@ -822,6 +826,7 @@ impl Runner {
                 kind = Kind::Del(k);
                 vec![lit("DEL"), key]
             }
+            16 => self.op_delex(k),
             _ => match self.rng.below(16) {
                 0 => vec![Tok::Cmd("XREADGROUP")],
                 1 => vec![Tok::Cmd("XREADGROUP"), lit("GROUP"), lit("g1")],
@@ -854,6 +859,44 @@ impl Runner {
             },
         };
         Op { toks, kind }
+    }
+
+    /// XDELEX / XACKDEL (Redis 8.2), well formed: a policy (or none) before or after the IDS
+    /// block, IDs pending in the group (or some group) and near the key's IDs.
+    fn op_delex(&mut self, k: usize) -> Vec<Tok> {
+        let km = k.min(NKEYS - 1);
+        let ack = self.rng.pct(50);
+        let g = self.group(km);
+        let pel = self.a_pel(k, &g, None);
+        let mut t = vec![Tok::Cmd(if ack { "XACKDEL" } else { "XDELEX" }), Tok::Key(k)];
+        if ack {
+            t.push(Tok::Lit(g));
+        }
+        let n = self.rng.range(1, 4);
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            if !pel.is_empty() && self.rng.pct(60) {
+                ids.push(Tok::Lit(pel[self.rng.below(pel.len() as u64) as usize].clone()));
+            } else {
+                ids.push(Tok::Lit(id_b(self.some_id(km))));
+            }
+        }
+        let policy = match self.rng.below(4) {
+            0 => None,
+            1 => Some("KEEPREF"),
+            2 => Some(if self.rng.pct(90) { "DELREF" } else { "delref" }),
+            _ => Some("ACKED"),
+        };
+        let before = self.rng.pct(70);
+        if let (Some(p), true) = (policy, before) {
+            t.push(lit(p));
+        }
+        t.extend([lit("IDS"), lit(n.to_string())]);
+        t.extend(ids);
+        if let (Some(p), false) = (policy, before) {
+            t.push(lit(p));
+        }
+        t
     }
 
     fn op_xadd(&mut self, k: usize) -> Op {
@@ -1308,6 +1351,28 @@ impl Runner {
         ra
     }
 
+    /// XDELEX / XACKDEL where a side's server has no such command (Redis < 8.2 built-in): that
+    /// side runs [`emulate_delex`] (XDEL / XACK / XPENDING / XINFO GROUPS) and the replies are
+    /// compared; both sides plainly, without the dirty-counter check (the emulation is several
+    /// commands). The XINFO checks then compare the resulting state as for every other op.
+    fn exec_emulated(&mut self, i: usize, toks: &[Tok]) -> Reply {
+        let ca = self.pair.render(toks, 0, &[]);
+        let cb = self.pair.render(toks, 1, &[]);
+        self.book.log_cmd(&ca);
+        let mut out = Vec::new();
+        for (side, args) in [(0, &ca), (1, &cb)] {
+            let c = self.pair.conn(side);
+            out.push(if self.delex_native[side] { c.cmd(args) } else { emulate_delex(c, args) });
+        }
+        let (ba, bb) = (resp2_of(&out[0]), resp2_of(&out[1]));
+        if out[0] != out[1] {
+            self.book.fail(i, &ca, &cb, &ba, &bb, None, " [XDELEX/XACKDEL; emulated on the side(s) without it]");
+        }
+        *self.events.entry("XDELEX/XACKDEL compared").or_insert(0) += 1;
+        self.book.op(i, &ca, &ba, 240);
+        out.swap_remove(0)
+    }
+
     /// Counts the interesting situations side A's replies show (coverage evidence, reported at
     /// the end): `[id, nil]` entries, XAUTOCLAIM deleted IDs, lag unknown, old delivery times...
     fn count_events(&mut self, ca: &[Vec<u8>], ba: &[u8], na: &[u8]) {
@@ -1477,7 +1542,10 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         norm,
         checks: 0,
         events: BTreeMap::new(),
+        delex_native: [false; 2],
     };
+    let a_has = matches!(r.pair.a.cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first(), Some(Reply::Array(_)));
+    r.delex_native = [a_has, a_has || r.pair.module || r.pair.two_servers()];
     r.apply_limits();
     let (n2, n3) = (o.n2, o.n3);
     let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
@@ -1497,7 +1565,8 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
             r.full_check(i);
         }
         let op = r.gen_op();
-        let ra = r.exec(i, &op.toks, "");
+        let emulate = matches!(op.toks.first(), Some(Tok::Cmd("XDELEX" | "XACKDEL"))) && !(r.delex_native[0] && r.delex_native[1]);
+        let ra = if emulate { r.exec_emulated(i, &op.toks) } else { r.exec(i, &op.toks, "") };
         if ra.is_error() {
             errors += 1;
         }
@@ -1524,4 +1593,86 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     r.pair.report_paths();
     r.book.summary(done);
     done
+}
+
+/// The RESP2 bytes of a reply made of integers, arrays and errors (for the failure report).
+fn resp2_of(r: &Reply) -> Vec<u8> {
+    match r {
+        Reply::Int(n) => format!(":{n}\r\n").into_bytes(),
+        Reply::Error(e) => format!("-{e}\r\n").into_bytes(),
+        Reply::Array(v) => {
+            let mut out = format!("*{}\r\n", v.len()).into_bytes();
+            for x in v {
+                out.extend(resp2_of(x));
+            }
+            out
+        }
+        other => format!("+{other}\r\n").into_bytes(),
+    }
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// XDELEX / XACKDEL of Redis 8.2 (REDIS8.md 3.3, 3.4) for a built-in that lacks them, from
+/// the 7.0 commands, for the well-formed calls of [`Runner::op_delex`]: the missing key (or
+/// group) answers -1 per ID; ACKED keeps an entry some group has not been delivered (its last
+/// ID below the entry's) or holds in its PEL (XPENDING of that ID); DELREF XACKs the ID in
+/// every group first; the deletion is an XDEL. XACKDEL acks in its group first (-1 if it was
+/// not pending there) and answers 1 whenever deletion was allowed.
+fn emulate_delex(c: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    let ack = args[0].eq_ignore_ascii_case(b"XACKDEL");
+    let key = args[1].clone();
+    let mut i = if ack { 3 } else { 2 };
+    let mut policy = b"KEEPREF".to_vec();
+    let mut ids: Vec<Vec<u8>> = Vec::new();
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"IDS") {
+            let n: usize = String::from_utf8_lossy(&args[i + 1]).parse().expect("numids");
+            ids = args[i + 2..i + 2 + n].to_vec();
+            i += n + 2;
+        } else {
+            policy = args[i].to_ascii_uppercase();
+            i += 1;
+        }
+    }
+    let all = |v: i64| Reply::Array(vec![Reply::Int(v); ids.len()]);
+    match c.cmd(&[b"TYPE".as_slice(), &key]) {
+        Reply::Simple(t) if t == "none" => return all(-1),
+        Reply::Simple(t) if t == "stream" => {}
+        _ => return Reply::Error(WRONGTYPE.into()),
+    }
+    let mut groups: Vec<(Vec<u8>, (u64, u64))> = Vec::new();
+    for g in c.cmd(&[b"XINFO".as_slice(), b"GROUPS", &key]).as_array() {
+        let name = g.field("name").and_then(|n| n.as_bytes()).expect("group name").to_vec();
+        let last = g.field("last-delivered-id").and_then(|n| n.as_bytes()).and_then(parse_id).expect("last id");
+        groups.push((name, last));
+    }
+    if ack && !groups.iter().any(|(n, _)| *n == args[2]) {
+        return all(-1);
+    }
+    let referenced = |c: &mut Conn, id: &[u8]| -> bool {
+        let idt = parse_id(id).expect("generated IDs are valid");
+        !groups.is_empty()
+            && (groups.iter().any(|(_, last)| *last < idt)
+                || groups.iter().any(|(g, _)| !c.cmd(&[b"XPENDING".as_slice(), &key, g, id, id, b"1"]).as_array().is_empty()))
+    };
+    let mut out = Vec::new();
+    for id in &ids {
+        if ack && c.cmd(&[b"XACK".as_slice(), &key, &args[2], id]) != Reply::Int(1) {
+            out.push(Reply::Int(-1));
+            continue;
+        }
+        if policy == b"ACKED" && referenced(c, id) {
+            out.push(Reply::Int(2));
+            continue;
+        }
+        if policy == b"DELREF" {
+            for (g, _) in &groups {
+                c.cmd(&[b"XACK".as_slice(), &key, g, id]);
+            }
+        }
+        let deleted = c.cmd(&[b"XDEL".as_slice(), &key, id]) == Reply::Int(1);
+        out.push(Reply::Int(if deleted || ack { 1 } else { -1 }));
+    }
+    Reply::Array(out)
 }
