@@ -133,7 +133,7 @@ fn xdelex_keepref_and_duplicates() {
         // The PELs still hold 1-0, which now reads as [1-0, nil].
         assert_eq!(pending(c, "s", "g1"), 2);
         let r = c.cmd(&["XS.READGROUP", "GROUP", "g1", "c", "STREAMS", "s", "0"]);
-        let entries = r.field("s").map(|v| v.clone()).unwrap_or_else(|| r.as_array()[0].as_array()[1].clone());
+        let entries = r.field("s").cloned().unwrap_or_else(|| r.as_array()[0].as_array()[1].clone());
         assert_eq!(entries.as_array()[0], Reply::Array(vec![Reply::Bulk(b"1-0".to_vec()), Reply::Nil]));
         // max-deleted-entry-id and first-entry follow the deletions, as XDEL.
         let info = c.cmd(&["XS.INFO", "STREAM", "s"]);
@@ -376,7 +376,7 @@ fn xadd_policy_position_and_repeats() {
         assert_eq!(c.cmd(&["XS.ADD", "s", "KEEPREF", "1-0", "f", "v"]).text(), "1-0");
         assert_eq!(c.cmd(&["XS.ADD", "s", "delref", "NOMKSTREAM", "MAXLEN", "5", "2-0", "f", "v"]).text(), "2-0");
         assert_eq!(c.cmd(&["XS.ADD", "s", "MAXLEN", "~", "5", "Acked", "LIMIT", "10", "3-0", "f", "v"]).text(), "3-0");
-        assert_eq!(c.cmd(&["XS.ADD", "s", "ACKED", "*", "f", "v"]).is_error(), false);
+        assert!(!c.cmd(&["XS.ADD", "s", "ACKED", "*", "f", "v"]).is_error());
         let bad = err("ERR Invalid stream ID specified as stream command argument");
         assert_eq!(c.cmd(&["XS.ADD", "s", "ACKED", "KEEPREF", "9-0", "f", "v"]), bad);
         assert_eq!(c.cmd(&["XS.ADD", "s", "ACKED", "acked", "9-0", "f", "v"]), bad);

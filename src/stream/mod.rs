@@ -617,8 +617,9 @@ impl Stream {
     /// A `>` read of group `gname` by consumer `slot` (streamReplyWithRange with a
     /// group): entries after `start`, at most `count` (0 = all). For each entry,
     /// advances the group's last ID and read counter, records the delivery in the
-    /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`. Returns
-    /// (entries, whether the group's last ID changed).
+    /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`, which
+    /// answers whether to go on (MAXSIZE / MAXCOUNT: the next entry is then neither
+    /// delivered nor recorded). Returns (entries, whether the group's last ID changed).
     #[expect(clippy::too_many_arguments, reason = "one call site; these are XREADGROUP's parameters")]
     pub fn read_group_new(
         &mut self,
@@ -629,7 +630,7 @@ impl Stream {
         noack: bool,
         now: i64,
         rules: LagRules,
-        mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId),
+        mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId) -> bool,
     ) -> (u64, bool) {
         let meta = self.meta(rules);
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
@@ -643,9 +644,9 @@ impl Stream {
                 last_changed = true;
             }
             let nack = if noack { None } else { Some(g.deliver_new(id, slot, now)) };
-            emit(e, nack, g.last_id);
+            let more = emit(e, nack, g.last_id);
             n += 1;
-            if count != 0 && n == count {
+            if !more || (count != 0 && n == count) {
                 break;
             }
         }
@@ -654,7 +655,8 @@ impl Stream {
 
     /// A history read (XREADGROUP with an ID): the consumer's pending entries from
     /// `start`, at most `count` (0 = all). Each one still in the stream counts as a
-    /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile.
+    /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile, and
+    /// answers whether to go on (the entries after are then not touched).
     pub fn read_group_history(
         &mut self,
         gname: &[u8],
@@ -662,7 +664,7 @@ impl Stream {
         start: StreamId,
         count: u64,
         now: i64,
-        mut emit: impl FnMut(StreamId, Option<Entry<'_>>),
+        mut emit: impl FnMut(StreamId, Option<Entry<'_>>) -> bool,
     ) -> u64 {
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
         let Some(c) = g.consumer(slot) else { return 0 };
@@ -675,6 +677,7 @@ impl Stream {
             }
             ids.push(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
         }
+        let mut n = 0u64;
         for &id in &ids {
             let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
             if entry.is_some() {
@@ -683,9 +686,12 @@ impl Stream {
                     nack.delivery_count = nack.delivery_count.wrapping_add(1);
                 }
             }
-            emit(id, entry);
+            n += 1;
+            if !emit(id, entry) {
+                break;
+            }
         }
-        ids.len() as u64
+        n
     }
 }
 
