@@ -119,6 +119,9 @@ pub enum LagRules {
     /// estimate unknown; the read counter looks for tombstones after the group's
     /// last ID, not after the entry read.
     Redis8,
+    /// Redis 8.2 (#13958): the read counter is incremented only while the group's
+    /// last ID is not behind the first entry; otherwise it is estimated again.
+    Redis82,
 }
 
 /// The metadata the group read counters are computed from (copied so that the
@@ -156,7 +159,7 @@ impl Meta {
             return self.entries_added as i64;
         }
         // 8.0: fragmentation between `id` and the last generated ID.
-        if self.rules == LagRules::Redis8 && !id.is_zero() && id < self.max_deleted_entry_id {
+        if self.rules != LagRules::Redis7 && !id.is_zero() && id < self.max_deleted_entry_id {
             return ENTRIES_READ_INVALID;
         }
         if id == self.last_id {
@@ -179,7 +182,7 @@ impl Meta {
         if self.entries_added == 0 {
             return Some(0);
         }
-        if self.rules == LagRules::Redis8 {
+        if self.rules != LagRules::Redis7 {
             if self.length == 0 {
                 return Some(0);
             }
@@ -200,8 +203,9 @@ impl Meta {
 
     /// The read counter of a group that is delivered `id` (> its last ID).
     fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
-        let from = if self.rules == LagRules::Redis8 { g.last_id } else { id };
-        if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(from, StreamId::MAX) {
+        let from = if self.rules == LagRules::Redis7 { id } else { g.last_id };
+        let behind_first = self.rules == LagRules::Redis82 && g.last_id < self.first_id;
+        if g.entries_read != ENTRIES_READ_INVALID && !behind_first && !self.range_has_tombstones(from, StreamId::MAX) {
             g.entries_read.wrapping_add(1)
         } else if self.entries_added != 0 {
             self.estimate_distance(id)
