@@ -668,6 +668,103 @@ fn takeover_serves_xdelex_and_xackdel() {
     c.hello2();
     let mut rc = replica.conn();
     assert_eq!(digest(&mut rc, "s"), digest(&mut c, "s"));
-    assert_eq!(rc.cmd(&["XINFO", "STREAM", "s", "FULL"]), c.cmd(&["XINFO", "STREAM", "s", "FULL"]));
+    assert_eq!(rc.cmd(&["XINFO", "GROUPS", "s"]), c.cmd(&["XINFO", "GROUPS", "s"]));
     assert_eq!(rc.cmd(&["EXISTS", "t"]), c.cmd(&["EXISTS", "t"]));
+}
+
+/// DELREF / ACKED trims delete what the node layout lets them reach (`~` works by nodes; an
+/// exact ACKED MAXLEN stops after the first node it cannot drop), and node limits are not
+/// replicated: the primary sends the exact trim that deletes the same entries on any layout. A
+/// replica with other node limits ends with the same entries and PELs.
+#[test]
+fn policy_trims_replicate_across_node_layouts() {
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary);
+    let mut c = primary.conn();
+    let mut rc = replica.conn();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "3"]), ok());
+    assert_eq!(rc.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "7"]), ok());
+    // Nodes of three on the primary: 1-0 2-0 3-0 | 4-0 5-0 6-0, one node on the replica. With
+    // 2-0 pending, `MINID ~ 7-0 ACKED` deletes 1-0 3-0 4-0 5-0 6-0 on the primary, whose first
+    // entry is then the tombstone 1-0: sent as `MINID = 1-0 ACKED` it would delete nothing.
+    for i in 1..=6 {
+        c.cmd(&["XS.ADD", "fixed", &format!("{i}-0"), "f", "v"]);
+    }
+    c.cmd(&["XS.GROUP", "CREATE", "fixed", "g", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "fixed", ">"]);
+    assert_eq!(c.cmd(&["XS.ACK", "fixed", "g", "1-0", "3-0", "4-0", "5-0", "6-0"]), Reply::Int(5));
+    assert_eq!(c.cmd(&["XS.TRIM", "fixed", "MINID", "~", "7-0", "ACKED"]), Reply::Int(5));
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_eq!(rc.raw(&["XS.RANGE", "fixed", "-", "+"]), c.raw(&["XS.RANGE", "fixed", "-", "+"]));
+    assert_eq!(rc.cmd(&["XS.LEN", "fixed"]), Reply::Int(1));
+    let mut rng = Rng::from_env("policy_trims_replicate_across_node_layouts");
+    let mut next = 1u64;
+    for round in 0..400 {
+        let key = if round % 2 == 0 { "a" } else { "b" };
+        let policy = *rng.pick(&["DELREF", "ACKED", "ACKED"]);
+        let approx = if rng.pct(60) { "~" } else { "=" };
+        let trim: Vec<String> = if rng.pct(50) {
+            vec!["MAXLEN".into(), approx.into(), rng.range(0, 30).to_string()]
+        } else {
+            vec!["MINID".into(), approx.into(), format!("{}-0", next.saturating_sub(rng.range(0, 40)))]
+        };
+        match rng.below(6) {
+            0 | 1 => {
+                let mut cmd: Vec<String> = vec!["XS.ADD".into(), key.into()];
+                if rng.pct(40) {
+                    cmd.push(policy.into());
+                    cmd.extend(trim);
+                    if approx == "~" && rng.pct(30) {
+                        cmd.extend(["LIMIT".into(), rng.range(1, 10).to_string()]);
+                    }
+                }
+                cmd.extend([format!("{next}-0"), "f".into(), "v".into()]);
+                next += 1;
+                let r = c.cmd(&cmd);
+                assert!(!r.is_error(), "{r}");
+            }
+            2 => {
+                let mut cmd: Vec<String> = vec!["XS.TRIM".into(), key.into()];
+                cmd.extend(trim);
+                cmd.push(policy.into());
+                let r = c.cmd(&cmd);
+                assert!(!r.is_error(), "{} -> {r}", cmd.join(" "));
+            }
+            3 => {
+                if c.cmd(&["EXISTS", key]) == Reply::Int(1) {
+                    let g = *rng.pick(&["g1", "g2"]);
+                    c.cmd(&["XS.GROUP", "CREATE", key, g, "0"]);
+                    c.cmd(&["XS.READGROUP", "GROUP", g, "c", "COUNT", &rng.range(1, 8).to_string(), "STREAMS", key, ">"]);
+                }
+            }
+            _ => {
+                let g = *rng.pick(&["g1", "g2"]);
+                let p = c.cmd(&["XS.PENDING", key, g, "-", "+", "5"]);
+                if let Reply::Array(v) = p {
+                    for e in v.iter().filter(|_| rng.pct(70)) {
+                        c.cmd(&["XS.ACK", key, g, &e.as_array()[0].text()]);
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    for key in ["a", "b"] {
+        assert_eq!(rc.raw(&["XS.RANGE", key, "-", "+"]), c.raw(&["XS.RANGE", key, "-", "+"]), "entries of {key}");
+        for g in ["g1", "g2"] {
+            assert_eq!(rc.raw(&["XS.PENDING", key, g, "-", "+", "10000"]).len(), c.raw(&["XS.PENDING", key, g, "-", "+", "10000"]).len());
+            let ids = |c: &mut Conn| -> Vec<String> {
+                match c.cmd(&["XS.PENDING", key, g, "-", "+", "10000"]) {
+                    Reply::Array(v) => v.iter().map(|e| e.as_array()[0].text()).collect(),
+                    _ => Vec::new(),
+                }
+            };
+            assert_eq!(ids(&mut rc), ids(&mut c), "PEL of {g} on {key}");
+        }
+        assert_eq!(rc.raw(&["XS.INFO", "GROUPS", key]), c.raw(&["XS.INFO", "GROUPS", key]), "groups of {key}");
+        assert_ne!(
+            rc.cmd(&["XS.INFO", "STREAM", key]).field("radix-tree-keys"),
+            None,
+        );
+    }
 }

@@ -7,7 +7,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
-use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
+use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, Trimmed, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
 const ARGS_INLINE: usize = 16;
@@ -126,6 +126,25 @@ pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
     }
 }
 
+/// The keyword of a policy, for propagation.
+pub fn policy_word(p: RefPolicy) -> &'static [u8] {
+    match p {
+        RefPolicy::KeepRef => b"KEEPREF",
+        RefPolicy::DelRef => b"DELREF",
+        RefPolicy::Acked => b"ACKED",
+    }
+}
+
+/// The exact trim clause that repeats a DELREF / ACKED trim on any node layout:
+/// `MINID = <first ID not examined>`, or `MAXLEN = 0` when every entry was
+/// examined (Stream::trim_with).
+pub fn policy_threshold(done: &Trimmed) -> (&'static [u8], Vec<u8>) {
+    match done.examined_below {
+        Some(id) => (b"MINID", id.to_bytes()),
+        None => (b"MAXLEN", b"0".to_vec()),
+    }
+}
+
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, idpos) = parse_add_or_trim(c, true)?;
     let field_pos = idpos + 1;
@@ -187,19 +206,36 @@ pub fn run(c: &Ctx) -> Result<()> {
     c.notify(c"xadd", 1);
 
     let mut threshold = None;
+    let mut trimmed = None;
     if let Some(t) = &args.trim {
-        if s.trim_with(t, args.policy) > 0 {
+        let done = s.trim_with(t, args.policy);
+        if done.deleted > 0 {
             c.notify(c"xtrim", 1);
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));
         }
+        trimmed = Some(done);
     }
 
     // Propagation: the concrete ID instead of `*` / `ms-*`, and an approximate
     // trim as the exact one that gives the same result (COMPAT.md §4).
     let auto_id = !matches!(args.id, Some((_, SeqGiven::Yes)));
-    if !auto_id && threshold.is_none() {
+    if let (Some(done), true) = (trimmed, args.policy != RefPolicy::KeepRef) {
+        // DELREF / ACKED: which entries go depends on the node layout (which node
+        // limits, not replicated, decide), so the trim goes out as the exact one
+        // that deletes the same entries on any layout, or not at all when it
+        // deleted nothing: `XS.ADD key [policy MINID = <first not examined> |
+        // policy MAXLEN = 0] id field value ...`.
+        let th = policy_threshold(&done);
+        let mut argv: Vec<Arg> = vec![Arg::Orig(1)];
+        if done.deleted > 0 {
+            argv.extend([Arg::New(policy_word(args.policy)), Arg::New(th.0), Arg::New(b"="), Arg::New(&th.1)]);
+        }
+        argv.push(Arg::New(&id_text));
+        argv.extend((idpos + 1..c.argc()).map(Arg::Orig));
+        c.replicate(c"XS.ADD", &argv);
+    } else if !auto_id && threshold.is_none() {
         c.replicate_verbatim();
     } else {
         let mut argv: Vec<Arg> = (1..c.argc()).map(Arg::Orig).collect();

@@ -25,6 +25,7 @@ pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID}
 pub use id::{SeqGiven, StreamId};
 pub use policy::{DelOutcome, RefPolicy};
 
+
 use crate::listpack::{Listpack, Value};
 use crate::rax::{Rax, SeekOp};
 use node::{Master, EntryPos, FLAG_DELETED, FLAG_SAMEFIELDS};
@@ -86,6 +87,27 @@ pub struct Trim {
     pub approx: bool,
     /// Maximum entries to remove; 0 = unlimited.
     pub limit: i64,
+}
+
+/// What a trim did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Entries removed.
+    pub deleted: u64,
+    /// DELREF / ACKED: every entry below this ID was examined (None: every entry),
+    /// none above; see [`Stream::trim_with`]. None under KEEPREF.
+    pub examined_below: Option<StreamId>,
+}
+
+/// Where a trim's walk stopped.
+#[derive(Clone, Copy)]
+enum Frontier {
+    /// Past the last node.
+    End,
+    /// Before this node or entry.
+    At(StreamId),
+    /// Before the node the next seek finds.
+    NextNode,
 }
 
 /// A stream: the entries plus the metadata XINFO reports.
@@ -458,7 +480,7 @@ impl Stream {
     /// Trims from the head (streamTrim) with the KEEPREF policy. Returns the number
     /// of entries removed.
     pub fn trim(&mut self, t: &Trim) -> u64 {
-        self.trim_with(t, RefPolicy::KeepRef)
+        self.trim_with(t, RefPolicy::KeepRef).deleted
     }
 
     /// Trims from the head (streamTrim of 8.2) under a reference policy. Returns
@@ -471,25 +493,36 @@ impl Stream {
     /// PELs first, ACKED skips referenced entries and goes on with later ones);
     /// a node left without live entries is freed, and the walk goes on to the
     /// next node after an eligible one, with `~` too. LIMIT is checked per node.
-    pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> u64 {
+    ///
+    /// Under DELREF / ACKED the entries examined are those below
+    /// [`Trimmed::examined_below`]: every one of them (DELREF), or every one not
+    /// referenced (ACKED), was deleted. So the same result follows on any node
+    /// layout from an exact `MINID = examined_below` trim under the same policy
+    /// (or `MAXLEN = 0` when None): what replicas are sent.
+    pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> Trimmed {
         let min_last = if policy == RefPolicy::Acked { policy::min_last_id(&self.groups) } else { None };
         let mut deleted: i64 = 0;
         let mut key = Vec::with_capacity(16);
         let mut seek_key: Vec<u8> = Vec::new();
         let mut op = SeekOp::First;
+        // Where the walk stopped: at the next node (its master ID, found after the
+        // loop), at a node or entry already known, or past the last node.
+        let mut frontier = Frontier::End;
         loop {
             if let TrimStrategy::MaxLen(maxlen) = t.strategy {
                 if self.length <= maxlen {
+                    frontier = Frontier::NextNode;
                     break;
                 }
             }
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
             let (entries, marked_deleted) = node::counts(lp);
+            let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             if t.limit != 0 && deleted + entries > t.limit {
+                frontier = Frontier::At(master_id);
                 break;
             }
-            let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             let remove_node = match t.strategy {
                 TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
                 TrimStrategy::MinId(minid) => {
@@ -508,6 +541,7 @@ impl Stream {
                 continue;
             }
             if t.approx && !remove_node {
+                frontier = Frontier::At(master_id);
                 break;
             }
             // Mark entries of this node deleted until the condition holds.
@@ -521,6 +555,7 @@ impl Stream {
                     TrimStrategy::MinId(minid) => e.id >= minid,
                 };
                 if stop {
+                    frontier = Frontier::At(e.id);
                     break;
                 }
                 let mut next = e.next_off;
@@ -553,10 +588,21 @@ impl Stream {
             if policy == RefPolicy::KeepRef {
                 break;
             }
+            if let Frontier::At(_) = frontier {
+                // Stopped inside the node: done (the next node holds nothing eligible).
+                if left == 0 {
+                    self.rax.remove(&key);
+                }
+                break;
+            }
             if left == 0 {
                 // Every entry of the node is gone: free it and go on from its key.
                 self.rax.remove(&key);
             } else if !remove_node {
+                seek_key.clear();
+                seek_key.extend_from_slice(&key);
+                op = SeekOp::Gt;
+                frontier = Frontier::NextNode;
                 break;
             }
             op = SeekOp::Ge;
@@ -572,7 +618,16 @@ impl Stream {
         } else if deleted > 0 {
             self.first_id = self.edge_id(true, true);
         }
-        deleted.max(0) as u64
+        let examined_below = match frontier {
+            _ if policy == RefPolicy::KeepRef => None,
+            Frontier::At(id) => Some(id),
+            Frontier::End => None,
+            Frontier::NextNode => {
+                let mut it = self.rax.seek(op, &seek_key);
+                it.next().and_then(|(k, _)| StreamId::from_be_bytes(k))
+            }
+        };
+        Trimmed { deleted: deleted.max(0) as u64, examined_below }
     }
 
     /// The last live entry's ID (streamLastValidID); MIN when empty.

@@ -262,13 +262,17 @@ fn run_seed(seed: u64, ops: usize) {
 fn trim_op(s: &mut Stream, m: &mut M, strategy: TrimStrategy, p: RefPolicy, single: bool, r: &mut Rng, what: &str) {
     let approx = r.below(2) == 0;
     let t = Trim { strategy, approx, limit: if approx { [0, 3, 100][r.below(3) as usize] } else { 0 } };
+    let replica = s.clone();
     if single && !approx {
-        let n = s.trim_with(&t, p);
-        assert_eq!(n, m.trim_exact(strategy, p), "{what}: trim {t:?} {p:?}");
+        let done = s.trim_with(&t, p);
+        assert_eq!(done.deleted, m.trim_exact(strategy, p), "{what}: trim {t:?} {p:?}");
+        check_replayed(s, replica, done, p, what);
         return;
     }
     let before = m.entries.clone();
-    let n = s.trim_with(&t, p);
+    let done = s.trim_with(&t, p);
+    check_replayed(s, replica, done, p, what);
+    let n = done.deleted;
     let after: BTreeSet<StreamId> = s.range(StreamId::MIN, StreamId::MAX, false).map(|e| e.id()).collect();
     assert_eq!(before.len() - after.len(), n as usize, "{what}: trim count");
     assert!(after.is_subset(&before), "{what}: trim added entries");
@@ -286,6 +290,37 @@ fn trim_op(s: &mut Stream, m: &mut M, strategy: TrimStrategy, p: RefPolicy, sing
         }
     }
     m.entries = after;
+}
+
+/// A DELREF / ACKED trim goes to replicas as the exact `MINID = examined_below` (or
+/// `MAXLEN = 0`) trim under the same policy: on the state before, it must give the same
+/// entries and PELs.
+fn check_replayed(s: &Stream, mut replica: Stream, done: Trimmed, p: RefPolicy, what: &str) {
+    if p == RefPolicy::KeepRef {
+        return;
+    }
+    let strategy = match done.examined_below {
+        Some(id) => TrimStrategy::MinId(id),
+        None => TrimStrategy::MaxLen(0),
+    };
+    let again = replica.trim_with(&Trim { strategy, approx: false, limit: 0 }, p);
+    assert_eq!(again.deleted, done.deleted, "{what}: replayed trim {strategy:?} {p:?}");
+    let ids = |s: &Stream| s.range(StreamId::MIN, StreamId::MAX, false).map(|e| e.id()).collect::<Vec<_>>();
+    assert_eq!(ids(&replica), ids(s), "{what}: replayed trim entries");
+    for g in GROUPS {
+        let pel = |s: &Stream| {
+            s.group(g.as_bytes()).map(|g| {
+                let mut v = Vec::new();
+                let mut it = g.pel.iter();
+                while let Some((k, _)) = it.next() {
+                    v.push(k.to_vec());
+                }
+                v
+            })
+        };
+        assert_eq!(pel(&replica), pel(s), "{what}: replayed trim PEL of {g}");
+    }
+    assert_eq!(replica.first_id, s.first_id, "{what}: replayed first id");
 }
 
 #[test]
@@ -317,16 +352,16 @@ fn vt_trims_in_nodes_of_two() {
     let ids = |s: &Stream| s.range(StreamId::MIN, StreamId::MAX, false).map(|e| e.id().ms).collect::<Vec<_>>();
     let mut s = setup(5, &[1, 2, 4]);
     let t = Trim { strategy: TrimStrategy::MinId(StreamId::new(6, 0)), approx: true, limit: 200 };
-    assert_eq!(s.trim_with(&t, RefPolicy::Acked), 3);
+    assert_eq!(s.trim_with(&t, RefPolicy::Acked).deleted, 3);
     assert_eq!(ids(&s), [3, 5]);
     let mut s = setup(4, &[]);
     let t = Trim { strategy: TrimStrategy::MinId(StreamId::new(5, 0)), approx: true, limit: 200 };
-    assert_eq!(s.trim_with(&t, RefPolicy::DelRef), 4);
+    assert_eq!(s.trim_with(&t, RefPolicy::DelRef).deleted, 4);
     assert_eq!(ids(&s), [5]);
     assert_eq!(s.group(b"g").unwrap().pel.len(), 0);
     // LIMIT is checked per node: a limit of 3 stops before the second node of two.
     let mut s = setup(4, &[]);
     let t = Trim { strategy: TrimStrategy::MinId(StreamId::new(5, 0)), approx: true, limit: 3 };
-    assert_eq!(s.trim_with(&t, RefPolicy::DelRef), 2);
+    assert_eq!(s.trim_with(&t, RefPolicy::DelRef).deleted, 2);
     assert_eq!(ids(&s), [3, 4, 5]);
 }
