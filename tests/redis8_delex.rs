@@ -24,14 +24,7 @@ fn ok() -> Reply {
 
 /// Runs `f` on a fresh database in RESP2, then again in RESP3.
 fn both(s: &Server, f: impl Fn(&mut Conn)) {
-    for proto in [2, 3] {
-        let mut c = s.conn();
-        if proto == 3 {
-            c.hello3();
-        }
-        assert_eq!(c.cmd(&["FLUSHALL"]), ok());
-        f(&mut c);
-    }
+    each_protocol(s, |c, _| f(c));
 }
 
 /// XADD of `n` entries `1-0 .. n-0`.

@@ -16,16 +16,8 @@ fn ok() -> Reply {
 /// A server at `compat latest`; `f` runs on a fresh database in RESP2, then in RESP3.
 fn latest(f: impl Fn(&mut Conn, bool)) {
     let s = Server::start();
-    let mut c = s.conn();
-    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", "latest"]), ok());
-    for resp3 in [false, true] {
-        let mut c = s.conn();
-        if resp3 {
-            c.hello3();
-        }
-        assert_eq!(c.cmd(&["FLUSHALL"]), ok());
-        f(&mut c, resp3);
-    }
+    assert_eq!(s.conn().cmd(&["CONFIG", "SET", "xstream.compat", "latest"]), ok());
+    each_protocol(&s, f);
 }
 
 /// (entries-read, lag) of group number `i` in XINFO STREAM FULL (None = nil).

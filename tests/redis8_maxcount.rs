@@ -15,17 +15,6 @@ fn ok() -> Reply {
     Reply::Simple("OK".into())
 }
 
-fn both(s: &Server, f: impl Fn(&mut Conn, bool)) {
-    for resp3 in [false, true] {
-        let mut c = s.conn();
-        if resp3 {
-            c.hello3();
-        }
-        assert_eq!(c.cmd(&["FLUSHALL"]), ok());
-        f(&mut c, resp3);
-    }
-}
-
 fn add(c: &mut Conn, key: &str, ids: &[&str]) {
     for id in ids {
         assert_eq!(c.cmd(&["XS.ADD", key, id, "field", "value"]).text(), *id);
@@ -51,7 +40,7 @@ fn owned(v: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
 #[test]
 fn maxcount_maxsize_errors() {
     let s = Server::start();
-    both(&s, |c, _| {
+    each_protocol(&s, |c, _| {
         add(c, "a", &["1-1"]);
         for cmd in [&["XS.READ"][..], &["XS.READGROUP", "GROUP", "g", "c"][..]] {
             let run = |c: &mut Conn, opts: &[&str]| {
@@ -82,7 +71,7 @@ fn maxcount_maxsize_errors() {
 #[test]
 fn maxcount_across_streams() {
     let s = Server::start();
-    both(&s, |c, _| {
+    each_protocol(&s, |c, _| {
         add(c, "s1", &["1-1", "2-1", "3-1"]);
         add(c, "s2", &["1-2", "2-2", "3-2"]);
         let r = c.cmd(&["XS.READ", "COUNT", "3", "MAXCOUNT", "4", "STREAMS", "s1", "s2", "0", "0"]);
@@ -103,7 +92,7 @@ fn maxcount_across_streams() {
 #[test]
 fn maxcount_without_count() {
     let s = Server::start();
-    both(&s, |c, _| {
+    each_protocol(&s, |c, _| {
         add(c, "s", &["1-1", "2-1", "3-1", "4-1", "5-1"]);
         let r = c.cmd(&["XS.READ", "MAXCOUNT", "2", "STREAMS", "s", "0"]);
         assert_eq!(streams(&r), owned(&[("s", &["1-1", "2-1"])]));
@@ -116,7 +105,7 @@ fn maxcount_without_count() {
 #[test]
 fn maxsize_soft_budget() {
     let s = Server::start();
-    both(&s, |c, resp3| {
+    each_protocol(&s, |c, resp3| {
         let big = "x".repeat(1000);
         for i in 1..=10 {
             c.cmd(&["XS.ADD", "s", &format!("{i}-1"), "f", &big]);
@@ -152,7 +141,7 @@ fn maxsize_soft_budget() {
 #[test]
 fn readgroup_withheld_entries_not_delivered() {
     let s = Server::start();
-    both(&s, |c, _| {
+    each_protocol(&s, |c, _| {
         add(c, "s1", &["1-1", "2-1", "3-1"]);
         add(c, "s2", &["1-2", "2-2"]);
         for k in ["s1", "s2"] {

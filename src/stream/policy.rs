@@ -99,6 +99,15 @@ pub fn unref_everywhere(groups: &mut Option<Box<Groups>>, id: StreamId) -> usize
     n
 }
 
+/// The deletions of one XDELEX / XACKDEL, for first_id and max_deleted_entry_id.
+#[derive(Clone, Copy, Default)]
+struct Deletions {
+    /// The greatest ID deleted.
+    max: StreamId,
+    /// The first entry was deleted.
+    first: bool,
+}
+
 /// What an XDELEX or XACKDEL did, beside its per-ID reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DelOutcome {
@@ -121,14 +130,29 @@ impl Stream {
         is_referenced(&self.groups, self.min_group_last_id(), id)
     }
 
+    /// DELREF's cleanup of `id`, then its deletion, counted in `out` and `d`.
+    /// Returns whether the entry existed.
+    fn release(&mut self, id: StreamId, policy: RefPolicy, out: &mut DelOutcome, d: &mut Deletions) -> bool {
+        if policy == RefPolicy::DelRef {
+            out.unreferenced += unref_everywhere(&mut self.groups, id) as u64;
+        }
+        if !self.delete(id) {
+            return false;
+        }
+        d.first |= id == self.first_id;
+        d.max = d.max.max(id);
+        out.deleted += 1;
+        true
+    }
+
     /// After deletions: first_id and max_deleted_entry_id as xdelCommand keeps them.
-    fn after_deletions(&mut self, max_deleted: StreamId, first_deleted: bool) {
-        if max_deleted > self.max_deleted_entry_id {
-            self.max_deleted_entry_id = max_deleted;
+    fn after_deletions(&mut self, d: Deletions) {
+        if d.max > self.max_deleted_entry_id {
+            self.max_deleted_entry_id = d.max;
         }
         if self.length == 0 {
             self.first_id = StreamId::MIN;
-        } else if first_deleted {
+        } else if d.first {
             self.first_id = self.edge_id(true, true);
         }
     }
@@ -139,27 +163,19 @@ impl Stream {
     pub fn delete_ex(&mut self, ids: &[StreamId], policy: RefPolicy) -> DelOutcome {
         let mut out = DelOutcome { replies: Vec::with_capacity(ids.len()), ..Default::default() };
         let min_last = if policy == RefPolicy::Acked { min_last_id(&self.groups) } else { None };
-        let mut max_deleted = StreamId::MIN;
-        let mut first_deleted = false;
+        let mut d = Deletions::default();
         for &id in ids {
-            if policy == RefPolicy::Acked && is_referenced(&self.groups, min_last, id) {
-                out.replies.push(DELEX_REFERENCED);
-                continue;
-            }
-            if policy == RefPolicy::DelRef {
-                out.unreferenced += unref_everywhere(&mut self.groups, id) as u64;
-            }
-            if self.delete(id) {
-                first_deleted |= id == self.first_id;
-                max_deleted = max_deleted.max(id);
-                out.deleted += 1;
-                out.replies.push(DELEX_DELETED);
+            let reply = if policy == RefPolicy::Acked && is_referenced(&self.groups, min_last, id) {
+                DELEX_REFERENCED
+            } else if self.release(id, policy, &mut out, &mut d) {
+                DELEX_DELETED
             } else {
-                out.replies.push(DELEX_NOT_FOUND);
-            }
+                DELEX_NOT_FOUND
+            };
+            out.replies.push(reply);
         }
         if out.deleted > 0 {
-            self.after_deletions(max_deleted, first_deleted);
+            self.after_deletions(d);
         }
         out
     }
@@ -173,8 +189,7 @@ impl Stream {
         let mut out = DelOutcome { replies: Vec::with_capacity(ids.len()), ..Default::default() };
         // Acks do not move any group's last ID: the minimum holds for the whole call.
         let min_last = if policy == RefPolicy::Acked { min_last_id(&self.groups) } else { None };
-        let mut max_deleted = StreamId::MIN;
-        let mut first_deleted = false;
+        let mut d = Deletions::default();
         for &id in ids {
             let acked = self.groups.as_mut().and_then(|g| g.get_mut(gname)).is_some_and(|g| g.ack(id));
             if !acked {
@@ -186,18 +201,12 @@ impl Stream {
                 out.replies.push(DELEX_REFERENCED);
                 continue;
             }
-            if policy == RefPolicy::DelRef {
-                out.unreferenced += unref_everywhere(&mut self.groups, id) as u64;
-            }
-            if self.delete(id) {
-                first_deleted |= id == self.first_id;
-                max_deleted = max_deleted.max(id);
-                out.deleted += 1;
-            }
+            // Deletion allowed: 1 even when the entry was already gone.
+            self.release(id, policy, &mut out, &mut d);
             out.replies.push(DELEX_DELETED);
         }
         if out.deleted > 0 {
-            self.after_deletions(max_deleted, first_deleted);
+            self.after_deletions(d);
         }
         Some(out)
     }

@@ -1507,6 +1507,19 @@ pub fn explicit_workload(
     ids
 }
 
+/// Runs `f` on a fresh database of `s` (FLUSHALL), on a RESP2 connection, then on a RESP3 one
+/// (`f`'s second argument).
+pub fn each_protocol(s: &Server, f: impl Fn(&mut Conn, bool)) {
+    for resp3 in [false, true] {
+        let mut c = s.conn();
+        if resp3 {
+            c.hello3();
+        }
+        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
+        f(&mut c, resp3);
+    }
+}
+
 /// Snapshot of one key for before/after comparisons: exact reply bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeySnap {
