@@ -76,6 +76,18 @@ fn xdelex_option_errors() {
             c.cmd(&["XS.DELEX", "s", "IDS", "3", "1-0", "2-0"]),
             err("ERR The `numids` parameter must match the number of arguments")
         );
+        // A count far beyond the arguments (nothing is sized by it).
+        for n in ["9223372036854775807", "4294967297"] {
+            assert_eq!(
+                c.cmd(&["XS.DELEX", "s", "IDS", n, "1-0"]),
+                err("ERR The `numids` parameter must match the number of arguments")
+            );
+            assert_eq!(
+                c.cmd(&["XS.ACKDEL", "s", "g", "IDS", n, "1-0"]),
+                err("ERR The `numids` parameter must match the number of arguments")
+            );
+            assert_eq!(c.cmd(&["XS.DELEX", "missing", "IDS", n, "1-0"]), err("ERR The `numids` parameter must match the number of arguments"));
+        }
         // A surplus ID is read as an option.
         assert_eq!(c.cmd(&["XS.DELEX", "s", "IDS", "1", "1-0", "2-0"]), err("ERR syntax error"));
         assert_eq!(c.cmd(&["XS.DELEX", "s", "FOO", "IDS", "1", "1-0"]), err("ERR syntax error"));
