@@ -484,6 +484,11 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     let mut served = 0usize;
     let mut budget = Budget::new(maxcount, maxsize, resp3);
     for (k, rf) in from.iter().enumerate() {
+        if budget.exhausted() {
+            // MAXCOUNT / MAXSIZE reached: the later streams are not looked at (not
+            // served, and 7.2's consumer creation does not reach them either).
+            break;
+        }
         let key_idx = streams_arg + k;
         let mut key = c.key(key_idx, xreadgroup);
         let Some(s) = key.stream_mut() else { continue };
@@ -507,11 +512,6 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         };
         if !serve {
             continue;
-        }
-        if budget.exhausted() {
-            // MAXCOUNT / MAXSIZE reached: this stream and the later ones are not
-            // served (7.2's consumer creation above still happened for this one).
-            break;
         }
         served += 1;
         stream_header(c, resp3, served, key_idx);

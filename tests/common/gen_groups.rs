@@ -126,6 +126,8 @@ struct Runner {
     events: BTreeMap<&'static str, usize>,
     /// Whether each side's server has XDELEX / XACKDEL (else they are emulated there).
     delex_native: [bool; 2],
+    /// Whether side A's server has XREAD MAXCOUNT (8.10; side B always has it).
+    maxcount_native: bool,
 }
 
 impl Runner {
@@ -402,6 +404,31 @@ impl Runner {
         }
         if group && self.rng.pct(15) {
             toks.push(lit("NOACK"));
+        }
+        // MAXCOUNT (8.10) where every key is a stream (and has the group): then the call is the
+        // same reads one stream at a time, which is how a side without MAXCOUNT runs it.
+        let g_arg = if group { match &toks[2] { Tok::Lit(g) => Some(g.clone()), _ => None } } else { None };
+        let all_valid = keys.iter().all(|kt| match kt {
+            Tok::Key(k) if *k < NPAIRS => {
+                let km = &self.keys[*k];
+                km.exists && g_arg.as_ref().is_none_or(|g| km.groups.contains(g))
+            }
+            _ => false,
+        });
+        // COUNT as the server reads it: absent 0, negative 0; not an integer: no MAXCOUNT.
+        let count: Option<i64> = match toks.iter().position(|t| matches!(t, Tok::Lit(l) if l == b"COUNT")) {
+            None => Some(0),
+            Some(i) => match &toks[i + 1] {
+                Tok::Lit(n) => String::from_utf8_lossy(n).parse::<i64>().ok().map(|n| n.max(0)),
+                _ => None,
+            },
+        };
+        if let (true, Some(count), true) = (all_valid, count, self.rng.pct(30)) {
+            let maxcount = if count > 0 { count.saturating_add(self.rng.below(4) as i64) } else { self.rng.range(1, 6) as i64 };
+            // Between options: first, or last before STREAMS.
+            let at = if self.rng.pct(30) { 1 } else { toks.len() };
+            toks.insert(at, lit("MAXCOUNT"));
+            toks.insert(at + 1, lit(maxcount.to_string()));
         }
         toks.push(lit("STREAMS"));
         let ids: Vec<Tok> = keys
@@ -1360,15 +1387,25 @@ impl Runner {
         let cb = self.pair.render(toks, 1, &[]);
         self.book.log_cmd(&ca);
         let mut out = Vec::new();
+        let read = matches!(toks.first(), Some(Tok::Cmd("XREAD" | "XREADGROUP")));
         for (side, args) in [(0, &ca), (1, &cb)] {
+            let native = if read { self.maxcount_native || (side == 1 && (self.pair.module || self.pair.two_servers())) } else { self.delex_native[side] };
             let c = self.pair.conn(side);
-            out.push(if self.delex_native[side] { c.cmd(args) } else { emulate_delex(c, args) });
+            out.push(match (native, read) {
+                (true, _) => c.cmd(args),
+                (false, true) => emulate_maxcount(c, args),
+                (false, false) => emulate_delex(c, args),
+            });
+        }
+        if read && !self.pair.two_servers() {
+            // Side B's key names in its reply become side A's.
+            rename_keys(&mut out[1], &self.norm.key_pairs);
         }
         let (ba, bb) = (resp2_of(&out[0]), resp2_of(&out[1]));
         if out[0] != out[1] {
-            self.book.fail(i, &ca, &cb, &ba, &bb, None, " [XDELEX/XACKDEL; emulated on the side(s) without it]");
+            self.book.fail(i, &ca, &cb, &ba, &bb, None, " [XDELEX/XACKDEL or MAXCOUNT; emulated on the side(s) without it]");
         }
-        *self.events.entry("XDELEX/XACKDEL compared").or_insert(0) += 1;
+        *self.events.entry(if read { "XREAD/XREADGROUP MAXCOUNT compared" } else { "XDELEX/XACKDEL compared" }).or_insert(0) += 1;
         self.book.op(i, &ca, &ba, 240);
         out.swap_remove(0)
     }
@@ -1543,9 +1580,11 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         checks: 0,
         events: BTreeMap::new(),
         delex_native: [false; 2],
+        maxcount_native: false,
     };
     let a_has = matches!(r.pair.a.cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first(), Some(Reply::Array(_)));
     r.delex_native = [a_has, a_has || r.pair.module || r.pair.two_servers()];
+    r.maxcount_native = !is_valkey(&mut r.pair.a) && redis_version(&mut r.pair.a) >= (8, 10);
     r.apply_limits();
     let (n2, n3) = (o.n2, o.n3);
     let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
@@ -1566,7 +1605,8 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         }
         let op = r.gen_op();
         let emulate = matches!(op.toks.first(), Some(Tok::Cmd("XDELEX" | "XACKDEL"))) && !(r.delex_native[0] && r.delex_native[1]);
-        let ra = if emulate { r.exec_emulated(i, &op.toks) } else { r.exec(i, &op.toks, "") };
+        let maxcount = op.toks.iter().any(|t| matches!(t, Tok::Lit(l) if l == b"MAXCOUNT"));
+        let ra = if emulate || (maxcount && !r.maxcount_native) { r.exec_emulated(i, &op.toks) } else { r.exec(i, &op.toks, "") };
         if ra.is_error() {
             errors += 1;
         }
@@ -1675,4 +1715,89 @@ fn emulate_delex(c: &mut Conn, args: &[Vec<u8>]) -> Reply {
         out.push(Reply::Int(if deleted || ack { 1 } else { -1 }));
     }
     Reply::Array(out)
+}
+
+/// Renames the stream names of an XREAD / XREADGROUP reply (RESP2 array of pairs, RESP3 map).
+fn rename_keys(r: &mut Reply, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    let rename = |k: &mut Reply| {
+        if let Reply::Bulk(b) = k {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == b) {
+                *b = to.clone();
+            }
+        }
+    };
+    match r {
+        Reply::Array(v) => v.iter_mut().for_each(|p| {
+            if let Reply::Array(kv) = p {
+                if let Some(k) = kv.first_mut() {
+                    rename(k);
+                }
+            }
+        }),
+        Reply::Map(kv) => kv.iter_mut().for_each(|(k, _)| rename(k)),
+        _ => {}
+    }
+}
+
+/// XREAD / XREADGROUP with MAXCOUNT (Redis 8.10, REDIS8.md 7.3) for a built-in without it: the
+/// same read one stream at a time, in argument order, each with COUNT = what is left of the cap
+/// (within COUNT), stopping once nothing is left; the parts are joined into one reply (RESP2
+/// array, RESP3 map). For the generator's calls whose keys are all streams with the group.
+fn emulate_maxcount(c: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    let mut opts: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0u64;
+    let mut maxcount = 0u64;
+    let mut i = 1;
+    while i < args.len() && !args[i].eq_ignore_ascii_case(b"STREAMS") {
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"MAXCOUNT") || a.eq_ignore_ascii_case(b"COUNT") {
+            let n: u64 = String::from_utf8_lossy(&args[i + 1]).parse::<i64>().expect("a count").max(0) as u64;
+            if a.eq_ignore_ascii_case(b"MAXCOUNT") {
+                maxcount = n;
+            } else {
+                count = n;
+            }
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"GROUP") {
+            opts.extend_from_slice(&args[i..i + 3]);
+            i += 3;
+        } else {
+            opts.push(a.clone());
+            i += 1;
+        }
+    }
+    let rest = &args[i + 1..];
+    let n = rest.len() / 2;
+    let mut left = maxcount;
+    let mut parts: Vec<(Reply, Reply)> = Vec::new();
+    let mut resp3 = false;
+    for k in 0..n {
+        if left == 0 {
+            break;
+        }
+        let take = if count == 0 { left } else { count.min(left) };
+        let mut cmd = vec![args[0].clone()];
+        cmd.extend(opts.iter().cloned());
+        cmd.extend([b"COUNT".to_vec(), take.to_string().into_bytes(), b"STREAMS".to_vec(), rest[k].clone(), rest[n + k].clone()]);
+        let part: Vec<(Reply, Reply)> = match c.cmd(&cmd) {
+            Reply::Nil => Vec::new(),
+            Reply::Array(v) => v.iter().map(|p| (p.as_array()[0].clone(), p.as_array()[1].clone())).collect(),
+            Reply::Map(kv) => {
+                resp3 = true;
+                kv
+            }
+            other => return other,
+        };
+        for (key, entries) in part {
+            left -= (entries.as_array().len() as u64).min(left);
+            parts.push((key, entries));
+        }
+    }
+    if parts.is_empty() {
+        Reply::Nil
+    } else if resp3 {
+        Reply::Map(parts)
+    } else {
+        Reply::Array(parts.into_iter().map(|(k, v)| Reply::Array(vec![k, v])).collect())
+    }
 }
