@@ -14,7 +14,8 @@
 //!    HELP.`) are accepted unless XSTREAM_DIFF_STRICT_NAMES=1 (two servers: never).
 //!
 //! Commands: XDELEX / XACKDEL (Redis 8.2; where a side lacks them, emulated there with XDEL /
-//! XACK / XPENDING, `emulate_delex`), XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
+//! XACK / XPENDING, `emulate_delex`), MAXCOUNT on multi-stream reads (8.10; emulated as one read
+//! per stream, `emulate_maxcount`), XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
 //! history, COUNT, NOACK, several keys), XREAD, XACK, XPENDING (summary, extended, IDLE,
 //! consumer), XCLAIM (IDLE, TIME, RETRYCOUNT, FORCE, JUSTID, LASTID), XAUTOCLAIM (COUNT, JUSTID),
 //! XINFO GROUPS/CONSUMERS/STREAM [FULL [COUNT n]], mixed with XADD/XDEL/XTRIM/XSETID/XRANGE/
