@@ -133,12 +133,7 @@ fn blocked_group_reader_of_a_deleted_key_per_level() {
         let mut waiter = s.conn();
         waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).unwrap();
         // Wait until it is blocked.
-        for _ in 0..200 {
-            if admin.cmd(&["INFO", "clients"]).text().contains("blocked_clients:1") {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        assert!(wait_blocked_clients(&mut admin, 1), "not blocked");
         admin.cmd(&["DEL", "k"]);
         waiter.set_timeout(std::time::Duration::from_secs(5));
         let (r, _) = waiter.read_reply().expect("the blocked reader is answered");

@@ -518,15 +518,8 @@ fn policy_keyspace_events() {
     c.cmd(&["XS.TRIM", "s", "MAXLEN", "0", "ACKED"]); // still referenced: nothing
     c.cmd(&["XS.TRIM", "s", "MAXLEN", "0", "DELREF"]); // xtrim
     c.cmd(&["PUBLISH", "done", "1"]);
-    let mut events = Vec::new();
-    loop {
-        let (r, _) = sub.read_reply().expect("subscriber");
-        let v = r.as_array();
-        if v[0].text() == "message" {
-            break;
-        }
-        events.push(v[2].text().trim_start_matches("__keyevent@0__:").to_string());
-    }
+    let events: Vec<String> =
+        read_events_until_message(&mut sub).into_iter().map(|(ch, _)| ch.trim_start_matches("__keyevent@0__:").to_string()).collect();
     let relevant: Vec<&str> = events.iter().map(String::as_str).filter(|e| ["xdel", "xadd", "xtrim"].contains(e)).collect();
     // two_groups_read_both's two XADDs, then ours.
     assert_eq!(relevant, ["xadd", "xadd", "xdel", "xdel", "xadd", "xtrim"], "all events: {events:?}");

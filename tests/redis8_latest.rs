@@ -281,12 +281,7 @@ fn blocked_group_reader_reexecuted() {
         admin.cmd(&["XS.GROUP", "CREATE", "k", "g", "$"]);
         let mut waiter = s.conn();
         waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).unwrap();
-        for _ in 0..300 {
-            if admin.cmd(&["INFO", "clients"]).text().contains("blocked_clients:1") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(wait_blocked_clients(&mut admin, 1), "not blocked");
         match how {
             "DEL" => admin.cmd(&["DEL", "k"]),
             "FLUSHDB" => admin.cmd(&["FLUSHDB"]),
@@ -349,12 +344,7 @@ fn xread_plus_blocks_until_an_entry() {
     for key in ["missing", "mk"] {
         let mut waiter = s.conn();
         waiter.send(&["XS.READ", "BLOCK", "0", "STREAMS", key, "+"]).unwrap();
-        for _ in 0..300 {
-            if admin.cmd(&["INFO", "clients"]).text().contains("blocked_clients:1") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(wait_blocked_clients(&mut admin, 1), "not blocked");
         admin.cmd(&["XS.ADD", key, "7-7", "f", "v"]);
         waiter.set_timeout(Duration::from_secs(5));
         let (r, _) = waiter.read_reply().expect("answered");

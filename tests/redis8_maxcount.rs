@@ -182,12 +182,7 @@ fn blocked_reads_obey_the_caps() {
         let mut greader = s.conn();
         reader.send(&["XS.READ", "MAXCOUNT", "2", "BLOCK", "0", "STREAMS", "s", "$"]).unwrap();
         greader.send(&["XS.READGROUP", "GROUP", "g", "c", "MAXSIZE", "1", "BLOCK", "0", "STREAMS", "s", ">"]).unwrap();
-        for _ in 0..300 {
-            if admin.cmd(&["INFO", "clients"]).text().contains("blocked_clients:2") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(wait_blocked_clients(&mut admin, 2), "not blocked");
         admin.cmd(&["MULTI"]);
         for id in ["1-1", "2-1", "3-1"] {
             admin.cmd(&["XS.ADD", "s", id, "f", "v"]);

@@ -1507,6 +1507,32 @@ pub fn explicit_workload(
     ids
 }
 
+/// Waits (up to 3 s) until INFO clients reports `n` blocked clients; returns whether it did.
+pub fn wait_blocked_clients(c: &mut Conn, n: usize) -> bool {
+    let want = format!("blocked_clients:{n}\r");
+    for _ in 0..300 {
+        if c.cmd(&["INFO", "clients"]).text().contains(&want) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Reads a subscriber's keyspace-event messages (`pmessage` pattern channel payload) until the
+/// first plain `message` (a PUBLISH that marks the end): (channel, payload) in order.
+pub fn read_events_until_message(sub: &mut Conn) -> Vec<(String, String)> {
+    let mut events = Vec::new();
+    loop {
+        let (r, _) = sub.read_reply().expect("subscriber");
+        let v = r.as_array();
+        if v[0].text() == "message" {
+            return events;
+        }
+        events.push((v[2].text(), v[3].text()));
+    }
+}
+
 /// Runs `f` on a fresh database of `s` (FLUSHALL), on a RESP2 connection, then on a RESP3 one
 /// (`f`'s second argument).
 pub fn each_protocol(s: &Server, f: impl Fn(&mut Conn, bool)) {
