@@ -276,20 +276,14 @@ fn blocked_group_reader_reexecuted() {
     let nogroup = "NOGROUP No such key 'k' or consumer group 'g' in XREADGROUP with GROUP option";
     let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
     for (how, want) in [("DEL", nogroup), ("FLUSHDB", nogroup), ("SWAPDB", nogroup), ("SET", wrongtype)] {
-        admin.cmd(&["FLUSHALL"]);
-        admin.cmd(&["XS.ADD", "k", "1-1", "f", "v"]);
-        admin.cmd(&["XS.GROUP", "CREATE", "k", "g", "$"]);
-        let mut waiter = s.conn();
-        waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).unwrap();
-        assert!(wait_blocked_clients(&mut admin, 1), "not blocked");
-        match how {
-            "DEL" => admin.cmd(&["DEL", "k"]),
-            "FLUSHDB" => admin.cmd(&["FLUSHDB"]),
-            "SWAPDB" => admin.cmd(&["SWAPDB", "0", "1"]),
-            _ => admin.cmd(&["SET", "k", "x"]),
-        };
-        waiter.set_timeout(Duration::from_secs(5));
-        let (r, _) = waiter.read_reply().expect("answered");
+        let r = blocked_group_reader_after(&s, &mut admin, |a| {
+            match how {
+                "DEL" => a.cmd(&["DEL", "k"]),
+                "FLUSHDB" => a.cmd(&["FLUSHDB"]),
+                "SWAPDB" => a.cmd(&["SWAPDB", "0", "1"]),
+                _ => a.cmd(&["SET", "k", "x"]),
+            };
+        });
         assert_eq!(r, Reply::Error(want.into()), "{how}");
     }
 }

@@ -1519,6 +1519,20 @@ pub fn wait_blocked_clients(c: &mut Conn, n: usize) -> bool {
     false
 }
 
+/// A fresh stream `k` with group `g` at `$`, a client blocked in `XS.READGROUP GROUP g c BLOCK 0
+/// STREAMS k >`, then `act(admin)`: the blocked client's answer.
+pub fn blocked_group_reader_after(s: &Server, admin: &mut Conn, act: impl FnOnce(&mut Conn)) -> Reply {
+    admin.cmd(&["FLUSHALL"]);
+    admin.cmd(&["XS.ADD", "k", "1-1", "f", "v"]);
+    admin.cmd(&["XS.GROUP", "CREATE", "k", "g", "$"]);
+    let mut waiter = s.conn();
+    waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).expect("send");
+    assert!(wait_blocked_clients(admin, 1), "the reader did not block");
+    act(admin);
+    waiter.set_timeout(Duration::from_secs(5));
+    waiter.read_reply().expect("the blocked reader is answered").0
+}
+
 /// Reads a subscriber's keyspace-event messages (`pmessage` pattern channel payload) until the
 /// first plain `message` (a PUBLISH that marks the end): (channel, payload) in order.
 pub fn read_events_until_message(sub: &mut Conn) -> Vec<(String, String)> {
