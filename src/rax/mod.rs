@@ -444,6 +444,12 @@ impl<V> Rax<V> {
             + self.stack.capacity() * std::mem::size_of::<(u32, u32)>()
     }
 
+    /// Every value, in no particular order (the value slab): cheaper than a walk of the
+    /// tree when the order does not matter.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.values.iter().flatten()
+    }
+
     /// Every value, in no particular order (the value slab): for updates that do not
     /// depend on key order and do not add or remove keys.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {

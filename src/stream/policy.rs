@@ -58,16 +58,7 @@ pub const DELEX_REFERENCED: i64 = 2;
 
 /// The smallest last ID of all groups, None without groups.
 pub fn min_last_id(groups: &Option<Box<Groups>>) -> Option<StreamId> {
-    let groups = groups.as_ref()?;
-    let mut it = groups.iter();
-    let mut min: Option<StreamId> = None;
-    while let Some((_, g)) = it.next() {
-        min = Some(match min {
-            Some(m) if m <= g.last_id => m,
-            _ => g.last_id,
-        });
-    }
-    min
+    groups.as_ref()?.values().map(|g| g.last_id).min()
 }
 
 /// streamEntryIsReferenced, with the groups' minimum last ID computed beforehand.
@@ -76,14 +67,9 @@ pub fn is_referenced(groups: &Option<Box<Groups>>, min_last: Option<StreamId>, i
     if min_last < id {
         return true;
     }
+    // The value slab, not a walk of the tree: the order does not matter here.
     let key = id.to_be_bytes();
-    let mut it = groups.iter();
-    while let Some((_, g)) = it.next() {
-        if g.pel.get(&key).is_some() {
-            return true;
-        }
-    }
-    false
+    groups.values().any(|g| g.pel.get(&key).is_some())
 }
 
 /// streamCleanupEntryCGroupRefs: removes `id` from every group's PEL (and its
