@@ -117,9 +117,11 @@ host:
 
 # On every host of the matrix (built first if needed): the runners that compare the module with
 # that host's own built-in streams (differential, group differential, takeover, takeover error
-# paths and types, fixed edge cases). `make test` ends with it.
+# paths and types, fixed edge cases), and the Redis 8.x examples (docs/redis8.md), which must hold
+# on every host. `make test` ends with it.
 MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
-                --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster
+                --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster \
+                --test redis8_delex --test redis8_maxcount --test redis8_latest
 test-matrix: build hosts
 	@for h in $(HOSTS); do \
 		echo "make test-matrix: $$h"; \

@@ -155,7 +155,10 @@ pub fn level() -> Level {
 
 /// The lag / entries-read rules of the level in force.
 pub fn lag_rules() -> crate::stream::LagRules {
-    if level() >= Level::V8_0 {
+    let l = level();
+    if l == Level::Latest {
+        crate::stream::LagRules::Redis82
+    } else if l >= Level::V8_0 {
         crate::stream::LagRules::Redis8
     } else {
         crate::stream::LagRules::Redis7

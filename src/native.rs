@@ -307,7 +307,9 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
         for _ in 0..consumers {
             let cname = r.string()?;
             let seen = r.i64_le()?;
-            let active = if ty >= RDB_TYPE_STREAM_LISTPACKS_3 { r.i64_le()? } else { -1 };
+            // A 7.0 payload has no active-time: Redis 7.2 loads it as the seen-time
+            // (REDIS8.md §1.2, "Loading from legacy").
+            let active = if ty >= RDB_TYPE_STREAM_LISTPACKS_3 { r.i64_le()? } else { seen };
             let slot = g.load_consumer(&cname, seen, active).ok_or_else(|| NativeError("duplicate consumer".into()))?;
             let cpel = r.len()?;
             for _ in 0..cpel {
@@ -484,8 +486,9 @@ mod tests {
         let a = g.create_consumer(b"a", 77).unwrap();
         g.deliver_new(StreamId::new(5, 1), a, 1234);
         g.consumer_mut(a).unwrap().active_time = 4321;
-        // Type 21 (7.2) keeps active-times; type 19 (7.0) has none (-1 when read back).
-        for (active_times, expect) in [(true, 4321), (false, -1)] {
+        // Type 21 (7.2) keeps active-times; type 19 (7.0) has none (the seen-time, 77,
+        // when read back, as 7.2 loads a 7.0 RDB).
+        for (active_times, expect) in [(true, 4321), (false, 77)] {
             let t = decode_dump(&encode_dump(&s, active_times)).unwrap();
             let g = t.group(b"g").unwrap();
             let slot = g.find_consumer(b"a").unwrap();

@@ -1724,15 +1724,7 @@ fn notifications_of_served_block() {
         e.state("NOACK served", w2);
         e.rec("XGROUP DESTROY @a grp");
         e.run("PUBLISH done 1");
-        let mut events = Vec::new();
-        loop {
-            let (r, _) = sub.read_reply().expect("subscriber");
-            let v = r.as_array();
-            if v[0].text() == "message" {
-                break;
-            }
-            events.push(format!("{} {}", v[2].text(), v[3].text()));
-        }
+        let events: Vec<String> = read_events_until_message(&mut sub).into_iter().map(|(ch, key)| format!("{ch} {key}")).collect();
         e.note("keyspace events", events.join(" | ").as_bytes());
         e.a.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
     });

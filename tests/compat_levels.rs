@@ -127,21 +127,9 @@ fn blocked_group_reader_of_a_deleted_key_per_level() {
     let mut admin = s.conn();
     for level in LEVELS {
         assert_eq!(admin.cmd(&["CONFIG", "SET", "xstream.compat", level]), Reply::Simple("OK".into()));
-        admin.cmd(&["FLUSHALL"]);
-        admin.cmd(&["XS.ADD", "k", "1-1", "f", "v"]);
-        admin.cmd(&["XS.GROUP", "CREATE", "k", "g", "$"]);
-        let mut waiter = s.conn();
-        waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).unwrap();
-        // Wait until it is blocked.
-        for _ in 0..200 {
-            if admin.cmd(&["INFO", "clients"]).text().contains("blocked_clients:1") {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        admin.cmd(&["DEL", "k"]);
-        waiter.set_timeout(std::time::Duration::from_secs(5));
-        let (r, _) = waiter.read_reply().expect("the blocked reader is answered");
+        let r = blocked_group_reader_after(&s, &mut admin, |a| {
+            a.cmd(&["DEL", "k"]);
+        });
         let want = if rank(level) >= 72 {
             "NOGROUP No such key 'k' or consumer group 'g' in XREADGROUP with GROUP option"
         } else {

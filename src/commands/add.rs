@@ -1,12 +1,13 @@
-//! XS.ADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
 //!
-//! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply).
+//! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply). The
+//! options come in any order before the ID; the reference policy (8.2) once.
 
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
-use crate::stream::{AddError, IdSpec, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, Trimmed, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
 const ARGS_INLINE: usize = 16;
@@ -18,6 +19,8 @@ pub struct AddTrimArgs {
     pub id: Option<(StreamId, SeqGiven)>,
     pub no_mkstream: bool,
     pub trim: Option<Trim>,
+    /// KEEPREF (default), DELREF or ACKED: what trimming does to referenced entries.
+    pub policy: RefPolicy,
     /// Index of the threshold argument (rewritten when an approximate trim is propagated).
     pub trim_arg_idx: usize,
 }
@@ -30,6 +33,7 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     let mut approx = false;
     let mut limit: i64 = 0;
     let mut limit_given = false;
+    let mut policy_given = false;
     let mut i = 2;
     while i < argc {
         let moreargs = argc - 1 - i;
@@ -70,6 +74,11 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             i += 1;
         } else if xadd && is_kw(opt, "nomkstream") {
             a.no_mkstream = true;
+        } else if let Some(p) = RefPolicy::from_keyword(cstr(opt)).filter(|_| !policy_given) {
+            // A second policy is not an option: XADD reads it as the ID, XTRIM
+            // answers a syntax error (the branches below).
+            a.policy = p;
+            policy_given = true;
         } else if xadd {
             let parsed = StreamId::parse(opt, 0, true, true).ok_or(Error::InvalidId)?;
             a.id = Some(parsed);
@@ -114,6 +123,25 @@ pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
     match t.strategy {
         TrimStrategy::MaxLen(_) => s.length.to_string().into_bytes(),
         TrimStrategy::MinId(_) => s.edge_id(true, false).to_bytes(),
+    }
+}
+
+/// The keyword of a policy, for propagation.
+pub fn policy_word(p: RefPolicy) -> &'static [u8] {
+    match p {
+        RefPolicy::KeepRef => b"KEEPREF",
+        RefPolicy::DelRef => b"DELREF",
+        RefPolicy::Acked => b"ACKED",
+    }
+}
+
+/// The exact trim clause that repeats a DELREF / ACKED trim on any node layout:
+/// `MINID = <first ID not examined>`, or `MAXLEN = 0` when every entry was
+/// examined (Stream::trim_with).
+pub fn policy_threshold(done: &Trimmed) -> (&'static [u8], Vec<u8>) {
+    match done.examined_below {
+        Some(id) => (b"MINID", id.to_bytes()),
+        None => (b"MAXLEN", b"0".to_vec()),
     }
 }
 
@@ -180,19 +208,36 @@ pub fn run(c: &Ctx) -> Result<()> {
     c.notify(c"xadd", 1);
 
     let mut threshold = None;
+    let mut trimmed = None;
     if let Some(t) = &args.trim {
-        if s.trim(t) > 0 {
+        let done = s.trim_with(t, args.policy);
+        if done.deleted > 0 {
             c.notify(c"xtrim", 1);
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));
         }
+        trimmed = Some(done);
     }
 
     // Propagation: the concrete ID instead of `*` / `ms-*`, and an approximate
     // trim as the exact one that gives the same result (COMPAT.md §4).
     let auto_id = !matches!(args.id, Some((_, SeqGiven::Yes)));
-    if !auto_id && threshold.is_none() {
+    if let (Some(done), true) = (trimmed, args.policy != RefPolicy::KeepRef) {
+        // DELREF / ACKED: which entries go depends on the node layout (which node
+        // limits, not replicated, decide), so the trim goes out as the exact one
+        // that deletes the same entries on any layout, or not at all when it
+        // deleted nothing: `XS.ADD key [policy MINID = <first not examined> |
+        // policy MAXLEN = 0] id field value ...`.
+        let th = policy_threshold(&done);
+        let mut argv: Vec<Arg> = vec![Arg::Orig(1)];
+        if done.deleted > 0 {
+            argv.extend([Arg::New(policy_word(args.policy)), Arg::New(th.0), Arg::New(b"="), Arg::New(&th.1)]);
+        }
+        argv.push(Arg::New(id_text));
+        argv.extend((idpos + 1..c.argc()).map(Arg::Orig));
+        c.replicate(c"XS.ADD", &argv);
+    } else if !auto_id && threshold.is_none() {
         c.replicate_verbatim();
     } else {
         let mut changes: [(usize, &[u8]); 3] = [(0, &[]); 3];

@@ -43,6 +43,20 @@ pub fn nogroup_for_key(group: &[u8], key: &[u8]) -> Error {
     ))
 }
 
+/// Redis 8.2.2 (#14259): an ENTRIESREAD above the stream's entries-added is taken
+/// as entries-added (compat `latest`; before, it was stored as given, and the lag
+/// could come out negative).
+fn clamp_entries_read(s: &Stream, entries_read: i64) -> i64 {
+    if crate::config::level() == crate::config::Level::Latest
+        && entries_read != ENTRIES_READ_INVALID
+        && entries_read as u64 > s.entries_added
+    {
+        s.entries_added as i64
+    } else {
+        entries_read
+    }
+}
+
 pub fn run(c: &Ctx) -> Result<()> {
     let opt = c.arg(1);
     let argc = c.argc();
@@ -93,6 +107,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.signal_modified(2);
         }
         let s = key.stream_mut().ok_or(Error::WrongType)?;
+        let entries_read = clamp_entries_read(s, entries_read);
         if s.create_group(gname, id, entries_read) {
             c.reply_ok();
             c.notify(c"xgroup-create", 2);
@@ -108,6 +123,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         } else {
             StreamId::parse(arg, 0, false, false).ok_or(Error::InvalidId)?.0
         };
+        let entries_read = clamp_entries_read(s, entries_read);
         let g = s.group_mut(gname).ok_or_else(|| nogroup_for_key(gname, c.arg(2)))?;
         g.last_id = id;
         g.entries_read = entries_read;

@@ -13,6 +13,7 @@ pub mod ack;
 pub mod add;
 pub mod claim;
 pub mod del;
+pub mod delex;
 pub mod group;
 pub mod info;
 pub mod keyspace;
@@ -33,6 +34,8 @@ command_entry!(xs_len, len::run);
 command_entry!(xs_range, range::run_range);
 command_entry!(xs_revrange, range::run_revrange);
 command_entry!(xs_del, del::run);
+command_entry!(xs_delex, delex::run_delex);
+command_entry!(xs_ackdel, delex::run_ackdel);
 command_entry!(xs_trim, trim::run);
 command_entry!(xs_setid, setid::run);
 command_entry!(xs_info_stream, info::run_stream);
@@ -116,6 +119,11 @@ pub static COMMANDS: &[Command] = &[
         ],
     },
     Command { name: "xs.ack", func: Some(xs_ack), flags: "write fast", arity: -4, key: key1(RW_UPDATE), subcommands: &[] },
+    // Redis 8.2 (xdelex.json / xackdel.json). XACKDEL's key spec is RW UPDATE DELETE
+    // there; the module API refuses more than one of INSERT / UPDATE / DELETE, so it
+    // is RW DELETE here (the same ACL key permission: write).
+    Command { name: "xs.delex", func: Some(xs_delex), flags: "write fast", arity: -5, key: key1(RW_DELETE), subcommands: &[] },
+    Command { name: "xs.ackdel", func: Some(xs_ackdel), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
     Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },

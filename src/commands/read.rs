@@ -1,5 +1,5 @@
-//! XS.READ [COUNT count] [BLOCK ms] STREAMS key [key ...] id [id ...]
-//! XS.READGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]
+//! XS.READ [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] STREAMS key [key ...] id [id ...]
+//! XS.READGROUP GROUP group consumer [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]
 //!
 //! One parser and one serving loop for both, as the built-in xreadCommand. With
 //! BLOCK and nothing to serve, the client blocks on its keys (src/ffi/blocking.rs)
@@ -50,6 +50,144 @@ fn close_streams(c: &Ctx, resp3: bool, served: usize) {
     }
 }
 
+/// MAXCOUNT / MAXSIZE of Redis 8.10 (REDIS8.md §7): what one call may still emit.
+///
+/// - MAXCOUNT caps the entries of the whole reply: streams are served in argument
+///   order, each with min(COUNT, what is left); once nothing is left, later
+///   streams are not served (and do not appear).
+/// - MAXSIZE is a soft byte budget, checked before every further entry and before
+///   every further stream: once at least one entry is in the reply and the bytes
+///   emitted so far reach it, the call stops. The first entry always goes out, and
+///   the entry that crosses the budget goes out whole. The built-in counts its
+///   client's output bytes; a module cannot see them, so the bytes are the RESP
+///   encoding of what this call emitted in the client's protocol: stream names (in
+///   RESP2 with their 2-element array), entries, and each stream's entry-array
+///   header once filled; the outer array or map header (filled at the end) is not
+///   counted (docs/redis8.md).
+///
+/// Withheld entries are not delivered: no PEL entry, no last-ID move, nothing
+/// propagated. Without either option a budget never stops anything and sizes are
+/// not computed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Budget {
+    /// Entries still allowed (MAXCOUNT), None without MAXCOUNT.
+    count_left: Option<u64>,
+    /// MAXSIZE in bytes, None without it.
+    size_max: Option<u64>,
+    /// Entries and bytes emitted so far by this call.
+    entries: u64,
+    bytes: u64,
+    resp3: bool,
+}
+
+/// Length of a RESP aggregate or bulk header for `n` (`*n\r\n`: 3 + digits).
+fn header_len(n: u64) -> u64 {
+    let mut digits = 1;
+    let mut v = n;
+    while v >= 10 {
+        v /= 10;
+        digits += 1;
+    }
+    3 + digits
+}
+
+/// Bytes of a bulk string of `len` bytes.
+fn bulk_len(len: u64) -> u64 {
+    header_len(len) + len + 2
+}
+
+/// Bytes of a listpack value replied as a bulk string.
+fn value_len(v: crate::listpack::Value<'_>) -> u64 {
+    match v {
+        crate::listpack::Value::Str(b) => bulk_len(b.len() as u64),
+        crate::listpack::Value::Int(i) => {
+            let digits = i.unsigned_abs().checked_ilog10().map_or(1, |d| u64::from(d) + 1) + u64::from(i < 0);
+            bulk_len(digits)
+        }
+    }
+}
+
+fn id_len(id: StreamId) -> u64 {
+    let mut buf = [0u8; 44];
+    bulk_len(id.write_to_slice(&mut buf) as u64)
+}
+
+impl Budget {
+    fn new(maxcount: u64, maxsize: u64, resp3: bool) -> Budget {
+        Budget {
+            count_left: (maxcount > 0).then_some(maxcount),
+            size_max: (maxsize > 0).then_some(maxsize),
+            entries: 0,
+            bytes: 0,
+            resp3,
+        }
+    }
+
+    /// Nothing more may be emitted.
+    fn exhausted(&self) -> bool {
+        self.count_left == Some(0) || (self.entries > 0 && self.size_max.is_some_and(|m| self.bytes >= m))
+    }
+
+    /// The count for the next stream: COUNT (0 = all) within MAXCOUNT.
+    fn stream_count(&self, count: u64) -> u64 {
+        match self.count_left {
+            Some(left) if count == 0 || left < count => left,
+            _ => count,
+        }
+    }
+
+    /// A stream's name went out (RESP2: inside its 2-element array).
+    fn add_stream(&mut self, key: &[u8]) {
+        if self.size_max.is_some() {
+            self.bytes += bulk_len(key.len() as u64) + if self.resp3 { 0 } else { header_len(2) };
+        }
+    }
+
+    /// A stream's entry array was filled with `n` entries.
+    fn add_array(&mut self, n: u64) {
+        if self.size_max.is_some() {
+            self.bytes += header_len(n);
+        }
+    }
+
+    /// An entry went out. Returns whether the call may go on.
+    fn add_entry(&mut self, e: Option<&crate::stream::Entry<'_>>, id: StreamId) -> bool {
+        self.entries += 1;
+        if let Some(left) = self.count_left.as_mut() {
+            *left = left.saturating_sub(1);
+        }
+        if self.size_max.is_some() {
+            self.bytes += header_len(2) + id_len(id);
+            match e {
+                Some(e) => {
+                    self.bytes += header_len(e.numfields() as u64 * 2);
+                    let mut fields = 0;
+                    e.for_each_field(|f, v| fields += value_len(f) + value_len(v));
+                    self.bytes += fields;
+                }
+                // [id, nil] of a deleted entry in a history read.
+                None => self.bytes += if self.resp3 { 3 } else { 5 },
+            }
+        }
+        !self.exhausted()
+    }
+}
+
+/// XREAD's entries of one stream from `start`, within `count` and the budget.
+fn reply_range_budget(c: &Ctx, s: &crate::stream::Stream, start: StreamId, count: u64, budget: &mut Budget) {
+    c.reply_array_postponed();
+    let mut n = 0u64;
+    for e in s.range(start, StreamId::MAX, false) {
+        super::range::reply_entry(c, &e);
+        n += 1;
+        if !budget.add_entry(Some(&e), e.id()) || (count != 0 && n == count) {
+            break;
+        }
+    }
+    c.set_array_len(n as usize);
+    budget.add_array(n);
+}
+
 /// The error for a key list without an ID per key: its text changed in 7.2 and 8.0.
 fn unbalanced(xreadgroup: bool) -> Error {
     let text = match (crate::config::level(), xreadgroup) {
@@ -72,6 +210,9 @@ pub struct BlockState {
     /// Per key argument: what it waits after (`$` resolved when blocking).
     from: Vec<ReadFrom>,
     count: u64,
+    /// MAXCOUNT / MAXSIZE (0: not given).
+    maxcount: u64,
+    maxsize: u64,
     noack: bool,
     group_arg: Option<usize>,
     /// Group readers are registered so that a deleted key releases them.
@@ -144,7 +285,11 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
     let resp3 = c.is_resp3();
     let now = c.now_ms() as i64;
     let mut served = 0usize;
+    let mut budget = Budget::new(st.maxcount, st.maxsize, resp3);
     for (k, rf) in st.from.iter().enumerate() {
+        if budget.exhausted() {
+            break;
+        }
         let key_idx = st.streams_arg + k;
         let mut key = c.key(key_idx, gname.is_some());
         let Some(s) = key.stream_mut() else { continue };
@@ -166,17 +311,18 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
         }
         served += 1;
         stream_header(c, resp3, served, key_idx);
+        budget.add_stream(c.arg(key_idx));
         let start = gt.next().unwrap_or(StreamId::MIN);
+        let count = budget.stream_count(st.count);
         match gname {
             Some((g, ga)) => {
-                if let Err(e) = serve_group(c, s, g, ga, key_idx, start, st.count, st.noack, false, false, now) {
+                let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: false, now };
+                if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                     // Cannot happen (the group was just found); keep the reply well formed.
                     c.reply_error(&e.message());
                 }
             }
-            None => {
-                super::range::reply_range(c, s, start, StreamId::MAX, st.count, false);
-            }
+            None => reply_range_budget(c, s, start, count, &mut budget),
         }
     }
     if served == 0 {
@@ -210,6 +356,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     let argc = c.argc();
     let mut timeout: i64 = -1;
     let mut count: i64 = 0;
+    let mut count_given = false;
+    let mut maxcount: u64 = 0;
+    let mut maxsize: u64 = 0;
     let mut streams_arg = 0;
     let mut streams_count = 0;
     let mut noack = false;
@@ -239,6 +388,14 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         } else if is_kw(o, "COUNT") && moreargs > 0 {
             i += 1;
             count = parse_ll(c.arg(i))?.max(0);
+            count_given = true;
+        } else if is_kw(o, "MAXCOUNT") && moreargs > 0 {
+            // 8.10. A non-integer gets the same text as 0 (not seen upstream: docs/redis8.md).
+            i += 1;
+            maxcount = parse_ll(c.arg(i)).ok().filter(|&n| n > 0).ok_or(Error::Err("MAXCOUNT must be a positive integer"))? as u64;
+        } else if is_kw(o, "MAXSIZE") && moreargs > 0 {
+            i += 1;
+            maxsize = parse_ll(c.arg(i)).ok().filter(|&n| n > 0).ok_or(Error::Err("MAXSIZE must be a positive integer"))? as u64;
         } else if is_kw(o, "STREAMS") && moreargs > 0 {
             streams_arg = i + 1;
             streams_count = argc - streams_arg;
@@ -268,6 +425,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     }
     if xreadgroup && group_arg.is_none() {
         return Err(Error::Err("Missing GROUP option for XREADGROUP"));
+    }
+    if maxcount > 0 && count_given && count > 0 && (maxcount as i64) < count {
+        return Err(Error::Err("MAXCOUNT must be greater than or equal to COUNT"));
     }
     let gname = group_arg.map(|g| c.arg(g));
 
@@ -328,7 +488,13 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     let resp3 = c.is_resp3();
     let now = c.now_ms() as i64;
     let mut served = 0usize;
+    let mut budget = Budget::new(maxcount, maxsize, resp3);
     for (k, rf) in from.iter().enumerate() {
+        if budget.exhausted() {
+            // MAXCOUNT / MAXSIZE reached: the later streams are not looked at (not
+            // served, and 7.2's consumer creation does not reach them either).
+            break;
+        }
         let key_idx = streams_arg + k;
         let mut key = c.key(key_idx, xreadgroup);
         let Some(s) = key.stream_mut() else { continue };
@@ -355,14 +521,25 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         }
         served += 1;
         stream_header(c, resp3, served, key_idx);
+        budget.add_stream(c.arg(key_idx));
         // streamIncrID wraps the last possible ID to 0-0, and so do we.
         let start = start.next().unwrap_or(StreamId::MIN);
         let Some(g) = gname else {
-            let n = if matches!(rf, ReadFrom::Last(_)) { 1 } else { count as u64 };
-            super::range::reply_range(c, s, start, StreamId::MAX, n, false);
+            let n = if matches!(rf, ReadFrom::Last(_)) { 1 } else { budget.stream_count(count as u64) };
+            reply_range_budget(c, s, start, n, &mut budget);
             continue;
         };
-        serve_group(c, s, g, group_arg.unwrap_or(0), key_idx, start, count as u64, noack, history, false, now)?;
+        let read = GroupRead {
+            group_arg: group_arg.unwrap_or(0),
+            key_idx,
+            start,
+            count: budget.stream_count(count as u64),
+            noack,
+            history,
+            blocked: false,
+            now,
+        };
+        serve_group(c, s, g, &read, &mut budget)?;
     }
     if served > 0 {
         close_streams(c, resp3, served);
@@ -399,6 +576,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             } else {
                 0
             },
+            maxcount,
+            maxsize,
             noack,
             group_arg,
             registration,
@@ -411,6 +590,20 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     }
     c.reply_null_array();
     Ok(())
+}
+
+/// One stream's part of a group read (see [`serve_group`]).
+struct GroupRead {
+    group_arg: usize,
+    key_idx: usize,
+    /// First ID to serve: after the group's last ID (`>`), or the history start.
+    start: StreamId,
+    /// COUNT within MAXCOUNT; 0 = all.
+    count: u64,
+    noack: bool,
+    history: bool,
+    blocked: bool,
+    now: i64,
 }
 
 /// Serves a group read on one stream: the consumer is looked up (seen now) or
@@ -437,33 +630,25 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
 ///
 /// A blocked reader therefore counts one change more than the built-in's (its
 /// delivery must be propagated, and every module propagation counts one).
-#[allow(clippy::too_many_arguments)]
-fn serve_group(
-    c: &Ctx,
-    s: &mut crate::stream::Stream,
-    g: &[u8],
-    group_arg: usize,
-    key_idx: usize,
-    start: StreamId,
-    count: u64,
-    noack: bool,
-    history: bool,
-    blocked: bool,
-    now: i64,
-) -> Result<()> {
+fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, budget: &mut Budget) -> Result<()> {
+    let (group_arg, key_idx, now) = (r.group_arg, r.key_idx, r.now);
     let consumer_name = c.arg(group_arg + 1);
-    let slot = group_consumer(c, s, g, group_arg, key_idx, noack, blocked, now)?;
+    let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
     c.reply_array_postponed();
-    if history {
-        let n = s.read_group_history(g, slot, start, count, now, |id, e| match e {
-            Some(e) => super::range::reply_entry(c, &e),
-            None => {
-                c.reply_array(2);
-                c.reply_id(id);
-                c.reply_null_array();
+    if r.history {
+        let n = s.read_group_history(g, slot, r.start, r.count, now, |id, e| {
+            match &e {
+                Some(e) => super::range::reply_entry(c, e),
+                None => {
+                    c.reply_array(2);
+                    c.reply_id(id);
+                    c.reply_null_array();
+                }
             }
+            budget.add_entry(e.as_ref(), id)
         });
         c.set_array_len(n as usize);
+        budget.add_array(n);
         // 7.0 counts every stream served; 7.4 only those that propagated something,
         // which a history read never does.
         if crate::config::level() < Level::V7_4 {
@@ -473,13 +658,15 @@ fn serve_group(
     }
     // Bounded by the entries actually delivered.
     let mut delivered: Vec<(StreamId, Nack)> = Vec::new();
-    let (n, moved) = s.read_group_new(g, slot, start, count, noack, now, crate::config::lag_rules(), |e, nack, _| {
+    let (n, moved) = s.read_group_new(g, slot, r.start, r.count, r.noack, now, crate::config::lag_rules(), |e, nack, _| {
         super::range::reply_entry(c, &e);
         if let Some(nk) = nack {
             delivered.push((e.id(), nk));
         }
+        budget.add_entry(Some(&e), e.id())
     });
     c.set_array_len(n as usize);
+    budget.add_array(n);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
         // 7.2's active-time: the last time entries went into this consumer's PEL.
@@ -615,17 +802,19 @@ fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
         c.reply_array(2);
     }
     c.reply_bulk(ready_key);
+    let mut budget = Budget::new(st.maxcount, st.maxsize, c.is_resp3());
+    budget.add_stream(ready_key);
+    let count = budget.stream_count(st.count);
     match (gname, st.group_arg) {
         (Some(g), Some(ga)) => {
             let now = c.now_ms() as i64;
-            if let Err(e) = serve_group(c, s, g, ga, key_idx, start, st.count, st.noack, false, true, now) {
+            let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: true, now };
+            if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                 // Cannot happen (the group was just found); keep the reply well formed.
                 c.reply_error(&e.message());
             }
         }
-        _ => {
-            super::range::reply_range(c, s, start, StreamId::MAX, st.count, false);
-        }
+        _ => reply_range_budget(c, s, start, count, &mut budget),
     }
     true
 }

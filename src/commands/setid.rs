@@ -55,6 +55,16 @@ pub fn run(c: &Ctx) -> Result<()> {
     s.last_id = id;
     if entries_added != -1 {
         s.entries_added = entries_added as u64;
+        // #15489 (compat `latest`): no group may have read more than was ever added.
+        if crate::config::level() == crate::config::Level::Latest {
+            if let Some(groups) = s.groups.as_mut() {
+                for g in groups.values_mut() {
+                    if g.entries_read > entries_added {
+                        g.entries_read = entries_added;
+                    }
+                }
+            }
+        }
     }
     if !max_xdel_id.is_zero() {
         s.max_deleted_entry_id = max_xdel_id;

@@ -1,8 +1,9 @@
-//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
+//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF|DELREF|ACKED]
 
-use super::add::{exact_threshold, parse_add_or_trim};
+use super::add::{exact_threshold, parse_add_or_trim, policy_threshold, policy_word};
+use crate::stream::RefPolicy;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
 
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, _) = parse_add_or_trim(c, false)?;
@@ -17,12 +18,20 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
-    let deleted = s.trim(&t);
+    let done = s.trim_with(&t, args.policy);
+    let deleted = done.deleted;
     if deleted > 0 {
         c.notify(c"xtrim", 1);
         // Propagation: only when something changed; an approximate trim goes out
-        // as the exact one with the same result.
-        if t.approx {
+        // as the exact one with the same result. DELREF / ACKED: as the exact trim
+        // that deletes the same entries on any node layout (see XS.ADD).
+        if args.policy != RefPolicy::KeepRef {
+            let (strategy, th) = policy_threshold(&done);
+            c.replicate(
+                c"XS.TRIM",
+                &[Arg::Orig(1), Arg::New(strategy), Arg::New(b"="), Arg::New(&th), Arg::New(policy_word(args.policy))],
+            );
+        } else if t.approx {
             let th = exact_threshold(s, &t);
             c.replicate_with(c"XS.TRIM", &[(args.trim_arg_idx - 1, b"="), (args.trim_arg_idx, &th)]);
         } else {

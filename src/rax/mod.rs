@@ -504,6 +504,18 @@ impl<V> Rax<V> {
         }
     }
 
+    /// Every value, in no particular order (the value slab): cheaper than a walk of the
+    /// tree when the order does not matter.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.values.iter().flatten()
+    }
+
+    /// Every value, in no particular order (the value slab): for updates that do not
+    /// depend on key order and do not add or remove keys.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.values.iter_mut().flatten()
+    }
+
     /// Removes every key, releasing memory.
     pub fn clear(&mut self) {
         *self = Self::new();

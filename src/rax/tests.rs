@@ -717,3 +717,25 @@ fn pool_stays_compact_under_stream_keys() {
         assert!(r.mem_bytes() < 3000 * 64 + values, "step {step}: {} bytes for 3000 keys", r.mem_bytes());
     }
 }
+
+#[test]
+fn values_are_the_live_ones() {
+    let mut r: Rax<u32> = Rax::new();
+    for i in 0..100u32 {
+        r.insert(format!("k{i}").as_bytes(), i);
+    }
+    for i in (0..100u32).step_by(3) {
+        r.remove(format!("k{i}").as_bytes());
+    }
+    r.insert(b"again", 1000);
+    let mut got: Vec<u32> = r.values().copied().collect();
+    got.sort_unstable();
+    let mut want: Vec<u32> = (0..100u32).filter(|i| i % 3 != 0).collect();
+    want.push(1000);
+    assert_eq!(got, want);
+    for v in r.values_mut() {
+        *v += 1;
+    }
+    assert_eq!(r.get(b"again"), Some(&1001));
+    assert_eq!(r.values().count(), r.len());
+}

@@ -18,10 +18,13 @@
 pub mod group;
 pub mod id;
 pub mod node;
+pub mod policy;
 pub mod validate;
 
 pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID};
 pub use id::{SeqGiven, StreamId};
+pub use policy::{DelOutcome, RefPolicy};
+
 
 use crate::listpack::{Listpack, Value};
 use crate::rax::{Rax, SeekOp};
@@ -86,6 +89,27 @@ pub struct Trim {
     pub limit: i64,
 }
 
+/// What a trim did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Entries removed.
+    pub deleted: u64,
+    /// DELREF / ACKED: every entry below this ID was examined (None: every entry),
+    /// none above; see [`Stream::trim_with`]. None under KEEPREF.
+    pub examined_below: Option<StreamId>,
+}
+
+/// Where a trim's walk stopped.
+#[derive(Clone, Copy)]
+enum Frontier {
+    /// Past the last node.
+    End,
+    /// Before this node or entry.
+    At(StreamId),
+    /// Before the node the next seek finds.
+    NextNode,
+}
+
 /// A stream: the entries plus the metadata XINFO reports.
 #[derive(Clone, Debug, Default)]
 pub struct Stream {
@@ -117,6 +141,9 @@ pub enum LagRules {
     /// estimate unknown; the read counter looks for tombstones after the group's
     /// last ID, not after the entry read.
     Redis8,
+    /// Redis 8.2 (#13958): the read counter is incremented only while the group's
+    /// last ID is not behind the first entry; otherwise it is estimated again.
+    Redis82,
 }
 
 /// The metadata the group read counters are computed from (copied so that the
@@ -154,7 +181,7 @@ impl Meta {
             return self.entries_added as i64;
         }
         // 8.0: fragmentation between `id` and the last generated ID.
-        if self.rules == LagRules::Redis8 && !id.is_zero() && id < self.max_deleted_entry_id {
+        if self.rules != LagRules::Redis7 && !id.is_zero() && id < self.max_deleted_entry_id {
             return ENTRIES_READ_INVALID;
         }
         if id == self.last_id {
@@ -177,7 +204,7 @@ impl Meta {
         if self.entries_added == 0 {
             return Some(0);
         }
-        if self.rules == LagRules::Redis8 {
+        if self.rules != LagRules::Redis7 {
             if self.length == 0 {
                 return Some(0);
             }
@@ -198,8 +225,9 @@ impl Meta {
 
     /// The read counter of a group that is delivered `id` (> its last ID).
     fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
-        let from = if self.rules == LagRules::Redis8 { g.last_id } else { id };
-        if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(from, StreamId::MAX) {
+        let from = if self.rules == LagRules::Redis7 { id } else { g.last_id };
+        let behind_first = self.rules == LagRules::Redis82 && g.last_id < self.first_id;
+        if g.entries_read != ENTRIES_READ_INVALID && !behind_first && !self.range_has_tombstones(from, StreamId::MAX) {
             g.entries_read.wrapping_add(1)
         } else if self.entries_added != 0 {
             self.estimate_distance(id)
@@ -451,26 +479,53 @@ impl Stream {
         deleted
     }
 
-    /// Trims from the head (streamTrim). Returns the number of entries removed.
+    /// Trims from the head (streamTrim) with the KEEPREF policy. Returns the number
+    /// of entries removed.
     pub fn trim(&mut self, t: &Trim) -> u64 {
+        self.trim_with(t, RefPolicy::KeepRef).deleted
+    }
+
+    /// Trims from the head (streamTrim of 8.2) under a reference policy. Returns
+    /// the number of entries removed.
+    ///
+    /// KEEPREF is the 7.x walk: whole nodes are dropped while they are eligible,
+    /// `~` stops at the first node that is not, an exact trim marks entries of
+    /// that node deleted. DELREF and ACKED never drop a node blindly: every
+    /// eligible node is walked entry by entry (DELREF removes each entry from the
+    /// PELs first, ACKED skips referenced entries and goes on with later ones);
+    /// a node left without live entries is freed, and the walk goes on to the
+    /// next node after an eligible one, with `~` too. LIMIT is checked per node.
+    ///
+    /// Under DELREF / ACKED the entries examined are those below
+    /// [`Trimmed::examined_below`]: every one of them (DELREF), or every one not
+    /// referenced (ACKED), was deleted. So the same result follows on any node
+    /// layout from an exact `MINID = examined_below` trim under the same policy
+    /// (or `MAXLEN = 0` when None): what replicas are sent.
+    pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> Trimmed {
+        let min_last = if policy == RefPolicy::Acked { policy::min_last_id(&self.groups) } else { None };
         let mut deleted: i64 = 0;
         // A reused buffer: XADD MAXLEN ~ calls this on every add.
         let mut key = TAIL_KEY.take();
         let mut seek_key: Vec<u8> = Vec::new();
         let mut op = SeekOp::First;
+        // Where the walk stopped: at the next node (its master ID, found after the
+        // loop), at a node or entry already known, or past the last node.
+        let mut frontier = Frontier::End;
         loop {
             if let TrimStrategy::MaxLen(maxlen) = t.strategy {
                 if self.length <= maxlen {
+                    frontier = Frontier::NextNode;
                     break;
                 }
             }
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
             let (entries, marked_deleted) = node::counts(lp);
+            let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             if t.limit != 0 && deleted + entries > t.limit {
+                frontier = Frontier::At(master_id);
                 break;
             }
-            let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             let remove_node = match t.strategy {
                 TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
                 TrimStrategy::MinId(minid) => {
@@ -478,7 +533,7 @@ impl Stream {
                     node::last_entry_id(lp, master_id).unwrap_or(master_id) < minid
                 }
             };
-            if remove_node {
+            if remove_node && policy == RefPolicy::KeepRef {
                 self.rax.remove(&key);
                 self.length -= entries as u64;
                 deleted += entries;
@@ -488,7 +543,8 @@ impl Stream {
                 seek_key.extend_from_slice(&key);
                 continue;
             }
-            if t.approx {
+            if t.approx && !remove_node {
+                frontier = Frontier::At(master_id);
                 break;
             }
             // Mark entries of this node deleted until the condition holds.
@@ -502,10 +558,23 @@ impl Stream {
                     TrimStrategy::MinId(minid) => e.id >= minid,
                 };
                 if stop {
+                    frontier = Frontier::At(e.id);
                     break;
                 }
                 let mut next = e.next_off;
                 if e.flags & FLAG_DELETED == 0 {
+                    match policy {
+                        RefPolicy::KeepRef => {}
+                        RefPolicy::DelRef => {
+                            policy::unref_everywhere(&mut self.groups, e.id);
+                        }
+                        RefPolicy::Acked => {
+                            if policy::is_referenced(&self.groups, min_last, e.id) {
+                                p = next;
+                                continue;
+                            }
+                        }
+                    }
                     let before = lp.bytes_len();
                     lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
                     // Flags are tiny integers: their size never changes, but stay exact.
@@ -517,8 +586,35 @@ impl Stream {
                 p = next;
             }
             deleted += deleted_from_lp;
-            node::set_counts(lp, entries - deleted_from_lp, marked_deleted + deleted_from_lp);
-            break;
+            let left = entries - deleted_from_lp;
+            node::set_counts(lp, left, marked_deleted + deleted_from_lp);
+            if policy == RefPolicy::KeepRef {
+                break;
+            }
+            if let Frontier::At(_) = frontier {
+                // Stopped inside the node: done (the next node holds nothing eligible).
+                if left == 0 {
+                    self.rax.remove(&key);
+                }
+                break;
+            }
+            if left == 0 {
+                // Every entry of the node is gone: free it and go on from its key.
+                self.rax.remove(&key);
+            } else if !remove_node {
+                seek_key.clear();
+                seek_key.extend_from_slice(&key);
+                op = SeekOp::Gt;
+                frontier = Frontier::NextNode;
+                break;
+            }
+            op = SeekOp::Ge;
+            seek_key.clear();
+            seek_key.extend_from_slice(&key);
+            if left != 0 {
+                // Go on with the node after this one.
+                op = SeekOp::Gt;
+            }
         }
         TAIL_KEY.set(key);
         if self.length == 0 {
@@ -526,7 +622,16 @@ impl Stream {
         } else if deleted > 0 {
             self.first_id = self.edge_id(true, true);
         }
-        deleted.max(0) as u64
+        let examined_below = match frontier {
+            _ if policy == RefPolicy::KeepRef => None,
+            Frontier::At(id) => Some(id),
+            Frontier::End => None,
+            Frontier::NextNode => {
+                let mut it = self.rax.seek(op, &seek_key);
+                it.next().and_then(|(k, _)| StreamId::from_be_bytes(k))
+            }
+        };
+        Trimmed { deleted: deleted.max(0) as u64, examined_below }
     }
 
     /// The last live entry's ID (streamLastValidID); MIN when empty.
@@ -575,8 +680,9 @@ impl Stream {
     /// A `>` read of group `gname` by consumer `slot` (streamReplyWithRange with a
     /// group): entries after `start`, at most `count` (0 = all). For each entry,
     /// advances the group's last ID and read counter, records the delivery in the
-    /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`. Returns
-    /// (entries, whether the group's last ID changed).
+    /// PELs unless `noack`, and calls `emit(entry, nack, group_last_id)`, which
+    /// answers whether to go on (MAXSIZE / MAXCOUNT: the next entry is then neither
+    /// delivered nor recorded). Returns (entries, whether the group's last ID changed).
     #[expect(clippy::too_many_arguments, reason = "one call site; these are XREADGROUP's parameters")]
     pub fn read_group_new(
         &mut self,
@@ -587,7 +693,7 @@ impl Stream {
         noack: bool,
         now: i64,
         rules: LagRules,
-        mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId),
+        mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId) -> bool,
     ) -> (u64, bool) {
         let meta = self.meta(rules);
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
@@ -601,9 +707,9 @@ impl Stream {
                 last_changed = true;
             }
             let nack = if noack { None } else { Some(g.deliver_new(id, slot, now)) };
-            emit(e, nack, g.last_id);
+            let more = emit(e, nack, g.last_id);
             n += 1;
-            if count != 0 && n == count {
+            if !more || (count != 0 && n == count) {
                 break;
             }
         }
@@ -612,7 +718,8 @@ impl Stream {
 
     /// A history read (XREADGROUP with an ID): the consumer's pending entries from
     /// `start`, at most `count` (0 = all). Each one still in the stream counts as a
-    /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile.
+    /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile, and
+    /// answers whether to go on (the entries after are then not touched).
     pub fn read_group_history(
         &mut self,
         gname: &[u8],
@@ -620,7 +727,7 @@ impl Stream {
         start: StreamId,
         count: u64,
         now: i64,
-        mut emit: impl FnMut(StreamId, Option<Entry<'_>>),
+        mut emit: impl FnMut(StreamId, Option<Entry<'_>>) -> bool,
     ) -> u64 {
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
         let Some(c) = g.consumer(slot) else { return 0 };
@@ -634,6 +741,7 @@ impl Stream {
             ids.push(StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN));
         }
         drop(it);
+        let mut n = 0u64;
         for &id in &ids {
             let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
             if entry.is_some() {
@@ -642,9 +750,12 @@ impl Stream {
                     nack.delivery_count = nack.delivery_count.wrapping_add(1);
                 }
             }
-            emit(id, entry);
+            n += 1;
+            if !emit(id, entry) {
+                break;
+            }
         }
-        ids.len() as u64
+        n
     }
 }
 
@@ -858,3 +969,5 @@ impl<'a> Iterator for RangeIter<'a> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod policy_tests;

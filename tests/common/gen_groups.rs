@@ -13,7 +13,9 @@
 //!  - one server: names that Redis formats from the command itself (`'xs.claim'`, `Try XS.GROUP
 //!    HELP.`) are accepted unless XSTREAM_DIFF_STRICT_NAMES=1 (two servers: never).
 //!
-//! Commands: XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
+//! Commands: XDELEX / XACKDEL (Redis 8.2; where a side lacks them, emulated there with XDEL /
+//! XACK / XPENDING, `emulate_delex`), MAXCOUNT on multi-stream reads (8.10; emulated as one read
+//! per stream, `emulate_maxcount`), XGROUP (CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER/HELP), XREADGROUP (`>` and
 //! history, COUNT, NOACK, several keys), XREAD, XACK, XPENDING (summary, extended, IDLE,
 //! consumer), XCLAIM (IDLE, TIME, RETRYCOUNT, FORCE, JUSTID, LASTID), XAUTOCLAIM (COUNT, JUSTID),
 //! XINFO GROUPS/CONSUMERS/STREAM [FULL [COUNT n]], mixed with XADD/XDEL/XTRIM/XSETID/XRANGE/
@@ -123,6 +125,10 @@ struct Runner {
     norm: Normalizer,
     checks: usize,
     events: BTreeMap<&'static str, usize>,
+    /// Whether each side's server has XDELEX / XACKDEL (else they are emulated there).
+    delex_native: [bool; 2],
+    /// Whether side A's server has XREAD MAXCOUNT (8.10; side B always has it).
+    maxcount_native: bool,
 }
 
 impl Runner {
@@ -400,6 +406,31 @@ impl Runner {
         if group && self.rng.pct(15) {
             toks.push(lit("NOACK"));
         }
+        // MAXCOUNT (8.10) where every key is a stream (and has the group): then the call is the
+        // same reads one stream at a time, which is how a side without MAXCOUNT runs it.
+        let g_arg = if group { match &toks[2] { Tok::Lit(g) => Some(g.clone()), _ => None } } else { None };
+        let all_valid = keys.iter().all(|kt| match kt {
+            Tok::Key(k) if *k < NPAIRS => {
+                let km = &self.keys[*k];
+                km.exists && g_arg.as_ref().is_none_or(|g| km.groups.contains(g))
+            }
+            _ => false,
+        });
+        // COUNT as the server reads it: absent 0, negative 0; not an integer: no MAXCOUNT.
+        let count: Option<i64> = match toks.iter().position(|t| matches!(t, Tok::Lit(l) if l == b"COUNT")) {
+            None => Some(0),
+            Some(i) => match &toks[i + 1] {
+                Tok::Lit(n) => String::from_utf8_lossy(n).parse::<i64>().ok().map(|n| n.max(0)),
+                _ => None,
+            },
+        };
+        if let (true, Some(count), true) = (all_valid, count, self.rng.pct(30)) {
+            let maxcount = if count > 0 { count.saturating_add(self.rng.below(4) as i64) } else { self.rng.range(1, 6) as i64 };
+            // Between options: first, or last before STREAMS.
+            let at = if self.rng.pct(30) { 1 } else { toks.len() };
+            toks.insert(at, lit("MAXCOUNT"));
+            toks.insert(at + 1, lit(maxcount.to_string()));
+        }
         toks.push(lit("STREAMS"));
         let ids: Vec<Tok> = keys
             .iter()
@@ -475,6 +506,7 @@ impl Runner {
             25,  // 13 XREAD
             3,   // 14 DEL
             12,  // 15 wrong arity / junk
+            30,  // 16 XDELEX / XACKDEL (8.2)
         ]);
         let key = Tok::Key(k);
         let mut kind = Kind::Other;
@@ -822,6 +854,7 @@ impl Runner {
                 kind = Kind::Del(k);
                 vec![lit("DEL"), key]
             }
+            16 => self.op_delex(k),
             _ => match self.rng.below(16) {
                 0 => vec![Tok::Cmd("XREADGROUP")],
                 1 => vec![Tok::Cmd("XREADGROUP"), lit("GROUP"), lit("g1")],
@@ -854,6 +887,44 @@ impl Runner {
             },
         };
         Op { toks, kind }
+    }
+
+    /// XDELEX / XACKDEL (Redis 8.2), well formed: a policy (or none) before or after the IDS
+    /// block, IDs pending in the group (or some group) and near the key's IDs.
+    fn op_delex(&mut self, k: usize) -> Vec<Tok> {
+        let km = k.min(NKEYS - 1);
+        let ack = self.rng.pct(50);
+        let g = self.group(km);
+        let pel = self.a_pel(k, &g, None);
+        let mut t = vec![Tok::Cmd(if ack { "XACKDEL" } else { "XDELEX" }), Tok::Key(k)];
+        if ack {
+            t.push(Tok::Lit(g));
+        }
+        let n = self.rng.range(1, 4);
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            if !pel.is_empty() && self.rng.pct(60) {
+                ids.push(Tok::Lit(pel[self.rng.below(pel.len() as u64) as usize].clone()));
+            } else {
+                ids.push(Tok::Lit(id_b(self.some_id(km))));
+            }
+        }
+        let policy = match self.rng.below(4) {
+            0 => None,
+            1 => Some("KEEPREF"),
+            2 => Some(if self.rng.pct(90) { "DELREF" } else { "delref" }),
+            _ => Some("ACKED"),
+        };
+        let before = self.rng.pct(70);
+        if let (Some(p), true) = (policy, before) {
+            t.push(lit(p));
+        }
+        t.extend([lit("IDS"), lit(n.to_string())]);
+        t.extend(ids);
+        if let (Some(p), false) = (policy, before) {
+            t.push(lit(p));
+        }
+        t
     }
 
     fn op_xadd(&mut self, k: usize) -> Op {
@@ -1308,6 +1379,38 @@ impl Runner {
         ra
     }
 
+    /// XDELEX / XACKDEL where a side's server has no such command (Redis < 8.2 built-in): that
+    /// side runs [`emulate_delex`] (XDEL / XACK / XPENDING / XINFO GROUPS) and the replies are
+    /// compared; both sides plainly, without the dirty-counter check (the emulation is several
+    /// commands). The XINFO checks then compare the resulting state as for every other op.
+    fn exec_emulated(&mut self, i: usize, toks: &[Tok]) -> Reply {
+        let ca = self.pair.render(toks, 0, &[]);
+        let cb = self.pair.render(toks, 1, &[]);
+        self.book.log_cmd(&ca);
+        let mut out = Vec::new();
+        let read = matches!(toks.first(), Some(Tok::Cmd("XREAD" | "XREADGROUP")));
+        for (side, args) in [(0, &ca), (1, &cb)] {
+            let native = if read { self.maxcount_native || (side == 1 && (self.pair.module || self.pair.two_servers())) } else { self.delex_native[side] };
+            let c = self.pair.conn(side);
+            out.push(match (native, read) {
+                (true, _) => c.cmd(args),
+                (false, true) => emulate_maxcount(c, args),
+                (false, false) => emulate_delex(c, args),
+            });
+        }
+        if read && !self.pair.two_servers() {
+            // Side B's key names in its reply become side A's.
+            rename_keys(&mut out[1], &self.norm.key_pairs);
+        }
+        let (ba, bb) = (resp2_of(&out[0]), resp2_of(&out[1]));
+        if out[0] != out[1] {
+            self.book.fail(i, &ca, &cb, &ba, &bb, None, " [XDELEX/XACKDEL or MAXCOUNT; emulated on the side(s) without it]");
+        }
+        *self.events.entry(if read { "XREAD/XREADGROUP MAXCOUNT compared" } else { "XDELEX/XACKDEL compared" }).or_insert(0) += 1;
+        self.book.op(i, &ca, &ba, 240);
+        out.swap_remove(0)
+    }
+
     /// Counts the interesting situations side A's replies show (coverage evidence, reported at
     /// the end): `[id, nil]` entries, XAUTOCLAIM deleted IDs, lag unknown, old delivery times...
     fn count_events(&mut self, ca: &[Vec<u8>], ba: &[u8], na: &[u8]) {
@@ -1477,7 +1580,12 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         norm,
         checks: 0,
         events: BTreeMap::new(),
+        delex_native: [false; 2],
+        maxcount_native: false,
     };
+    let a_has = matches!(r.pair.a.cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first(), Some(Reply::Array(_)));
+    r.delex_native = [a_has, a_has || r.pair.module || r.pair.two_servers()];
+    r.maxcount_native = !is_valkey(&mut r.pair.a) && redis_version(&mut r.pair.a) >= (8, 10);
     r.apply_limits();
     let (n2, n3) = (o.n2, o.n3);
     let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
@@ -1497,7 +1605,9 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
             r.full_check(i);
         }
         let op = r.gen_op();
-        let ra = r.exec(i, &op.toks, "");
+        let emulate = matches!(op.toks.first(), Some(Tok::Cmd("XDELEX" | "XACKDEL"))) && !(r.delex_native[0] && r.delex_native[1]);
+        let maxcount = op.toks.iter().any(|t| matches!(t, Tok::Lit(l) if l == b"MAXCOUNT"));
+        let ra = if emulate || (maxcount && !r.maxcount_native) { r.exec_emulated(i, &op.toks) } else { r.exec(i, &op.toks, "") };
         if ra.is_error() {
             errors += 1;
         }
@@ -1524,4 +1634,171 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     r.pair.report_paths();
     r.book.summary(done);
     done
+}
+
+/// The RESP2 bytes of a reply made of integers, arrays and errors (for the failure report).
+fn resp2_of(r: &Reply) -> Vec<u8> {
+    match r {
+        Reply::Int(n) => format!(":{n}\r\n").into_bytes(),
+        Reply::Error(e) => format!("-{e}\r\n").into_bytes(),
+        Reply::Array(v) => {
+            let mut out = format!("*{}\r\n", v.len()).into_bytes();
+            for x in v {
+                out.extend(resp2_of(x));
+            }
+            out
+        }
+        other => format!("+{other}\r\n").into_bytes(),
+    }
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// XDELEX / XACKDEL of Redis 8.2 (REDIS8.md 3.3, 3.4) for a built-in that lacks them, from
+/// the 7.0 commands, for the well-formed calls of [`Runner::op_delex`]: the missing key (or
+/// group) answers -1 per ID; ACKED keeps an entry some group has not been delivered (its last
+/// ID below the entry's) or holds in its PEL (XPENDING of that ID); DELREF XACKs the ID in
+/// every group first; the deletion is an XDEL. XACKDEL acks in its group first (-1 if it was
+/// not pending there) and answers 1 whenever deletion was allowed.
+fn emulate_delex(c: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    let ack = args[0].eq_ignore_ascii_case(b"XACKDEL");
+    let key = args[1].clone();
+    let mut i = if ack { 3 } else { 2 };
+    let mut policy = b"KEEPREF".to_vec();
+    let mut ids: Vec<Vec<u8>> = Vec::new();
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"IDS") {
+            let n: usize = String::from_utf8_lossy(&args[i + 1]).parse().expect("numids");
+            ids = args[i + 2..i + 2 + n].to_vec();
+            i += n + 2;
+        } else {
+            policy = args[i].to_ascii_uppercase();
+            i += 1;
+        }
+    }
+    let all = |v: i64| Reply::Array(vec![Reply::Int(v); ids.len()]);
+    match c.cmd(&[b"TYPE".as_slice(), &key]) {
+        Reply::Simple(t) if t == "none" => return all(-1),
+        Reply::Simple(t) if t == "stream" => {}
+        _ => return Reply::Error(WRONGTYPE.into()),
+    }
+    let mut groups: Vec<(Vec<u8>, (u64, u64))> = Vec::new();
+    for g in c.cmd(&[b"XINFO".as_slice(), b"GROUPS", &key]).as_array() {
+        let name = g.field("name").and_then(|n| n.as_bytes()).expect("group name").to_vec();
+        let last = g.field("last-delivered-id").and_then(|n| n.as_bytes()).and_then(parse_id).expect("last id");
+        groups.push((name, last));
+    }
+    if ack && !groups.iter().any(|(n, _)| *n == args[2]) {
+        return all(-1);
+    }
+    let referenced = |c: &mut Conn, id: &[u8]| -> bool {
+        let idt = parse_id(id).expect("generated IDs are valid");
+        !groups.is_empty()
+            && (groups.iter().any(|(_, last)| *last < idt)
+                || groups.iter().any(|(g, _)| !c.cmd(&[b"XPENDING".as_slice(), &key, g, id, id, b"1"]).as_array().is_empty()))
+    };
+    let mut out = Vec::new();
+    for id in &ids {
+        if ack && c.cmd(&[b"XACK".as_slice(), &key, &args[2], id]) != Reply::Int(1) {
+            out.push(Reply::Int(-1));
+            continue;
+        }
+        if policy == b"ACKED" && referenced(c, id) {
+            out.push(Reply::Int(2));
+            continue;
+        }
+        if policy == b"DELREF" {
+            for (g, _) in &groups {
+                c.cmd(&[b"XACK".as_slice(), &key, g, id]);
+            }
+        }
+        let deleted = c.cmd(&[b"XDEL".as_slice(), &key, id]) == Reply::Int(1);
+        out.push(Reply::Int(if deleted || ack { 1 } else { -1 }));
+    }
+    Reply::Array(out)
+}
+
+/// Renames the stream names of an XREAD / XREADGROUP reply (RESP2 array of pairs, RESP3 map).
+fn rename_keys(r: &mut Reply, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    let rename = |k: &mut Reply| {
+        if let Reply::Bulk(b) = k {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == b) {
+                *b = to.clone();
+            }
+        }
+    };
+    match r {
+        Reply::Array(v) => v.iter_mut().for_each(|p| {
+            if let Reply::Array(kv) = p {
+                if let Some(k) = kv.first_mut() {
+                    rename(k);
+                }
+            }
+        }),
+        Reply::Map(kv) => kv.iter_mut().for_each(|(k, _)| rename(k)),
+        _ => {}
+    }
+}
+
+/// XREAD / XREADGROUP with MAXCOUNT (Redis 8.10, REDIS8.md 7.3) for a built-in without it: the
+/// same read one stream at a time, in argument order, each with COUNT = what is left of the cap
+/// (within COUNT), stopping once nothing is left; the parts are joined into one reply (RESP2
+/// array, RESP3 map). For the generator's calls whose keys are all streams with the group.
+fn emulate_maxcount(c: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    let mut opts: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0u64;
+    let mut maxcount = 0u64;
+    let mut i = 1;
+    while i < args.len() && !args[i].eq_ignore_ascii_case(b"STREAMS") {
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"MAXCOUNT") || a.eq_ignore_ascii_case(b"COUNT") {
+            let n: u64 = String::from_utf8_lossy(&args[i + 1]).parse::<i64>().expect("a count").max(0) as u64;
+            if a.eq_ignore_ascii_case(b"MAXCOUNT") {
+                maxcount = n;
+            } else {
+                count = n;
+            }
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"GROUP") {
+            opts.extend_from_slice(&args[i..i + 3]);
+            i += 3;
+        } else {
+            opts.push(a.clone());
+            i += 1;
+        }
+    }
+    let rest = &args[i + 1..];
+    let n = rest.len() / 2;
+    let mut left = maxcount;
+    let mut parts: Vec<(Reply, Reply)> = Vec::new();
+    let mut resp3 = false;
+    for k in 0..n {
+        if left == 0 {
+            break;
+        }
+        let take = if count == 0 { left } else { count.min(left) };
+        let mut cmd = vec![args[0].clone()];
+        cmd.extend(opts.iter().cloned());
+        cmd.extend([b"COUNT".to_vec(), take.to_string().into_bytes(), b"STREAMS".to_vec(), rest[k].clone(), rest[n + k].clone()]);
+        let part: Vec<(Reply, Reply)> = match c.cmd(&cmd) {
+            Reply::Nil => Vec::new(),
+            Reply::Array(v) => v.iter().map(|p| (p.as_array()[0].clone(), p.as_array()[1].clone())).collect(),
+            Reply::Map(kv) => {
+                resp3 = true;
+                kv
+            }
+            other => return other,
+        };
+        for (key, entries) in part {
+            left -= (entries.as_array().len() as u64).min(left);
+            parts.push((key, entries));
+        }
+    }
+    if parts.is_empty() {
+        Reply::Nil
+    } else if resp3 {
+        Reply::Map(parts)
+    } else {
+        Reply::Array(parts.into_iter().map(|(k, v)| Reply::Array(vec![k, v])).collect())
+    }
 }

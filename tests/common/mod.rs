@@ -1508,6 +1508,59 @@ pub fn explicit_workload(
     ids
 }
 
+/// Waits (up to 3 s) until INFO clients reports `n` blocked clients; returns whether it did.
+pub fn wait_blocked_clients(c: &mut Conn, n: usize) -> bool {
+    let want = format!("blocked_clients:{n}\r");
+    for _ in 0..300 {
+        if c.cmd(&["INFO", "clients"]).text().contains(&want) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// A fresh stream `k` with group `g` at `$`, a client blocked in `XS.READGROUP GROUP g c BLOCK 0
+/// STREAMS k >`, then `act(admin)`: the blocked client's answer.
+pub fn blocked_group_reader_after(s: &Server, admin: &mut Conn, act: impl FnOnce(&mut Conn)) -> Reply {
+    admin.cmd(&["FLUSHALL"]);
+    admin.cmd(&["XS.ADD", "k", "1-1", "f", "v"]);
+    admin.cmd(&["XS.GROUP", "CREATE", "k", "g", "$"]);
+    let mut waiter = s.conn();
+    waiter.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "k", ">"]).expect("send");
+    assert!(wait_blocked_clients(admin, 1), "the reader did not block");
+    act(admin);
+    waiter.set_timeout(Duration::from_secs(5));
+    waiter.read_reply().expect("the blocked reader is answered").0
+}
+
+/// Reads a subscriber's keyspace-event messages (`pmessage` pattern channel payload) until the
+/// first plain `message` (a PUBLISH that marks the end): (channel, payload) in order.
+pub fn read_events_until_message(sub: &mut Conn) -> Vec<(String, String)> {
+    let mut events = Vec::new();
+    loop {
+        let (r, _) = sub.read_reply().expect("subscriber");
+        let v = r.as_array();
+        if v[0].text() == "message" {
+            return events;
+        }
+        events.push((v[2].text(), v[3].text()));
+    }
+}
+
+/// Runs `f` on a fresh database of `s` (FLUSHALL), on a RESP2 connection, then on a RESP3 one
+/// (`f`'s second argument).
+pub fn each_protocol(s: &Server, f: impl Fn(&mut Conn, bool)) {
+    for resp3 in [false, true] {
+        let mut c = s.conn();
+        if resp3 {
+            c.hello3();
+        }
+        assert_eq!(c.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
+        f(&mut c, resp3);
+    }
+}
+
 /// Snapshot of one key for before/after comparisons: exact reply bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeySnap {
