@@ -6,7 +6,7 @@
 //! bytes (encoding byte + backlen byte), so validation is O(len) and total.
 
 use super::encoding::{self, EOF, HDR_SIZE, HeadError, MAX_BACKLEN_SIZE, NUMELE_UNKNOWN};
-use super::{EMPTY_BYTES, LpError};
+use super::{EMPTY_BYTES, LpError, Value};
 
 /// Validates `bytes` as a listpack.
 ///
@@ -96,4 +96,87 @@ fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
         return Err(LpError::BadBacklen { offset: off });
     }
     Ok(end)
+}
+
+/// A forward walk over an untrusted listpack that checks each element exactly as
+/// `validate(deep = true)` does while handing out its value: one pass where a
+/// deep validation followed by a decoding walk took two (loading validates
+/// every element of every node: `stream::validate`).
+///
+/// ```text
+/// new()     header: total-bytes == len, last byte 0xFF          (rules 1-3)
+/// next()    one element: rules 5-8, then its value; Ok(None) at the terminator
+/// finish()  after Ok(None): the header count                     (rule 9)
+/// ```
+///
+/// The two commonest elements of a stream node, a 7-bit integer (flags, ID
+/// deltas, lp-counts) and a short string (field names, values) with its one-byte
+/// backlen, are checked inline; anything else goes through `check_entry`.
+pub struct Checked<'a> {
+    bytes: &'a [u8],
+    /// Offset of the next element (== eof at the end).
+    off: usize,
+    /// Offset of the terminator.
+    eof: usize,
+    /// Elements walked so far.
+    count: usize,
+}
+
+impl<'a> Checked<'a> {
+    pub fn new(bytes: &'a [u8]) -> Result<Self, LpError> {
+        if bytes.len() < EMPTY_BYTES {
+            return Err(LpError::TooShort { len: bytes.len() });
+        }
+        let header: [u8; 4] = [bytes[0], bytes[1], bytes[2], bytes[3]];
+        let total = u32::from_le_bytes(header);
+        if usize::try_from(total).ok() != Some(bytes.len()) {
+            return Err(LpError::BadTotalBytes { header: total, actual: bytes.len() });
+        }
+        let eof = bytes.len() - 1;
+        if bytes[eof] != EOF {
+            return Err(LpError::NoTerminator);
+        }
+        Ok(Checked { bytes, off: HDR_SIZE, eof, count: 0 })
+    }
+
+    /// The next element, checked; `Ok(None)` once the terminator is reached.
+    #[inline]
+    pub fn next(&mut self) -> Result<Option<Value<'a>>, LpError> {
+        let off = self.off;
+        if off >= self.eof {
+            return Ok(None);
+        }
+        let b = self.bytes;
+        let b0 = b[off];
+        if b0 < 0x80 {
+            // 7-bit integer: 1 byte, backlen 1.
+            if b.get(off + 1) == Some(&1) && off + 1 < self.eof {
+                self.off = off + 2;
+                self.count += 1;
+                return Ok(Some(Value::Int(i64::from(b0))));
+            }
+        } else if b0 & 0xC0 == 0x80 {
+            // 6-bit string: 1 + len bytes (at most 64), backlen 1.
+            let end = off + 1 + usize::from(b0 & 0x3F);
+            if end < self.eof && b.get(end).copied() == Some((end - off) as u8) {
+                self.off = end + 1;
+                self.count += 1;
+                return Ok(Some(Value::Str(&b[off + 1..end])));
+            }
+        }
+        let next = check_entry(b, off, self.eof)?;
+        self.off = next;
+        self.count += 1;
+        Ok(Some(encoding::decode(b, off).0))
+    }
+
+    /// After `next` returned `Ok(None)`: the header count equals the elements
+    /// walked, unless it is NUMELE_UNKNOWN.
+    pub fn finish(&self) -> Result<(), LpError> {
+        let numele = u16::from_le_bytes([self.bytes[4], self.bytes[5]]);
+        if numele != NUMELE_UNKNOWN && usize::from(numele) != self.count {
+            return Err(LpError::CountMismatch { header: numele, actual: self.count });
+        }
+        Ok(())
+    }
 }

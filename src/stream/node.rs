@@ -46,20 +46,37 @@ pub struct Master {
     pub first_entry: Option<usize>,
 }
 
-/// Reads the master entry of a valid node.
+/// Reads the master entry of a node. On a node that was loaded without the deep
+/// check (RDB loading under `sanitize-dump-payload no`) this and every reader
+/// below stay total: counts are clamped to what the node's bytes can hold, walks
+/// stop at the node's end, and garbage reads as 0 or an empty string (see
+/// `listpack::Listpack::from_vec`). A corrupt node then gives wrong answers, never
+/// a panic, an unbounded loop or an allocation larger than the node.
 pub fn master(lp: &Listpack) -> Master {
     let count_off = lp.first().unwrap_or(0);
     let mut p = Some(count_off);
     let _count = lp.next_int(&mut p);
     let _deleted = lp.next_int(&mut p);
-    let fields_count = lp.next_int(&mut p).max(0) as usize;
+    let fields_count = clamp_elements(lp, lp.next_int(&mut p));
     let fields_off = p.unwrap_or(0);
-    for _ in 0..fields_count {
-        p = p.and_then(|o| lp.next(o));
-    }
+    let p = skip_elements(lp, p, fields_count);
     // p is at the master terminator.
     let first_entry = p.and_then(|o| lp.next(o));
     Master { count_off, fields_count, fields_off, first_entry }
+}
+
+/// A count read from a node, as a number of elements the node can actually
+/// hold: every element takes at least 2 bytes (encoding + backlen).
+fn clamp_elements(lp: &Listpack, n: i64) -> usize {
+    usize::try_from(n.max(0)).unwrap_or(usize::MAX).min(lp.bytes_len() / 2)
+}
+
+/// Moves `p` over `n` elements; None once the node ends (at most `n` steps).
+fn skip_elements(lp: &Listpack, mut p: Option<usize>, n: usize) -> Option<usize> {
+    for _ in 0..n {
+        p = lp.next(p?);
+    }
+    p
 }
 
 /// The head of a node's master entry, read in one pass (the append hot path):
@@ -70,7 +87,7 @@ pub fn head(lp: &Listpack) -> (usize, i64, i64, usize, Option<usize>) {
     let mut p = Some(count_off);
     let count = lp.next_int(&mut p);
     let deleted = lp.next_int(&mut p);
-    let fields = lp.next_int(&mut p).max(0) as usize;
+    let fields = clamp_elements(lp, lp.next_int(&mut p));
     (count_off, count, deleted, fields, p)
 }
 
@@ -82,12 +99,15 @@ pub fn counts(lp: &Listpack) -> (i64, i64) {
     (count, deleted)
 }
 
-/// Rewrites `count` and `deleted`.
+/// Rewrites `count` and `deleted`. (On a node not deep-checked, an element
+/// that cannot be replaced is left as it is.)
 pub fn set_counts(lp: &mut Listpack, count: i64, deleted: i64) {
     let Some(first) = lp.first() else { return };
-    lp.replace_int(first, count);
+    if lp.try_replace(first, Value::Int(count)).is_err() {
+        return;
+    }
     if let Some(second) = lp.next(first) {
-        lp.replace_int(second, deleted);
+        let _ = lp.try_replace(second, Value::Int(deleted));
     }
 }
 
@@ -115,13 +135,12 @@ pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize
     let (numfields, elements) = if flags & FLAG_SAMEFIELDS != 0 {
         (m.fields_count, m.fields_count)
     } else {
-        let n = lp.next_int(&mut p).max(0) as usize;
-        (n, n.saturating_mul(2))
+        // Each pair takes two elements.
+        let n = clamp_elements(lp, lp.next_int(&mut p)).min(lp.bytes_len() / 4);
+        (n, n * 2)
     };
     let data_off = p;
-    for _ in 0..elements {
-        p = p.and_then(|o| lp.next(o));
-    }
+    let p = skip_elements(lp, p, elements);
     // p is at lp-count.
     let next_off = p.and_then(|o| lp.next(o));
     EntryPos { id: StreamId { ms, seq }, flags, flags_off, data_off, numfields, next_off }
@@ -130,35 +149,32 @@ pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize
 /// Offset of the flags of the entry whose `lp-count` element is at `count_off`,
 /// or `None` when `count_off` is the master terminator (start of node reached).
 pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<usize> {
-    let n = lp.get_int(count_off);
-    if n <= 0 {
-        return None;
-    }
+    let n = clamp_elements(lp, lp.get_int(count_off));
     let mut p = Some(count_off);
     for _ in 0..n {
-        p = p.and_then(|o| lp.prev(o));
+        p = lp.prev(p?);
     }
-    p
+    // A valid node's lp-count is never 0; as the master terminator, 0 ends the walk.
+    if n == 0 { None } else { p }
 }
 
-/// Calls `f(field, value)` for each pair of the entry.
+/// Calls `f(field, value)` for each pair of the entry: exactly `e.numfields`
+/// times (a reply announces that many pairs before they are written), with empty
+/// strings where a node that was not deep-checked ends early.
 pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: impl FnMut(Value<'a>, Value<'a>)) {
     let same = e.flags & FLAG_SAMEFIELDS != 0;
     let mut mf = Some(m.fields_off);
     let mut p = e.data_off;
+    let take = |p: &mut Option<usize>| match *p {
+        Some(o) => {
+            *p = lp.next(o);
+            lp.get(o)
+        }
+        None => Value::Str(&[]),
+    };
     for _ in 0..e.numfields {
-        let field = if same {
-            let o = mf.unwrap_or(0);
-            mf = lp.next(o);
-            lp.get(o)
-        } else {
-            let o = p.unwrap_or(0);
-            p = lp.next(o);
-            lp.get(o)
-        };
-        let o = p.unwrap_or(0);
-        p = lp.next(o);
-        f(field, lp.get(o));
+        let field = if same { take(&mut mf) } else { take(&mut p) };
+        f(field, take(&mut p));
     }
 }
 
