@@ -475,8 +475,11 @@ impl Listpack {
     }
 
     pub fn try_replace(&mut self, off: usize, v: Value) -> Result<(), LpError> {
-        let old = match self.entry_size(off) {
-            Some(s) if off >= HDR_SIZE && off < self.eof_offset() => s,
+        // The element must end before the terminator (`skip` checks it: in a
+        // listpack that was not deep-checked, an encoding may claim more bytes
+        // than there are).
+        let old = match self.skip(off) {
+            Some(end) if off >= HDR_SIZE && off < self.eof_offset() => end - off,
             _ => return Err(LpError::BadEncoding { offset: off }),
         };
         let e = Encoded::new(v);

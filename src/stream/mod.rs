@@ -800,7 +800,7 @@ impl<'a> RangeIter<'a> {
                 }
                 continue;
             };
-            let flags_off = if self.rev {
+            let (flags_off, elements_max) = if self.rev {
                 let Some(count_off) = self.pos else {
                     self.advance_node();
                     continue;
@@ -814,14 +814,14 @@ impl<'a> RangeIter<'a> {
                 }
             } else {
                 match self.pos {
-                    Some(f) => f,
+                    Some(f) => (f, usize::MAX),
                     None => {
                         self.advance_node();
                         continue;
                     }
                 }
             };
-            let e = node::entry_at(lp, &m, master_id, flags_off);
+            let e = node::entry_within(lp, &m, master_id, flags_off, elements_max);
             self.pos = if self.rev { lp.prev(flags_off) } else { e.next_off };
             let live = !self.skip_tombstones || e.flags & FLAG_DELETED == 0;
             if !self.rev {

@@ -126,36 +126,62 @@ pub struct EntryPos {
     pub next_off: Option<usize>,
 }
 
-/// Decodes the entry whose flags are at `flags_off`.
+/// Decodes the entry whose flags are at `flags_off` (a forward walk).
 pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize) -> EntryPos {
+    entry_within(lp, m, master_id, flags_off, usize::MAX)
+}
+
+/// [`entry_at`] for an entry known to hold at most `elements_max` elements before
+/// its lp-count (a backward walk reached its flags by stepping back that many).
+/// In a valid node the bound never binds; in one that was not deep-checked it
+/// keeps the work of a walk linear in the node's size: forward, each entry's
+/// elements end where the next begins; backward, within the elements stepped over.
+pub fn entry_within(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize, elements_max: usize) -> EntryPos {
     let mut p = Some(flags_off);
     let flags = lp.next_int(&mut p);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
     let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);
-    let (numfields, elements) = if flags & FLAG_SAMEFIELDS != 0 {
-        (m.fields_count, m.fields_count)
+    let same = flags & FLAG_SAMEFIELDS != 0;
+    let (numfields, elements) = if same {
+        let n = m.fields_count.min(elements_max);
+        (n, n)
     } else {
         // Each pair takes two elements.
-        let n = clamp_elements(lp, lp.next_int(&mut p)).min(lp.bytes_len() / 4);
+        let n = clamp_elements(lp, lp.next_int(&mut p)).min(lp.bytes_len() / 4).min(elements_max / 2);
         (n, n * 2)
     };
     let data_off = p;
-    let p = skip_elements(lp, p, elements);
+    let (p, skipped) = skip_counted(lp, p, elements);
+    // An entry cut short by the end of the node (not deep-checked) has the pairs it holds.
+    let numfields = if skipped == elements { numfields } else if same { skipped } else { skipped / 2 };
     // p is at lp-count.
     let next_off = p.and_then(|o| lp.next(o));
     EntryPos { id: StreamId { ms, seq }, flags, flags_off, data_off, numfields, next_off }
 }
 
-/// Offset of the flags of the entry whose `lp-count` element is at `count_off`,
-/// or `None` when `count_off` is the master terminator (start of node reached).
-pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<usize> {
+/// Moves `p` over up to `n` elements: (where it stops, None at the node's end;
+/// how many elements it passed).
+fn skip_counted(lp: &Listpack, mut p: Option<usize>, n: usize) -> (Option<usize>, usize) {
+    for i in 0..n {
+        match p {
+            Some(o) => p = lp.next(o),
+            None => return (None, i),
+        }
+    }
+    (p, n)
+}
+
+/// The entry whose `lp-count` element is at `count_off`: (offset of its flags,
+/// number of elements before its lp-count), or `None` when `count_off` is the
+/// master terminator (start of node reached).
+pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<(usize, usize)> {
     let n = clamp_elements(lp, lp.get_int(count_off));
     let mut p = Some(count_off);
     for _ in 0..n {
         p = lp.prev(p?);
     }
     // A valid node's lp-count is never 0; as the master terminator, 0 ends the walk.
-    if n == 0 { None } else { p }
+    if n == 0 { None } else { p.map(|f| (f, n)) }
 }
 
 /// Calls `f(field, value)` for each pair of the entry: exactly `e.numfields`
@@ -181,7 +207,7 @@ pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: imp
 /// The ID of the last entry (tombstone or not) of a node, `None` if it has none.
 pub fn last_entry_id(lp: &Listpack, master_id: StreamId) -> Option<StreamId> {
     let last = lp.last()?;
-    let flags_off = entry_start_from_lp_count(lp, last)?;
+    let (flags_off, _) = entry_start_from_lp_count(lp, last)?;
     let mut p = lp.next(flags_off);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
     let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);
