@@ -106,7 +106,7 @@ impl RdbOut for IoOut {
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    fence::guard("rdb_load", ptr::null_mut(), || match rdb::load(encver, &mut IoIn(rdb)) {
+    fence::guard("rdb_load", ptr::null_mut(), || match rdb::load(encver, &mut IoIn(rdb), super::loading::check_for(rdb)) {
         Ok(s) => Box::into_raw(Box::new(s)).cast(),
         Err(e) => {
             if e != LoadError::Io {
