@@ -15,7 +15,8 @@ const ENTRIES: u64 = 100_000;
 fn filled() -> Stream {
     let mut s = Stream::new();
     for i in 0..ENTRIES {
-        let v = i.to_string();
+        // Values as at the middle of the 5M-entry bench stream (24-bit integers).
+        let v = (2_500_000 + i).to_string();
         let id = StreamId::new(1_000_000_000_000 + i / 10, i % 10);
         s.append(&[b"f", v.as_bytes()], IdSpec::Explicit(id), 0, NodeLimits::default()).expect("increasing IDs");
     }
@@ -24,30 +25,22 @@ fn filled() -> Stream {
 
 fn bench(c: &mut Criterion) {
     let s = filled();
-    let nodes: Vec<(StreamId, Vec<u8>)> = s.nodes().map(|(k, lp)| (k, lp.as_bytes().to_vec())).collect();
+    // The nodes as loading holds them before the check (a Listpack over the loaded
+    // buffer, header checked): what is timed is the check alone.
+    let nodes: Vec<(StreamId, listpack::Listpack)> =
+        s.nodes().map(|(k, lp)| (k, listpack::Listpack::from_vec(lp.as_bytes().to_vec(), false).expect("valid"))).collect();
     let mut g = c.benchmark_group("load");
     g.throughput(Throughput::Elements(ENTRIES));
-    g.bench_function("deep validation (listpack + node structure), per entry", |b| {
+    g.bench_function("deep validation (every listpack element + node structure), per entry", |b| {
         b.iter(|| {
             let mut prev = None;
             let mut live = 0u64;
-            for (k, bytes) in &nodes {
-                // (validate_node checks every listpack element too, in the same pass.)
-                let lp = listpack::Listpack::from_vec(bytes.clone(), false).expect("valid");
-                live += validate_node(*k, &lp, prev).expect("valid").live;
+            for (k, lp) in &nodes {
+                // (one pass: validate_node checks every listpack element itself)
+                live += validate_node(*k, lp, prev).expect("valid").live;
                 prev = Some(*k);
             }
             black_box(live)
-        })
-    });
-    g.bench_function("copy only (the clone the deep bench includes), per entry", |b| {
-        b.iter(|| {
-            let mut n = 0usize;
-            for (_, bytes) in &nodes {
-                let lp = listpack::Listpack::from_vec(bytes.clone(), false).expect("valid");
-                n += lp.bytes_len();
-            }
-            black_box(n)
         })
     });
     g.finish();

@@ -1457,3 +1457,67 @@ fn crafted_headers_and_entries() {
     let lp = Listpack::from_vec(raw_listpack(&[0x82, b'4', b'2', 3], 1), true).unwrap();
     assert_eq!(lp.get_int(HDR_SIZE), 42);
 }
+
+/// `Checked` (the one-pass walk loading uses) accepts exactly what
+/// `validate(deep = true)` accepts, and yields the values iteration yields:
+/// valid listpacks of every encoding, then each with bytes mutated.
+#[test]
+fn checked_walk_agrees_with_deep_validate() {
+    fn walk(b: &[u8]) -> Result<Vec<Value<'_>>, LpError> {
+        let mut c = Checked::new(b)?;
+        let mut out = Vec::new();
+        while let Some(v) = c.next()? {
+            out.push(v);
+        }
+        c.finish()?;
+        Ok(out)
+    }
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..3000 {
+        let mut lp = Listpack::new();
+        for _ in 0..rnd() % 12 {
+            match rnd() % 6 {
+                0 => lp.append_int((rnd() % 300) as i64 - 150),
+                1 => lp.append_int(rnd() as i64 >> (rnd() % 64)),
+                2 => lp.append_str(&vec![b'a'; (rnd() % 70) as usize]),
+                3 => lp.append_str(&vec![b'b'; 60 + (rnd() % 200) as usize]),
+                4 if case % 50 == 0 => lp.append_str(&vec![b'c'; 4090 + (rnd() % 20) as usize]),
+                _ => lp.append_str(b"field"),
+            }
+        }
+        let good = lp.as_bytes().to_vec();
+        assert_eq!(walk(&good), Ok(lp.iter().collect::<Vec<_>>()));
+        for m in 0..8 {
+            let mut b = good.clone();
+            match m % 3 {
+                0 => {
+                    let at = (rnd() as usize) % b.len();
+                    b[at] ^= 1 << (rnd() % 8);
+                }
+                1 => {
+                    let at = (rnd() as usize) % b.len();
+                    b[at] = [0x00, 0x7F, 0x80, 0xBF, 0xC0, 0xE0, 0xF0, 0xF1, 0xF4, 0xF5, 0xFF][(rnd() % 11) as usize];
+                }
+                _ => {
+                    let at = HDR_SIZE + (rnd() as usize) % (b.len() - HDR_SIZE);
+                    b.truncate(at);
+                    b.push(EOF);
+                    let n = b.len() as u32;
+                    b[..4].copy_from_slice(&n.to_le_bytes());
+                }
+            }
+            let deep = validate(&b, true);
+            let w = walk(&b);
+            assert_eq!(deep.is_ok(), w.is_ok(), "case {case}/{m}: {b:02x?}: validate {deep:?}, walk {w:?}");
+            if deep.is_ok() { valid += 1 } else { invalid += 1 }
+        }
+    }
+    assert!(valid > 1000 && invalid > 1000, "{valid} valid, {invalid} invalid mutants");
+}

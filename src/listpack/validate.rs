@@ -64,6 +64,14 @@ pub fn validate(bytes: &[u8], deep: bool) -> Result<(), LpError> {
     Ok(())
 }
 
+/// `check_entry` out of the inlined fast path of `Checked::step` (long strings
+/// and invalid bytes).
+#[cold]
+#[inline(never)]
+fn check_entry_cold(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
+    check_entry(bytes, off, eof)
+}
+
 /// Checks the entry at `off` (which is < `eof`) and returns the offset of the
 /// next one, which is <= `eof`.
 fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
@@ -109,9 +117,10 @@ fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
 /// finish()  after Ok(None): the header count                     (rule 9)
 /// ```
 ///
-/// The two commonest elements of a stream node, a 7-bit integer (flags, ID
-/// deltas, lp-counts) and a short string (field names, values) with its one-byte
-/// backlen, are checked inline; anything else goes through `check_entry`.
+/// Integers and strings under 64 bytes (nearly every element of a stream node:
+/// flags, ID deltas, lp-counts, field names, most values), whose size the first
+/// byte gives and whose backlen is one byte, are checked inline; anything else
+/// goes through `check_entry`.
 pub struct Checked<'a> {
     bytes: &'a [u8],
     /// Offset of the next element (== eof at the end).
@@ -142,32 +151,52 @@ impl<'a> Checked<'a> {
     /// The next element, checked; `Ok(None)` once the terminator is reached.
     #[inline]
     pub fn next(&mut self) -> Result<Option<Value<'a>>, LpError> {
+        Ok(self.step()?.map(|off| encoding::decode(self.bytes, off).0))
+    }
+
+    /// The next element as an integer: `Ok(Some(None))` for a string that is not
+    /// a canonical integer, `Ok(None)` at the terminator.
+    #[inline(always)]
+    pub fn next_int(&mut self) -> Result<Option<Option<i64>>, LpError> {
+        let Some(off) = self.step()? else { return Ok(None) };
+        let b0 = self.bytes[off];
+        if b0 < 0x80 {
+            return Ok(Some(Some(i64::from(b0))));
+        }
+        Ok(Some(encoding::decode(self.bytes, off).0.as_int()))
+    }
+
+    /// Checks the next element without decoding it: its offset, `Ok(None)` at the
+    /// terminator. (Always inlined: called per element, and a call returning this
+    /// Result through memory cost more than the check itself.)
+    #[inline(always)]
+    pub fn step(&mut self) -> Result<Option<usize>, LpError> {
         let off = self.off;
         if off >= self.eof {
             return Ok(None);
         }
         let b = self.bytes;
         let b0 = b[off];
-        if b0 < 0x80 {
-            // 7-bit integer: 1 byte, backlen 1.
-            if b.get(off + 1) == Some(&1) && off + 1 < self.eof {
-                self.off = off + 2;
-                self.count += 1;
-                return Ok(Some(Value::Int(i64::from(b0))));
-            }
-        } else if b0 & 0xC0 == 0x80 {
-            // 6-bit string: 1 + len bytes (at most 64), backlen 1.
-            let end = off + 1 + usize::from(b0 & 0x3F);
-            if end < self.eof && b.get(end).copied() == Some((end - off) as u8) {
-                self.off = end + 1;
-                self.count += 1;
-                return Ok(Some(Value::Str(&b[off + 1..end])));
-            }
-        }
-        let next = check_entry(b, off, self.eof)?;
-        self.off = next;
+        // Every integer encoding and every string under 64 bytes has a size known from
+        // its first byte and at most 127, so a one-byte backlen equal to that size.
+        let enc_len = match b0 {
+            0x00..=0x7F => 1,
+            0x80..=0xBF => 1 + usize::from(b0 & 0x3F),
+            0xC0..=0xDF => 2,
+            0xF1 => 3,
+            0xF2 => 4,
+            0xF3 => 5,
+            0xF4 => 9,
+            _ => 0, // 12- and 32-bit strings, invalid bytes: the general path
+        };
+        let end = off + enc_len;
+        self.off = if enc_len != 0 && end < self.eof && b[end] == enc_len as u8 {
+            end + 1
+        } else {
+            check_entry_cold(b, off, self.eof)?
+        };
         self.count += 1;
-        Ok(Some(encoding::decode(b, off).0))
+        Ok(Some(off))
     }
 
     /// After `next` returned `Ok(None)`: the header count equals the elements

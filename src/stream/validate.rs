@@ -25,7 +25,7 @@
 use super::id::StreamId;
 use super::node::{FLAG_DELETED, FLAG_SAMEFIELDS};
 use super::Stream;
-use crate::listpack::{Checked, Listpack, LpError, Value};
+use crate::listpack::{Checked, Listpack, LpError};
 
 /// What is wrong with a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,22 +42,23 @@ struct Walk<'a>(Checked<'a>);
 
 impl<'a> Walk<'a> {
     #[inline]
-    fn value(&mut self) -> Result<Value<'a>, Invalid> {
-        match self.0.next() {
-            Ok(Some(v)) => Ok(v),
+    fn int(&mut self) -> Result<i64, Invalid> {
+        match self.0.next_int() {
+            Ok(Some(Some(v))) => Ok(v),
+            Ok(Some(None)) => Err(Invalid("integer expected")),
             Ok(None) => Err(Invalid("node ends inside an entry")),
             Err(e) => Err(lp_invalid(&e)),
         }
     }
 
-    #[inline]
-    fn int(&mut self) -> Result<i64, Invalid> {
-        self.value()?.as_int().ok_or(Invalid("integer expected"))
-    }
-
+    /// Checks `n` elements whose values do not matter (fields and values).
     fn skip(&mut self, n: i64) -> Result<(), Invalid> {
         for _ in 0..n {
-            self.value()?;
+            match self.0.step() {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(Invalid("node ends inside an entry")),
+                Err(e) => return Err(lp_invalid(&e)),
+            }
         }
         Ok(())
     }
@@ -150,7 +151,7 @@ pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>)
             first_live.get_or_insert(id);
         }
     }
-    if w.0.next().map_err(|e| lp_invalid(&e))?.is_some() {
+    if w.0.step().map_err(|e| lp_invalid(&e))?.is_some() {
         return Err(Invalid("trailing elements in node"));
     }
     w.0.finish().map_err(|e| lp_invalid(&e))?;
