@@ -10,6 +10,7 @@
 #![no_main]
 
 #[path = "../../tests/unchecked/ops.rs"]
+#[allow(dead_code)] // PATHS is for the deterministic test's report
 mod ops;
 
 use libfuzzer_sys::fuzz_target;

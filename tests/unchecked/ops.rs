@@ -65,7 +65,7 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         for e in s.range(id, id, false) {
             consume(&e, &mut sink);
         }
-        sink += s.contains(id) as u64;
+        sink = sink.wrapping_add(s.contains(id) as u64);
         if let Some(next) = id.next() {
             for e in s.range(next, StreamId::MAX, false).take(5) {
                 consume(&e, &mut sink);
@@ -104,30 +104,30 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
     match rdb::load(rdb::ENCVER, &mut io, Check::Deep) {
         Ok(t) => {
             validate_stream(&t).expect("a deep load is valid");
-            sink += t.len();
+            sink = sink.wrapping_add(t.len());
         }
-        Err(_) => sink += 1,
+        Err(_) => sink = sink.wrapping_add(1),
     }
     let mut io = VecIo { items: saved, pos: 0 };
     if let Ok(t) = rdb::load(rdb::ENCVER, &mut io, Check::Shallow) {
-        sink += t.len();
+        sink = sink.wrapping_add(t.len());
     }
     let _ = io.get_u64();
     // XS.EXPORT: only a stream valid throughout reaches the built-in's encoding.
     if validate_stream(s).is_ok() {
         let payload = native::encode_dump(s, true);
         let back = native::decode_dump(&payload).expect("an exported valid stream decodes");
-        sink += back.len();
+        sink = sink.wrapping_add(back.len());
     }
     // COPY.
     let copy = s.clone();
-    sink += copy.len();
+    sink = sink.wrapping_add(copy.len());
 
     // Writes, each on its own copy (as many commands on one key would be).
     let limits = NodeLimits { entries_max: 5, bytes_max: 0 };
     let mut t = s.clone();
-    sink += t.delete_ids(probes);
-    sink += t.len();
+    sink = sink.wrapping_add(t.delete_ids(probes));
+    sink = sink.wrapping_add(t.len());
     for e in t.range(StreamId::MIN, StreamId::MAX, true) {
         consume(&e, &mut sink);
     }
@@ -136,20 +136,20 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         let strategy = if i % 2 == 0 { TrimStrategy::MaxLen(id.seq % (s.len() + 2)) } else { TrimStrategy::MinId(id) };
         for (approx, limit) in [(false, 0), (true, 0), (false, 3), (true, 100)] {
             let mut u = t.clone();
-            sink += u.trim(&Trim { strategy, approx, limit });
+            sink = sink.wrapping_add(u.trim(&Trim { strategy, approx, limit }));
             for e in u.range(StreamId::MIN, StreamId::MAX, false) {
                 consume(&e, &mut sink);
             }
         }
-        sink += t.trim(&Trim { strategy, approx: false, limit: 0 });
-        sink += t.delete_ids(&[id]);
+        sink = sink.wrapping_add(t.trim(&Trim { strategy, approx: false, limit: 0 }));
+        sink = sink.wrapping_add(t.delete_ids(&[id]));
     }
     // XS.ADD onto the last node: the same fields as a master could hold, and others.
     let mut t = s.clone();
     let base = if t.last_id.ms < u64::MAX - 10 { t.last_id.ms + 1 } else { 1 };
     for (i, fields) in [&[&b"f"[..], b"1"][..], &[b"a", b"1", b"b", b"2"], &[b"f", b"x"], &[b"g", b"y"]].iter().enumerate() {
         let r = t.append(fields, IdSpec::Explicit(StreamId::new(base, i as u64)), 0, limits);
-        sink += r.is_ok() as u64;
+        sink = sink.wrapping_add(r.is_ok() as u64);
     }
     for e in t.range(StreamId::MIN, StreamId::MAX, true) {
         consume(&e, &mut sink);
@@ -157,7 +157,7 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
     // XS.SETID (metadata only) then a read.
     let mut t = s.clone();
     t.last_id = StreamId::MAX;
-    sink += t.edge_id(false, true).seq;
+    sink = sink.wrapping_add(t.edge_id(false, true).seq);
     // Groups: XS.READGROUP > (NOACK and not), history reads, XS.CLAIM, XS.AUTOCLAIM
     // (claim by scanning the PEL), XS.ACK, then reads of what they left.
     let mut t = s.clone();
@@ -180,19 +180,20 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 7, gi % 2 == 1, 10, LagRules::Redis7, |e, _, _| {
             consume(&e, &mut sink);
         });
-        sink += n;
+        sink = sink.wrapping_add(n);
         // (COUNT-bounded, as are the PEL walks below: a point lookup scans its node,
         // so PEL size x node size is the cost for valid nodes too.)
         let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 100, false, 11, LagRules::Redis8, |e, _, _| {
             consume(&e, &mut sink);
         });
-        sink += n;
-        sink += t.read_group_history(name, slot, StreamId::MIN, 100, 12, |id, e| {
+        sink = sink.wrapping_add(n);
+        let n = t.read_group_history(name, slot, StreamId::MIN, 100, 12, |id, e| {
             sink = sink.wrapping_add(id.seq);
             if let Some(e) = e {
                 consume(&e, &mut sink);
             }
         });
+        sink = sink.wrapping_add(n);
         // XS.AUTOCLAIM / XS.CLAIM: every pending ID (a bounded number), its entry
         // looked up as the command does, claimed by another consumer.
         let pending: Vec<StreamId> = match t.group(name) {
@@ -216,13 +217,13 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         let Some(other) = g.lookup_consumer(b"d", Some(20)).or_else(|| g.create_consumer(b"d", 20)) else { continue };
         for (&id, &live) in pending.iter().zip(&exists) {
             if live {
-                sink += g.claim(id, other, 30, ClaimCount::Increment, false).is_some() as u64;
+                sink = sink.wrapping_add(g.claim(id, other, 30, ClaimCount::Increment, false).is_some() as u64);
             } else {
-                sink += g.ack(id) as u64;
+                sink = sink.wrapping_add(g.ack(id) as u64);
             }
         }
         for &id in probes {
-            sink += g.ack(id) as u64;
+            sink = sink.wrapping_add(g.ack(id) as u64);
         }
         g.check().expect("group state stays consistent");
     }
