@@ -167,7 +167,8 @@ fn corrupt(node: &[u8], r: &mut Rng) -> (Vec<u8>, &'static str) {
 }
 
 /// Puts `node` in place of node `k` of the saved items and makes the length
-/// agree with the nodes' counts (as a real corruption of the body would leave it).
+/// agree with the nodes' counts (as a corruption of the body alone would leave it;
+/// the caller sometimes puts any length instead).
 fn patched(items: &[VecItem], k: usize, node: Vec<u8>) -> Vec<VecItem> {
     let mut m = items.to_vec();
     m[2 + 2 * k] = VecItem::Bytes(node);
@@ -207,7 +208,12 @@ fn unchecked_nodes_never_panic_or_hang() {
             let k = r.below(s.rax_keys() as u64) as usize;
             let VecItem::Bytes(node) = io.items[2 + 2 * k].clone() else { panic!("node item") };
             let (bad, label) = corrupt(&node, &mut r);
-            let items = patched(&io.items, k, bad.clone());
+            let mut items = patched(&io.items, k, bad.clone());
+            if r.below(8) == 0 {
+                // The length is not checked either (as the built-in): any value.
+                let at = 1 + 2 * s.rax_keys();
+                items[at] = VecItem::U64(r.next() >> r.below(64));
+            }
             let probes: Vec<StreamId> = (0..6).map(|_| StreamId::new(999 + r.below(30), r.below(4))).collect();
             let t0 = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
