@@ -70,7 +70,10 @@ fn refresh(ctx: *mut raw::RedisModuleCtx) {
 }
 
 /// What this `rdb_load` call checks (see the top of this file).
-pub fn check_for(io: *mut raw::RedisModuleIO) -> Check {
+///
+/// # Safety
+/// `io` is the IO handle of the `rdb_load` callback that is running.
+pub unsafe fn check_for(io: *mut raw::RedisModuleIO) -> Check {
     let sanitize = SANITIZE.load(Ordering::Relaxed);
     if sanitize != SANITIZE_NO && sanitize != SANITIZE_CLIENTS {
         return Check::Deep;

@@ -1466,7 +1466,7 @@ fn checked_walk_agrees_with_deep_validate() {
     fn walk(b: &[u8]) -> Result<Vec<Value<'_>>, LpError> {
         let mut c = Checked::new(b)?;
         let mut out = Vec::new();
-        while let Some(v) = c.next()? {
+        while let Some(v) = c.next_value()? {
             out.push(v);
         }
         c.finish()?;

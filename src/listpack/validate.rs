@@ -112,9 +112,10 @@ fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
 /// every element of every node: `stream::validate`).
 ///
 /// ```text
-/// new()     header: total-bytes == len, last byte 0xFF          (rules 1-3)
-/// next()    one element: rules 5-8, then its value; Ok(None) at the terminator
-/// finish()  after Ok(None): the header count                     (rule 9)
+/// new()         header: total-bytes == len, last byte 0xFF      (rules 1-3)
+/// next_value()  one element: rules 5-8, then its value; Ok(None) at the terminator
+/// step()        the same without decoding; next_int() decoding an integer
+/// finish()      after Ok(None): the header count                 (rule 9)
 /// ```
 ///
 /// Integers and strings under 64 bytes (nearly every element of a stream node:
@@ -150,7 +151,7 @@ impl<'a> Checked<'a> {
 
     /// The next element, checked; `Ok(None)` once the terminator is reached.
     #[inline]
-    pub fn next(&mut self) -> Result<Option<Value<'a>>, LpError> {
+    pub fn next_value(&mut self) -> Result<Option<Value<'a>>, LpError> {
         Ok(self.step()?.map(|off| encoding::decode(self.bytes, off).0))
     }
 
@@ -199,7 +200,7 @@ impl<'a> Checked<'a> {
         Ok(Some(off))
     }
 
-    /// After `next` returned `Ok(None)`: the header count equals the elements
+    /// After `next_value` / `step` returned `Ok(None)`: the header count equals the elements
     /// walked, unless it is NUMELE_UNKNOWN.
     pub fn finish(&self) -> Result<(), LpError> {
         let numele = u16::from_le_bytes([self.bytes[4], self.bytes[5]]);
