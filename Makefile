@@ -179,7 +179,8 @@ ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # blocking / hostile / group edge tests at their default size (about 15 s together).
 ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
                     --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
-                    --test hostile --test group_edges --test propagation --test command_docs --test cluster
+                    --test hostile --test group_edges --test propagation --test command_docs --test cluster \
+                    --test rdb_sanitize
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \

@@ -48,6 +48,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }
+    if let Err(e) = ffi::loading::start(ctx) {
+        ctx.log_warning(&format!("xstream: {e}"));
+        return Status::Err;
+    }
     for c in commands::COMMANDS {
         if let Err(e) = ffi::register::create(ctx, c) {
             ctx.log_warning(&format!("xstream: {e}"));
@@ -57,10 +61,6 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     if config::TAKEOVER.load(std::sync::atomic::Ordering::Relaxed) {
         if let Err(e) = ffi::takeover::start(ctx, commands::COMMANDS) {
             ctx.log_warning(&format!("xstream: takeover: {e}"));
-            return Status::Err;
-        }
-        if let Err(e) = ffi::adopt::start(ctx) {
-            ctx.log_warning(&format!("xstream: adopt: {e}"));
             return Status::Err;
         }
         ctx.log_notice("xstream: takeover on: XADD, XREAD, ... are served by the module");

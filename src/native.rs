@@ -266,7 +266,8 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
             return err("node keys not increasing");
         }
         prev = Some(master);
-        let lp = Listpack::from_vec(r.string()?, true).map_err(|e| NativeError(format!("listpack: {e}")))?;
+        // Every element is checked by validate_stream below (one pass per node).
+        let lp = Listpack::from_vec(r.string()?, false).map_err(|e| NativeError(format!("listpack: {e}")))?;
         if lp.is_empty() {
             return err("empty listpack");
         }

@@ -3,9 +3,12 @@
 //!
 //! One decoder arm per encoding version: a file written by an older version of
 //! the module must keep loading. Everything read is untrusted (RESTORE payloads
-//! carry only a CRC anyone can compute): listpacks pass `listpack::validate`, the
-//! assembled stream passes `stream::validate`, and no allocation is sized by a
-//! count read from the input.
+//! carry only a CRC anyone can compute): with [`Check::Deep`] listpacks pass
+//! `listpack::validate(deep)` and the assembled stream `stream::validate`; with
+//! [`Check::Shallow`] (RDB and full-sync loading under `sanitize-dump-payload no`,
+//! as the built-in) each node's header only, and the core's readers stay total on
+//! whatever the node bodies hold. Either way no allocation is sized by a count
+//! read from the input.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +18,21 @@ use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
 pub const ENCVER: i32 = 1;
+
+/// How much loading checks (docs/rdb.md, "What loading checks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Everything: every element of every node, the node structure, the counters.
+    /// RESTORE always; RDB / full-sync loading under `sanitize-dump-payload yes`.
+    Deep,
+    /// As the built-in with `sanitize-dump-payload no`: each listpack's header
+    /// and first element (a node is never empty); node keys, groups and PELs
+    /// fully. Node bodies and the length are taken as they are (the core reads
+    /// them totally: a corrupt body gives wrong answers, never a crash or a hang).
+    /// Nothing more than the built-in checks, so that a server that loaded a
+    /// corrupt body and then ran commands on it can always reload what it saved.
+    Shallow,
+}
 
 /// Why a payload was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,19 +135,20 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
     }
 }
 
-/// Reads a stream written with encoding `encver`.
-pub fn load(encver: i32, inp: &mut impl RdbIn) -> Result<Stream, LoadError> {
+/// Reads a stream written with encoding `encver`, checking it as `check` says.
+pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
     match encver {
-        1 => load_v1(inp),
+        1 => load_v1(inp, check),
         v => Err(LoadError::Version(v)),
     }
 }
 
-fn load_v1(inp: &mut impl RdbIn) -> Result<Stream, LoadError> {
+fn load_v1(inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
     let invalid = |m: &str| LoadError::Invalid(m.to_string());
     let nodes = inp.get_u64()?;
     let mut s = Stream::new();
     let mut prev: Option<StreamId> = None;
+    let deep = check == Check::Deep;
     // No preallocation from `nodes`: each iteration reads real bytes or fails.
     for _ in 0..nodes {
         let key = inp.get_bytes()?;
@@ -138,7 +157,13 @@ fn load_v1(inp: &mut impl RdbIn) -> Result<Stream, LoadError> {
             return Err(invalid("node keys not increasing"));
         }
         prev = Some(master);
-        let lp = Listpack::from_vec(inp.get_bytes()?, true).map_err(|e| LoadError::Invalid(format!("listpack: {e}")))?;
+        // Deep: every element is checked by validate_stream below, in the same pass
+        // as the node structure.
+        let lp = Listpack::from_vec(inp.get_bytes()?, false).map_err(|e| LoadError::Invalid(format!("listpack: {e}")))?;
+        if lp.first().is_none() {
+            // As rdbLoadObject (the deep check refuses it too, later).
+            return Err(invalid("empty listpack inside stream"));
+        }
         s.insert_node(master, lp);
     }
     s.length = inp.get_u64()?;
@@ -181,7 +206,9 @@ fn load_v1(inp: &mut impl RdbIn) -> Result<Stream, LoadError> {
         }
         g.check().map_err(invalid)?;
     }
-    validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
+    if deep {
+        validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
+    }
     Ok(s)
 }
 
@@ -263,7 +290,7 @@ mod tests {
         let s = sample();
         let mut io = VecIo::default();
         save(&s, &mut io);
-        let t = load(ENCVER, &mut io).unwrap();
+        let t = load(ENCVER, &mut io, Check::Deep).unwrap();
         assert_eq!(dump(&s), dump(&t));
         assert_eq!((s.length, s.last_id, s.first_id, s.max_deleted_entry_id, s.entries_added),
                    (t.length, t.last_id, t.first_id, t.max_deleted_entry_id, t.entries_added));
@@ -285,7 +312,7 @@ mod tests {
         let items = io.items.clone();
         for n in 0..items.len() {
             let mut t = VecIo { items: items[..n].to_vec(), pos: 0 };
-            assert!(load(ENCVER, &mut t).is_err(), "prefix {n} accepted");
+            assert!(load(ENCVER, &mut t, Check::Deep).is_err(), "prefix {n} accepted");
         }
         let specials = [0u64, 1, 15, 16, 17, u32::MAX as u64, 1 << 32, 1 << 63, u64::MAX];
         for i in 0..items.len() {
@@ -301,12 +328,47 @@ mod tests {
                     }
                 }
                 let mut t = VecIo { items: m, pos: 0 };
-                if let Ok(st) = load(ENCVER, &mut t) {
+                if let Ok(st) = load(ENCVER, &mut t, Check::Deep) {
                     validate_stream(&st).unwrap();
                     let _ = dump(&st);
                 }
             }
         }
-        assert_eq!(load(7, &mut VecIo::default()).err(), Some(LoadError::Version(7)));
+        assert_eq!(load(7, &mut VecIo::default(), Check::Deep).err(), Some(LoadError::Version(7)));
+    }
+
+    #[test]
+    fn shallow_checks_headers_counts_and_groups_only() {
+        let s = sample();
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        let items = io.items.clone();
+        let load_with = |items: &[VecItem], check| load(ENCVER, &mut VecIo { items: items.to_vec(), pos: 0 }, check);
+        let t = load_with(&items, Check::Shallow).unwrap();
+        assert_eq!(dump(&s), dump(&t));
+        // A node body broken after its first element: deep refuses, shallow takes it.
+        let VecItem::Bytes(node) = &items[2] else { panic!("node 1 is item 2") };
+        let mut bad = node.clone();
+        let at = bad.len() - 3;
+        bad[at] = 0xF7; // an unknown encoding
+        let mut m = items.clone();
+        m[2] = VecItem::Bytes(bad);
+        assert!(matches!(load_with(&m, Check::Deep), Err(LoadError::Invalid(_))));
+        let t = load_with(&m, Check::Shallow).unwrap();
+        let _ = dump(&t); // total: whatever it reads, it returns
+        // Refused either way: a bad header, an empty node.
+        let mut m = items.clone();
+        let VecItem::Bytes(b) = &mut m[2] else { panic!() };
+        b[0] ^= 1;
+        assert!(load_with(&m, Check::Shallow).is_err());
+        let mut m = items.clone();
+        m[2] = VecItem::Bytes(Listpack::new().into_vec());
+        assert_eq!(load_with(&m, Check::Shallow).err(), Some(LoadError::Invalid("empty listpack inside stream".into())));
+        // Taken as it is, as the built-in takes it: a length that disagrees with the nodes.
+        let length_at = 1 + 2 * s.rax_keys();
+        let mut m = items.clone();
+        m[length_at] = VecItem::U64(s.length + 1);
+        assert!(matches!(load_with(&m, Check::Deep), Err(LoadError::Invalid(_))));
+        assert_eq!(load_with(&m, Check::Shallow).map(|t| t.length), Ok(s.length + 1));
     }
 }

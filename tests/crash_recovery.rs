@@ -19,7 +19,7 @@ use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -287,95 +287,6 @@ fn kill9_under_load() {
 // =============================================================================================
 // Truncated files at start-up
 // =============================================================================================
-
-enum Boot {
-    Started(Child, u16),
-    Exited(ExitStatus),
-    /// Still running 5 s after the log said the load failed (killed by us).
-    Hung,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Starts redis-server on `dir` (module copied in as x.so) and waits for PING or exit.
-fn boot(dir: &Path, extra: &[&str]) -> Boot {
-    let so = dir.join("x.so");
-    if !so.exists() {
-        std::fs::copy(require_module(), &so).expect("copy module");
-    }
-    let port = free_port();
-    let mut args: Vec<String> = vec![
-        "--port".into(),
-        port.to_string(),
-        "--bind".into(),
-        "127.0.0.1".into(),
-        "--dir".into(),
-        dir.display().to_string(),
-        "--logfile".into(),
-        dir.join("redis.log").display().to_string(),
-        "--save".into(),
-        "".into(),
-        "--loadmodule".into(),
-        so.display().to_string(),
-        "--enable-debug-command".into(),
-        "yes".into(),
-    ];
-    args.extend(sanitizer_args());
-    args.extend(extra.iter().map(|s| s.to_string()));
-    // stderr into the dir: a sanitizer build writes its reports there (checked by check_dir).
-    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("stderr.log")).expect("stderr.log");
-    let mut child = Command::new(redis_server_bin())
-        .args(&args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(stderr))
-        .spawn()
-        .expect("spawn redis-server");
-    let t0 = Instant::now();
-    let mut failed_at: Option<Instant> = None;
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Boot::Exited(st);
-        }
-        if failed_at.is_none() {
-            let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-            if log.contains("Short read or OOM loading DB") || log.contains("Internal error in RDB") || log.contains("Bad file format") {
-                failed_at = Some(Instant::now());
-            }
-        }
-        if failed_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Boot::Hung;
-        }
-        if let Ok(mut c) = Conn::try_connect(port) {
-            c.set_timeout(Duration::from_secs(2));
-            if let Ok(Reply::Simple(p)) = c.try_cmd(&["PING"]) {
-                if p == "PONG" {
-                    return Boot::Started(child, port);
-                }
-            }
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let pid = child.id();
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            let state = status.lines().find(|l| l.starts_with("State:")).unwrap_or("").to_string();
-            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-            let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "redis-server on {} neither started nor exited in 30 s ({state}, wchan {wchan}); log:\n{}",
-                dir.display(),
-                log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// Fails the test if a server that ran on `dir` (stopped by now) left a sanitizer report in its
 /// log or stderr (make test-asan); see common::check_sanitizer_reports.

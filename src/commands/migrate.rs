@@ -50,6 +50,12 @@ pub fn run_export(c: &Ctx) -> Result<()> {
         KeyKind::Other => return Err(Error::WrongType),
         KeyKind::Stream => {
             let s = key.stream().ok_or(Error::WrongType)?;
+            // The nodes go into the built-in type byte for byte, and the built-in's
+            // RESTORE checks only their headers under `sanitize-dump-payload no`: a
+            // node loaded from an RDB without the deep check (rdb::Check::Shallow)
+            // is checked here, or C code would read it.
+            crate::stream::validate::validate_stream(s)
+                .map_err(|e| Error::Full(format!("ERR XS.EXPORT: the stream is corrupt ({e})")))?;
             (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }
     };

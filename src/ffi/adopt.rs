@@ -61,23 +61,12 @@ pub fn adopt_key(c: &Ctx, i: usize) {
     }
 }
 
-/// Subscribes to the loading event (takeover mode, at load).
-pub fn start(context: &redis_module::Context) -> Result<(), String> {
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_LOADING, dataver: 1 };
-    // SAFETY: valid OnLoad ctx; the callback lives as long as the module.
-    let rc = unsafe { api!(RedisModule_SubscribeToServerEvent)(context.ctx, event, Some(on_loading)) };
-    if rc != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to the loading event".into());
+/// End of a load (the loading event's ENDED subevent, dispatched by loading.rs):
+/// converts every built-in stream when adoption is on.
+pub fn loading_ended(ctx: *mut raw::RedisModuleCtx) {
+    if active() {
+        adopt_all(ctx);
     }
-    Ok(())
-}
-
-unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
-    fence::guard("loading event", (), || {
-        if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED && active() {
-            adopt_all(ctx);
-        }
-    })
 }
 
 /// What one pass over the keyspace did.

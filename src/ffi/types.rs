@@ -106,13 +106,17 @@ impl RdbOut for IoOut {
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    fence::guard("rdb_load", ptr::null_mut(), || match rdb::load(encver, &mut IoIn(rdb)) {
-        Ok(s) => Box::into_raw(Box::new(s)).cast(),
-        Err(e) => {
-            if e != LoadError::Io {
-                super::log_warning(&format!("xstream: refusing stream payload: {e}"));
+    fence::guard("rdb_load", ptr::null_mut(), || {
+        // SAFETY: `rdb` is this callback's IO handle.
+        let check = unsafe { super::loading::check_for(rdb) };
+        match rdb::load(encver, &mut IoIn(rdb), check) {
+            Ok(s) => Box::into_raw(Box::new(s)).cast(),
+            Err(e) => {
+                if e != LoadError::Io {
+                    super::log_warning(&format!("xstream: refusing stream payload: {e}"));
+                }
+                ptr::null_mut()
             }
-            ptr::null_mut()
         }
     })
 }

@@ -231,52 +231,69 @@ pub fn read_head(buf: &[u8], off: usize, limit: usize) -> Result<Head, HeadError
     }
 }
 
-/// Decodes the element at `off` of a validated listpack, returning its value
-/// and its encoded size (encoding + data, without backlen). Panics (slice
-/// index) if the bytes are not a valid element: callers only pass offsets
-/// obtained from navigation on a validated listpack.
+/// What [`decode`] yields for bytes that are not an element (only reachable in a
+/// listpack that was loaded without the deep check): an empty string one byte
+/// long, so that a forward walk still advances and stays inside the buffer.
+pub const GARBAGE: (Value<'static>, usize) = (Value::Str(&[]), 1);
+
+/// Decodes the element at `off`, returning its value and its encoded size
+/// (encoding + data, without backlen). Total: never panics and reads only
+/// inside `buf`. On a deep-validated listpack every offset navigation yields is
+/// an element; on one loaded with the header check only (RDB loading under
+/// `sanitize-dump-payload no`) an offset may point at garbage, which decodes as
+/// [`GARBAGE`].
 #[inline]
 pub fn decode(buf: &[u8], off: usize) -> (Value<'_>, usize) {
-    let b0 = buf[off];
+    decode_checked(buf, off).unwrap_or(GARBAGE)
+}
+
+#[inline]
+fn decode_checked(buf: &[u8], off: usize) -> Option<(Value<'_>, usize)> {
+    let b0 = *buf.get(off)?;
     if b0 & ENC_7BIT_UINT_MASK == ENC_7BIT_UINT {
-        return (Value::Int(i64::from(b0)), 1);
+        return Some((Value::Int(i64::from(b0)), 1));
     }
+    let d = buf.get(off + 1..)?;
     if b0 & ENC_6BIT_STR_MASK == ENC_6BIT_STR {
         let len = usize::from(b0 & 0x3F);
-        return (Value::Str(&buf[off + 1..off + 1 + len]), 1 + len);
+        return Some((Value::Str(d.get(..len)?), 1 + len));
     }
     if b0 & ENC_13BIT_INT_MASK == ENC_13BIT_INT {
-        let u = (i64::from(b0 & 0x1F) << 8) | i64::from(buf[off + 1]);
+        let u = (i64::from(b0 & 0x1F) << 8) | i64::from(*d.first()?);
         // Two's complement in 13 bits: values >= 2^12 are negative.
         let v = if u >= 1 << 12 { u - (1 << 13) } else { u };
-        return (Value::Int(v), 2);
+        return Some((Value::Int(v), 2));
     }
     if b0 & ENC_12BIT_STR_MASK == ENC_12BIT_STR {
-        let len = (usize::from(b0 & 0x0F) << 8) | usize::from(buf[off + 1]);
-        return (Value::Str(&buf[off + 2..off + 2 + len]), 2 + len);
+        let len = (usize::from(b0 & 0x0F) << 8) | usize::from(*d.first()?);
+        return Some((Value::Str(d.get(1..1 + len)?), 2 + len));
     }
-    let d = &buf[off + 1..];
     match b0 {
-        ENC_16BIT_INT => (Value::Int(i64::from(i16::from_le_bytes([d[0], d[1]]))), 3),
-        ENC_24BIT_INT => {
-            // Place the 3 bytes in the top of an i32 and shift back to sign-extend.
-            let v = i32::from_le_bytes([0, d[0], d[1], d[2]]) >> 8;
-            (Value::Int(i64::from(v)), 4)
+        ENC_16BIT_INT => {
+            let &[a, b, ..] = d else { return None };
+            Some((Value::Int(i64::from(i16::from_le_bytes([a, b]))), 3))
         }
-        ENC_32BIT_INT => (
-            Value::Int(i64::from(i32::from_le_bytes([d[0], d[1], d[2], d[3]]))),
-            5,
-        ),
+        ENC_24BIT_INT => {
+            let &[a, b, c, ..] = d else { return None };
+            // Place the 3 bytes in the top of an i32 and shift back to sign-extend.
+            let v = i32::from_le_bytes([0, a, b, c]) >> 8;
+            Some((Value::Int(i64::from(v)), 4))
+        }
+        ENC_32BIT_INT => {
+            let &[a, b, c, e, ..] = d else { return None };
+            Some((Value::Int(i64::from(i32::from_le_bytes([a, b, c, e]))), 5))
+        }
         ENC_64BIT_INT => {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&d[..8]);
-            (Value::Int(i64::from_le_bytes(b)), 9)
+            let b: [u8; 8] = d.get(..8)?.try_into().ok()?;
+            Some((Value::Int(i64::from_le_bytes(b)), 9))
         }
         ENC_32BIT_STR => {
-            let len = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as usize;
-            (Value::Str(&d[4..4 + len]), 5 + len)
+            let &[a, b, c, e, ..] = d else { return None };
+            let len = usize::try_from(u32::from_le_bytes([a, b, c, e])).ok()?;
+            let end = len.checked_add(4)?;
+            Some((Value::Str(d.get(4..end)?), end.checked_add(1)?))
         }
-        _ => panic!("listpack: byte 0x{b0:02x} at offset {off} is not an element encoding"),
+        _ => None,
     }
 }
 

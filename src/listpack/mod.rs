@@ -49,7 +49,7 @@ mod validate;
 mod tests;
 
 pub use encoding::string_to_i64;
-pub use validate::validate;
+pub use validate::{validate, Checked};
 
 use encoding::{EOF, Encoded, HDR_SIZE, INT_STR_MAX_LEN, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};
 
@@ -213,10 +213,10 @@ impl Listpack {
         Listpack { buf }
     }
 
-    /// Takes ownership of `buf` after [`validate`]. Use `deep = true` for any
-    /// bytes not written by this module: with `deep = false` only the header
-    /// and first entry are checked, and later operations may panic on a
-    /// corrupt entry.
+    /// Takes ownership of `buf` after [`validate`]. With `deep = false` only
+    /// the header and first entry are checked: reading stays memory-safe,
+    /// terminating and panic-free on whatever follows (decoding is total, every
+    /// walk advances), but may yield garbage values (see `encoding::GARBAGE`).
     pub fn from_vec(buf: Vec<u8>, deep: bool) -> Result<Self, LpError> {
         validate(&buf, deep)?;
         Ok(Listpack { buf })
@@ -463,7 +463,8 @@ impl Listpack {
         p
     }
 
-    /// The element at `off` (lpGet). Panics if `off` is not an element.
+    /// The element at `off` (lpGet). Total: if `off` is not an element (only
+    /// possible in a listpack taken with `from_vec(.., false)`), an empty string.
     pub fn get(&self, off: usize) -> Value<'_> {
         encoding::decode(&self.buf, off).0
     }
@@ -477,13 +478,11 @@ impl Listpack {
     }
 
     /// The integer at `off` (lpGetInteger in t_stream.c): an integer
-    /// encoding, or a string that is a canonical integer. Panics otherwise,
-    /// as Redis asserts; see [`Listpack::try_get_int`].
+    /// encoding, or a string that is a canonical integer. Where Redis asserts
+    /// (not an integer: only in a node that was loaded without the deep check),
+    /// 0; see [`Listpack::try_get_int`] to tell.
     pub fn get_int(&self, off: usize) -> i64 {
-        match self.try_get_int(off) {
-            Some(v) => v,
-            None => panic!("listpack element at offset {off} is not an integer"),
-        }
+        self.try_get_int(off).unwrap_or(0)
     }
 
     pub fn try_get_int(&self, off: usize) -> Option<i64> {
@@ -491,15 +490,13 @@ impl Listpack {
     }
 
     /// Reads the integer at `*off` and moves `*off` to the next element
-    /// (None after the last). Panics if `*off` is None or not an integer.
+    /// (None after the last). Total: where a valid node always has an integer,
+    /// a node loaded without the deep check may have none left (`*off` is None:
+    /// 0, and `*off` stays None) or a string (0, and `*off` moves on).
     pub fn next_int(&self, off: &mut Option<usize>) -> i64 {
-        let Some(o) = *off else {
-            panic!("listpack next_int: no element left");
-        };
+        let Some(o) = *off else { return 0 };
         let (v, enc_len) = encoding::decode(&self.buf, o);
-        let Some(v) = v.as_int() else {
-            panic!("listpack element at offset {o} is not an integer");
-        };
+        let v = v.as_int().unwrap_or(0);
         let n = o + enc_len + encoding::backlen_size(enc_len);
         *off = if n >= self.eof_offset() {
             None
@@ -520,8 +517,11 @@ impl Listpack {
     }
 
     pub fn try_replace(&mut self, off: usize, v: Value) -> Result<(), LpError> {
-        let old = match self.entry_size(off) {
-            Some(s) if off >= HDR_SIZE && off < self.eof_offset() => s,
+        // The element must end before the terminator (`skip` checks it: in a
+        // listpack that was not deep-checked, an encoding may claim more bytes
+        // than there are).
+        let old = match self.skip(off) {
+            Some(end) if off >= HDR_SIZE && off < self.eof_offset() => end - off,
             _ => return Err(LpError::BadEncoding { offset: off }),
         };
         let e = Encoded::new(v);

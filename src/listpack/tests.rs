@@ -463,11 +463,39 @@ fn stream_style_int_walk() {
 }
 
 #[test]
-#[should_panic(expected = "not an integer")]
-fn get_int_on_string_panics() {
+fn get_int_on_string_is_zero() {
+    // Where Redis asserts (lpGetInteger on a string): only a node loaded without
+    // the deep check gets here, and reading stays total.
     let mut lp = Listpack::new();
     lp.append_str(b"abc");
-    lp.get_int(HDR_SIZE);
+    assert_eq!(lp.get_int(HDR_SIZE), 0);
+    let mut p = Some(HDR_SIZE);
+    assert_eq!((lp.next_int(&mut p), p), (0, None));
+    assert_eq!((lp.next_int(&mut p), p), (0, None));
+}
+
+#[test]
+fn decode_is_total() {
+    // Every offset of every prefix of a listpack holding each encoding: a value
+    // or GARBAGE, never a panic, and the size never runs past the buffer.
+    let mut lp = Listpack::new();
+    for v in [0i64, 100, -100, 1000, -30000, 1 << 20, 1 << 30, i64::MIN] {
+        lp.append_int(v);
+    }
+    for n in [0usize, 1, 63, 64, 4095, 4096] {
+        lp.append_str(&vec![b'x'; n]);
+    }
+    let bytes = lp.as_bytes().to_vec();
+    for len in 0..=bytes.len() {
+        let b = &bytes[..len];
+        for off in 0..len + 2 {
+            let (v, size) = decode(b, off);
+            assert!(size >= 1);
+            if (v, size) != GARBAGE {
+                assert!(off + size <= len, "offset {off} of {len}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -1469,4 +1497,68 @@ fn append_all_equals_appends() {
         }
         check_consistent(all.as_bytes());
     }
+}
+
+/// `Checked` (the one-pass walk loading uses) accepts exactly what
+/// `validate(deep = true)` accepts, and yields the values iteration yields:
+/// valid listpacks of every encoding, then each with bytes mutated.
+#[test]
+fn checked_walk_agrees_with_deep_validate() {
+    fn walk(b: &[u8]) -> Result<Vec<Value<'_>>, LpError> {
+        let mut c = Checked::new(b)?;
+        let mut out = Vec::new();
+        while let Some(v) = c.next_value()? {
+            out.push(v);
+        }
+        c.finish()?;
+        Ok(out)
+    }
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut valid, mut invalid) = (0, 0);
+    for case in 0..3000 {
+        let mut lp = Listpack::new();
+        for _ in 0..rnd() % 12 {
+            match rnd() % 6 {
+                0 => lp.append_int((rnd() % 300) as i64 - 150),
+                1 => lp.append_int(rnd() as i64 >> (rnd() % 64)),
+                2 => lp.append_str(&vec![b'a'; (rnd() % 70) as usize]),
+                3 => lp.append_str(&vec![b'b'; 60 + (rnd() % 200) as usize]),
+                4 if case % 50 == 0 => lp.append_str(&vec![b'c'; 4090 + (rnd() % 20) as usize]),
+                _ => lp.append_str(b"field"),
+            }
+        }
+        let good = lp.as_bytes().to_vec();
+        assert_eq!(walk(&good), Ok(lp.iter().collect::<Vec<_>>()));
+        for m in 0..8 {
+            let mut b = good.clone();
+            match m % 3 {
+                0 => {
+                    let at = (rnd() as usize) % b.len();
+                    b[at] ^= 1 << (rnd() % 8);
+                }
+                1 => {
+                    let at = (rnd() as usize) % b.len();
+                    b[at] = [0x00, 0x7F, 0x80, 0xBF, 0xC0, 0xE0, 0xF0, 0xF1, 0xF4, 0xF5, 0xFF][(rnd() % 11) as usize];
+                }
+                _ => {
+                    let at = HDR_SIZE + (rnd() as usize) % (b.len() - HDR_SIZE);
+                    b.truncate(at);
+                    b.push(EOF);
+                    let n = b.len() as u32;
+                    b[..4].copy_from_slice(&n.to_le_bytes());
+                }
+            }
+            let deep = validate(&b, true);
+            let w = walk(&b);
+            assert_eq!(deep.is_ok(), w.is_ok(), "case {case}/{m}: {b:02x?}: validate {deep:?}, walk {w:?}");
+            if deep.is_ok() { valid += 1 } else { invalid += 1 }
+        }
+    }
+    assert!(valid > 1000 && invalid > 1000, "{valid} valid, {invalid} invalid mutants");
 }

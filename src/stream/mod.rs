@@ -344,21 +344,22 @@ impl Stream {
             let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
                 true
             } else {
-                limits.entries_max > 0 && count + deleted >= limits.entries_max
+                limits.entries_max > 0 && count.saturating_add(deleted) >= limits.entries_max
             };
-            if full {
+            let before = lp.bytes_len();
+            // (The count always takes the new value: the first element of every loaded
+            // node passed the listpack check, and it is an integer in a valid node.)
+            if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
                 // Sealed: the node will not grow again.
                 lp.shrink_to_fit();
             } else {
                 use_tail = true;
                 let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
-                let before = lp.bytes_len();
-                lp.replace_int(count_off, count + 1);
                 // The new count may need a longer encoding (127 -> 128): what
                 // follows it moved by the difference.
-                let shift = lp.bytes_len() - before;
+                let shift = lp.bytes_len() as isize - before as isize;
                 if numfields == master_fields {
-                    let mut p = fields_off.map(|o| o + shift);
+                    let mut p = fields_off.map(|o| o.wrapping_add_signed(shift));
                     let mut same = true;
                     for i in 0..numfields {
                         let Some(o) = p else { same = false; break };
@@ -442,14 +443,17 @@ impl Stream {
         };
         let key = node.to_be_bytes();
         let Some(lp) = self.rax.get_mut(&key) else { return false };
-        lp.replace_int(flags_off, flags | FLAG_DELETED);
+        // Fails only on a node that was not deep-checked (flags not an element).
+        if lp.try_replace(flags_off, Value::Int(flags | FLAG_DELETED)).is_err() {
+            return false;
+        }
         let (count, deleted) = node::counts(lp);
         if count == 1 {
             self.rax.remove(&key);
         } else {
-            node::set_counts(lp, count - 1, deleted + 1);
+            node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
         }
-        self.length -= 1;
+        self.length = self.length.saturating_sub(1);
         true
     }
 
@@ -522,7 +526,7 @@ impl Stream {
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
             let (entries, marked_deleted) = node::counts(lp);
             let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
-            if t.limit != 0 && deleted + entries > t.limit {
+            if t.limit != 0 && deleted.saturating_add(entries) > t.limit {
                 frontier = Frontier::At(master_id);
                 break;
             }
@@ -535,8 +539,10 @@ impl Stream {
             };
             if remove_node && policy == RefPolicy::KeepRef {
                 self.rax.remove(&key);
-                self.length -= entries as u64;
-                deleted += entries;
+                // (Saturating: only a node that was not deep-checked has a count
+                // other than its live entries.)
+                self.length = self.length.saturating_sub(entries as u64);
+                deleted = deleted.saturating_add(entries);
                 // The built-in re-seeks ">=" the removed key.
                 op = SeekOp::Ge;
                 seek_key.clear();
@@ -576,18 +582,20 @@ impl Stream {
                         }
                     }
                     let before = lp.bytes_len();
-                    lp.replace_int(e.flags_off, e.flags | FLAG_DELETED);
+                    if lp.try_replace(e.flags_off, Value::Int(e.flags | FLAG_DELETED)).is_err() {
+                        break; // a node that was not deep-checked
+                    }
                     // Flags are tiny integers: their size never changes, but stay exact.
                     let grown = lp.bytes_len() as isize - before as isize;
                     next = next.map(|n| (n as isize + grown) as usize);
                     deleted_from_lp += 1;
-                    self.length -= 1;
+                    self.length = self.length.saturating_sub(1);
                 }
                 p = next;
             }
-            deleted += deleted_from_lp;
-            let left = entries - deleted_from_lp;
-            node::set_counts(lp, left, marked_deleted + deleted_from_lp);
+            deleted = deleted.saturating_add(deleted_from_lp);
+            let left = entries.wrapping_sub(deleted_from_lp);
+            node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
             if policy == RefPolicy::KeepRef {
                 break;
             }
@@ -916,7 +924,7 @@ impl<'a> RangeIter<'a> {
                 }
                 continue;
             };
-            let flags_off = if self.rev {
+            let (flags_off, elements_max) = if self.rev {
                 let Some(count_off) = self.pos else {
                     self.advance_node();
                     continue;
@@ -930,14 +938,14 @@ impl<'a> RangeIter<'a> {
                 }
             } else {
                 match self.pos {
-                    Some(f) => f,
+                    Some(f) => (f, usize::MAX),
                     None => {
                         self.advance_node();
                         continue;
                     }
                 }
             };
-            let e = node::entry_at(lp, &m, master_id, flags_off);
+            let e = node::entry_within(lp, &m, master_id, flags_off, elements_max);
             self.pos = if self.rev { lp.prev(flags_off) } else { e.next_off };
             let live = !self.skip_tombstones || e.flags & FLAG_DELETED == 0;
             if !self.rev {

@@ -46,20 +46,37 @@ pub struct Master {
     pub first_entry: Option<usize>,
 }
 
-/// Reads the master entry of a valid node.
+/// Reads the master entry of a node. On a node that was loaded without the deep
+/// check (RDB loading under `sanitize-dump-payload no`) this and every reader
+/// below stay total: counts are clamped to what the node's bytes can hold, walks
+/// stop at the node's end, and garbage reads as 0 or an empty string (see
+/// `listpack::Listpack::from_vec`). A corrupt node then gives wrong answers, never
+/// a panic, an unbounded loop or an allocation larger than the node.
 pub fn master(lp: &Listpack) -> Master {
     let count_off = lp.first().unwrap_or(0);
     let mut p = Some(count_off);
     let _count = lp.next_int(&mut p);
     let _deleted = lp.next_int(&mut p);
-    let fields_count = lp.next_int(&mut p).max(0) as usize;
+    let fields_count = clamp_elements(lp, lp.next_int(&mut p));
     let fields_off = p.unwrap_or(0);
-    for _ in 0..fields_count {
-        p = p.and_then(|o| lp.next(o));
-    }
+    let p = skip_elements(lp, p, fields_count);
     // p is at the master terminator.
     let first_entry = p.and_then(|o| lp.next(o));
     Master { count_off, fields_count, fields_off, first_entry }
+}
+
+/// A count read from a node, as a number of elements the node can actually
+/// hold: every element takes at least 2 bytes (encoding + backlen).
+fn clamp_elements(lp: &Listpack, n: i64) -> usize {
+    usize::try_from(n.max(0)).unwrap_or(usize::MAX).min(lp.bytes_len() / 2)
+}
+
+/// Moves `p` over `n` elements; None once the node ends (at most `n` steps).
+fn skip_elements(lp: &Listpack, mut p: Option<usize>, n: usize) -> Option<usize> {
+    for _ in 0..n {
+        p = lp.next(p?);
+    }
+    p
 }
 
 /// The head of a node's master entry, read in one pass (the append hot path):
@@ -70,7 +87,7 @@ pub fn head(lp: &Listpack) -> (usize, i64, i64, usize, Option<usize>) {
     let mut p = Some(count_off);
     let count = lp.next_int(&mut p);
     let deleted = lp.next_int(&mut p);
-    let fields = lp.next_int(&mut p).max(0) as usize;
+    let fields = clamp_elements(lp, lp.next_int(&mut p));
     (count_off, count, deleted, fields, p)
 }
 
@@ -82,12 +99,15 @@ pub fn counts(lp: &Listpack) -> (i64, i64) {
     (count, deleted)
 }
 
-/// Rewrites `count` and `deleted`.
+/// Rewrites `count` and `deleted`. (On a node not deep-checked, an element
+/// that cannot be replaced is left as it is.)
 pub fn set_counts(lp: &mut Listpack, count: i64, deleted: i64) {
     let Some(first) = lp.first() else { return };
-    lp.replace_int(first, count);
+    if lp.try_replace(first, Value::Int(count)).is_err() {
+        return;
+    }
     if let Some(second) = lp.next(first) {
-        lp.replace_int(second, deleted);
+        let _ = lp.try_replace(second, Value::Int(deleted));
     }
 }
 
@@ -106,66 +126,88 @@ pub struct EntryPos {
     pub next_off: Option<usize>,
 }
 
-/// Decodes the entry whose flags are at `flags_off`.
+/// Decodes the entry whose flags are at `flags_off` (a forward walk).
 pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize) -> EntryPos {
+    entry_within(lp, m, master_id, flags_off, usize::MAX)
+}
+
+/// [`entry_at`] for an entry known to hold at most `elements_max` elements before
+/// its lp-count (a backward walk reached its flags by stepping back that many).
+/// In a valid node the bound never binds; in one that was not deep-checked it
+/// keeps the work of a walk linear in the node's size: forward, each entry's
+/// elements end where the next begins; backward, within the elements stepped over.
+pub fn entry_within(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize, elements_max: usize) -> EntryPos {
     let mut p = Some(flags_off);
     let flags = lp.next_int(&mut p);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
     let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);
-    let (numfields, elements) = if flags & FLAG_SAMEFIELDS != 0 {
-        (m.fields_count, m.fields_count)
+    let same = flags & FLAG_SAMEFIELDS != 0;
+    let (numfields, elements) = if same {
+        let n = m.fields_count.min(elements_max);
+        (n, n)
     } else {
-        let n = lp.next_int(&mut p).max(0) as usize;
-        (n, n.saturating_mul(2))
+        // Each pair takes two elements.
+        let n = clamp_elements(lp, lp.next_int(&mut p)).min(lp.bytes_len() / 4).min(elements_max / 2);
+        (n, n * 2)
     };
     let data_off = p;
-    for _ in 0..elements {
-        p = p.and_then(|o| lp.next(o));
-    }
+    let (p, skipped) = skip_counted(lp, p, elements);
+    // An entry cut short by the end of the node (not deep-checked) has the pairs it holds.
+    let numfields = if skipped == elements { numfields } else if same { skipped } else { skipped / 2 };
     // p is at lp-count.
     let next_off = p.and_then(|o| lp.next(o));
     EntryPos { id: StreamId { ms, seq }, flags, flags_off, data_off, numfields, next_off }
 }
 
-/// Offset of the flags of the entry whose `lp-count` element is at `count_off`,
-/// or `None` when `count_off` is the master terminator (start of node reached).
-pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<usize> {
-    let n = lp.get_int(count_off);
-    if n <= 0 {
-        return None;
+/// Moves `p` over up to `n` elements: (where it stops, None at the node's end;
+/// how many elements it passed).
+fn skip_counted(lp: &Listpack, mut p: Option<usize>, n: usize) -> (Option<usize>, usize) {
+    for i in 0..n {
+        match p {
+            Some(o) => p = lp.next(o),
+            None => return (None, i),
+        }
     }
-    let mut p = Some(count_off);
-    for _ in 0..n {
-        p = p.and_then(|o| lp.prev(o));
-    }
-    p
+    (p, n)
 }
 
-/// Calls `f(field, value)` for each pair of the entry.
+/// The entry whose `lp-count` element is at `count_off`: (offset of its flags,
+/// number of elements before its lp-count), or `None` when `count_off` is the
+/// master terminator (start of node reached).
+pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<(usize, usize)> {
+    let n = clamp_elements(lp, lp.get_int(count_off));
+    let mut p = Some(count_off);
+    for _ in 0..n {
+        p = lp.prev(p?);
+    }
+    // A valid node's lp-count is never 0; as the master terminator, 0 ends the walk.
+    if n == 0 { None } else { p.map(|f| (f, n)) }
+}
+
+/// Calls `f(field, value)` for each pair of the entry: exactly `e.numfields`
+/// times (a reply announces that many pairs before they are written), with empty
+/// strings where a node that was not deep-checked ends early.
 pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: impl FnMut(Value<'a>, Value<'a>)) {
     let same = e.flags & FLAG_SAMEFIELDS != 0;
     let mut mf = Some(m.fields_off);
     let mut p = e.data_off;
+    let take = |p: &mut Option<usize>| match *p {
+        Some(o) => {
+            *p = lp.next(o);
+            lp.get(o)
+        }
+        None => Value::Str(&[]),
+    };
     for _ in 0..e.numfields {
-        let field = if same {
-            let o = mf.unwrap_or(0);
-            mf = lp.next(o);
-            lp.get(o)
-        } else {
-            let o = p.unwrap_or(0);
-            p = lp.next(o);
-            lp.get(o)
-        };
-        let o = p.unwrap_or(0);
-        p = lp.next(o);
-        f(field, lp.get(o));
+        let field = if same { take(&mut mf) } else { take(&mut p) };
+        f(field, take(&mut p));
     }
 }
 
 /// The ID of the last entry (tombstone or not) of a node, `None` if it has none.
 pub fn last_entry_id(lp: &Listpack, master_id: StreamId) -> Option<StreamId> {
     let last = lp.last()?;
-    let flags_off = entry_start_from_lp_count(lp, last)?;
+    let (flags_off, _) = entry_start_from_lp_count(lp, last)?;
     let mut p = lp.next(flags_off);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
     let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);

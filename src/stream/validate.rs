@@ -2,8 +2,9 @@
 //! accepted. Every check that a later operation relies on is here, so the rest
 //! of the code may trust a stream that passed.
 //!
-//! Per node (as streamValidateListpackIntegrity, deep): the listpack itself is
-//! valid; the master entry is `count deleted num-fields field... 0`; exactly
+//! Per node (as streamValidateListpackIntegrity, deep), in one pass over its
+//! bytes: the listpack itself is valid (every element, as
+//! `listpack::validate(deep = true)`); the master entry is `count deleted num-fields field... 0`; exactly
 //! `count + deleted` entries follow, each `flags ms-diff seq-diff [num-fields
 //! fields...] values... lp-count` with integer elements where integers are
 //! expected, known flags and a correct lp-count; `count` equals the live entries
@@ -24,7 +25,7 @@
 use super::id::StreamId;
 use super::node::{FLAG_DELETED, FLAG_SAMEFIELDS};
 use super::Stream;
-use crate::listpack::Listpack;
+use crate::listpack::{Checked, Listpack, LpError};
 
 /// What is wrong with a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,19 +37,46 @@ impl std::fmt::Display for Invalid {
     }
 }
 
-fn int_at(lp: &Listpack, p: Option<usize>) -> Result<(i64, Option<usize>), Invalid> {
-    let off = p.ok_or(Invalid("node ends inside an entry"))?;
-    let (v, next) = lp.get_next(off);
-    Ok((v.as_int().ok_or(Invalid("integer expected"))?, next))
+/// The node's listpack walk, checked element by element (listpack::Checked).
+struct Walk<'a>(Checked<'a>);
+
+impl<'a> Walk<'a> {
+    #[inline]
+    fn int(&mut self) -> Result<i64, Invalid> {
+        match self.0.next_int() {
+            Ok(Some(Some(v))) => Ok(v),
+            Ok(Some(None)) => Err(Invalid("integer expected")),
+            Ok(None) => Err(Invalid("node ends inside an entry")),
+            Err(e) => Err(lp_invalid(&e)),
+        }
+    }
+
+    /// Checks `n` elements whose values do not matter (fields and values).
+    fn skip(&mut self, n: i64) -> Result<(), Invalid> {
+        for _ in 0..n {
+            match self.0.step() {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(Invalid("node ends inside an entry")),
+                Err(e) => return Err(lp_invalid(&e)),
+            }
+        }
+        Ok(())
+    }
 }
 
-fn skip(lp: &Listpack, p: Option<usize>, n: i64) -> Result<Option<usize>, Invalid> {
-    let mut p = p;
-    for _ in 0..n {
-        let off = p.ok_or(Invalid("node ends inside an entry"))?;
-        p = lp.next(off);
-    }
-    Ok(p)
+/// The listpack rule a node breaks (docs/listpack.md, "Validation").
+fn lp_invalid(e: &LpError) -> Invalid {
+    Invalid(match e {
+        LpError::TooShort { .. } => "listpack: too short",
+        LpError::BadTotalBytes { .. } => "listpack: total-bytes disagrees with the size",
+        LpError::NoTerminator => "listpack: no terminator",
+        LpError::BadEncoding { .. } => "listpack: unknown encoding",
+        LpError::EntryOverflow { .. } => "listpack: element runs past the end",
+        LpError::BadBacklen { .. } => "listpack: wrong backlen",
+        LpError::MisplacedTerminator { .. } => "listpack: terminator before the end",
+        LpError::CountMismatch { .. } => "listpack: header count disagrees with the elements",
+        LpError::TooLarge { .. } => "listpack: too large",
+    })
 }
 
 /// Summary of one valid node.
@@ -59,23 +87,24 @@ pub struct NodeSummary {
     pub last_entry: StreamId,
 }
 
-/// Validates one node's structure; `prev` is the previous node's master ID
-/// (None for the first node). The listpack must already have passed
-/// `listpack::validate(deep = true)`.
+/// Validates one node completely, in one pass over its bytes: every listpack
+/// element (as `listpack::validate(deep = true)`) and the node structure. `prev`
+/// is the previous node's master ID (None for the first node).
 pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>) -> Result<NodeSummary, Invalid> {
-    let p = lp.first();
-    let (count, p) = int_at(lp, p)?;
-    let (deleted, p) = int_at(lp, p)?;
-    let (master_fields, p) = int_at(lp, p)?;
+    let mut w = Walk(Checked::new(lp.as_bytes()).map_err(|e| lp_invalid(&e))?);
+    let count = w.int()?;
+    let deleted = w.int()?;
+    let master_fields = w.int()?;
     if count < 0 || deleted < 0 || master_fields < 0 {
         return Err(Invalid("bad node counters"));
     }
-    if count.checked_add(deleted).is_none() || master_fields as usize > lp.len() {
+    // Every element takes at least 2 bytes: larger counts cannot be walked.
+    let elements_max = (lp.bytes_len() / 2) as i64;
+    if count.checked_add(deleted).is_none() || master_fields > elements_max {
         return Err(Invalid("bad node counters"));
     }
-    let p = skip(lp, p, master_fields)?;
-    let (zero, mut p) = int_at(lp, p)?;
-    if zero != 0 {
+    w.skip(master_fields)?;
+    if w.int()? != 0 {
         return Err(Invalid("master entry not terminated"));
     }
     if let Some(prev) = prev {
@@ -87,12 +116,12 @@ pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>)
     let (mut live, mut dead) = (0i64, 0i64);
     let mut first_live = None;
     for _ in 0..count + deleted {
-        let (flags, q) = int_at(lp, p)?;
+        let flags = w.int()?;
         if flags & !(FLAG_DELETED | FLAG_SAMEFIELDS) != 0 {
             return Err(Invalid("unknown entry flags"));
         }
-        let (ms_diff, q) = int_at(lp, q)?;
-        let (seq_diff, mut q) = int_at(lp, q)?;
+        let ms_diff = w.int()?;
+        let seq_diff = w.int()?;
         let id = StreamId {
             ms: master_id.ms.wrapping_add(ms_diff as u64),
             seq: master_id.seq.wrapping_add(seq_diff as u64),
@@ -101,22 +130,20 @@ pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>)
         let (fields, extra) = if flags & FLAG_SAMEFIELDS != 0 {
             (master_fields, 3)
         } else {
-            let (n, r) = int_at(lp, q)?;
-            if n < 1 || n as usize > lp.len() {
+            let n = w.int()?;
+            if n < 1 || n > elements_max {
                 return Err(Invalid("bad field count"));
             }
-            q = skip(lp, r, n)?;
+            w.skip(n)?;
             (n, 3 + n + 1)
         };
         if fields < 1 {
             return Err(Invalid("entry without fields"));
         }
-        q = skip(lp, q, fields)?;
-        let (lp_count, r) = int_at(lp, q)?;
-        if lp_count != fields + extra {
+        w.skip(fields)?;
+        if w.int()? != fields + extra {
             return Err(Invalid("bad lp-count"));
         }
-        p = r;
         if flags & FLAG_DELETED != 0 {
             dead += 1;
         } else {
@@ -124,16 +151,18 @@ pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>)
             first_live.get_or_insert(id);
         }
     }
-    if p.is_some() {
+    if w.0.step().map_err(|e| lp_invalid(&e))?.is_some() {
         return Err(Invalid("trailing elements in node"));
     }
+    w.0.finish().map_err(|e| lp_invalid(&e))?;
     if live != count || dead != deleted {
         return Err(Invalid("node counters disagree with entries"));
     }
     Ok(NodeSummary { live: live as u64, first_live, last_entry: last.unwrap_or(master_id) })
 }
 
-/// Validates the whole stream's nodes against its metadata.
+/// Validates the whole stream's nodes (completely: the listpacks need not have
+/// been deep-checked) against its metadata.
 pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
     let mut prev: Option<StreamId> = None;
     let mut length = 0u64;
