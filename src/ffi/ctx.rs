@@ -319,22 +319,8 @@ impl Ctx {
     /// A stream ID as a bulk string.
     /// An integer as a bulk string (addReplyBulkLongLong), formatted on the stack.
     pub fn reply_bulk_int(&self, v: i64) {
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        let mut u = v.unsigned_abs();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (u % 10) as u8;
-            u /= 10;
-            if u == 0 {
-                break;
-            }
-        }
-        if v < 0 {
-            i -= 1;
-            buf[i] = b'-';
-        }
-        self.reply_bulk(&buf[i..]);
+        let mut buf = [0u8; crate::listpack::INT_STR_MAX_LEN];
+        self.reply_bulk(crate::listpack::fmt_i64(v, &mut buf));
     }
 
     pub fn reply_id(&self, id: crate::stream::StreamId) {

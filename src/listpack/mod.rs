@@ -48,10 +48,10 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use encoding::string_to_i64;
+pub use encoding::{fmt_i64, string_to_i64, INT_STR_MAX_LEN};
 pub use validate::{validate, Checked};
 
-use encoding::{EOF, Encoded, HDR_SIZE, INT_STR_MAX_LEN, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};
+use encoding::{EOF, Encoded, HDR_SIZE, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};
 
 /// Bytes of an empty listpack: header (6) + terminator (1).
 pub const EMPTY_BYTES: usize = HDR_SIZE + 1;
