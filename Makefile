@@ -6,6 +6,7 @@
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
 #                       + the redis-py tests (tests/redis_py.py) in .venv (created if missing)
 #                       + test-matrix (the comparison runners on every host; NO_MATRIX=1 skips it)
+#   make test-clients  node-redis, ioredis and redis-rs, unmodified, in takeover mode (tests/clients; npm, cargo)
 #   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
 #   make soak           long differential runs (several seeds)
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
@@ -51,7 +52,7 @@ HOST_SERVER  := $(HOSTS_DIR)/$(XSTREAM_HOST)/src/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build deps run test soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
+.PHONY: all build deps run test test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
         hooks asan-server test-asan test-asan-short ubsan-server test-ubsan
 
 all: build
@@ -99,10 +100,19 @@ test: deps build venv host
 		$(CARGO) test --release --no-fail-fast -- --test-threads=$(TEST_THREADS) || status=1; \
 	echo "make test: redis-py tests (tests/redis_py.py)"; \
 	XSTREAM_MODULE=$(MODULE) $(VENV)/bin/python -m pytest -p no:cacheprovider tests/redis_py.py || status=1; \
+	$(MAKE) --no-print-directory test-clients || status=1; \
 	if [ -z "$(XSTREAM_HOST)" ] && [ -z "$(NO_MATRIX)" ]; then \
 		$(MAKE) --no-print-directory test-matrix || status=1; \
 	fi; \
 	exit $$status
+
+# Unmodified clients against the module in takeover mode, each also against the built-in streams
+# (the oracle): node-redis (RESP2, RESP3) and ioredis from npm (versions pinned in
+# tests/clients/node/package-lock.json), redis-rs (tests/clients/rust, its own Cargo.lock).
+test-clients: build
+	@echo "make test: clients (tests/clients)"
+	cd tests/clients/node && npm ci --no-audit --no-fund --silent && XSTREAM_MODULE=$(MODULE) node scenario.mjs
+	cd tests/clients/rust && CARGO_TARGET_DIR=$(CURDIR)/target/clients XSTREAM_MODULE=$(MODULE) $(CARGO) run --release --locked -q
 
 # Host servers: each built once (build.sh skips a tree whose stamp matches).
 hosts:
