@@ -109,10 +109,20 @@ test: deps build venv host
 # Unmodified clients against the module in takeover mode, each also against the built-in streams
 # (the oracle): node-redis (RESP2, RESP3) and ioredis from npm (versions pinned in
 # tests/clients/node/package-lock.json), redis-rs (tests/clients/rust, its own Cargo.lock).
-test-clients: build
+test-clients: build venv
 	@echo "make test: clients (tests/clients)"
 	cd tests/clients/node && npm ci --no-audit --no-fund --silent && XSTREAM_MODULE=$(MODULE) node scenario.mjs
 	cd tests/clients/rust && CARGO_TARGET_DIR=$(CURDIR)/target/clients XSTREAM_MODULE=$(MODULE) $(CARGO) run --release --locked -q
+	@# The worked example (examples/jobqueue), on a fresh server in takeover mode, with both names.
+	@port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
+	dir=$$(mktemp -d); \
+	redis-server --port $$port --bind 127.0.0.1 --save "" --appendonly no --dir $$dir --daemonize yes \
+		--pidfile $$dir/redis.pid --logfile $$dir/redis.log --loadmodule $(MODULE) takeover yes; \
+	for i in $$(seq 50); do redis-cli -p $$port PING >/dev/null 2>&1 && break; sleep 0.1; done; \
+	status=0; \
+	$(VENV)/bin/python examples/jobqueue/jobqueue.py --port $$port demo --jobs 1000 || status=1; \
+	$(VENV)/bin/python examples/jobqueue/jobqueue.py --port $$port --names standard demo --jobs 1000 || status=1; \
+	kill $$(cat $$dir/redis.pid); rm -rf $$dir; exit $$status
 
 # Host servers: each built once (build.sh skips a tree whose stamp matches).
 hosts:
