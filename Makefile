@@ -142,12 +142,15 @@ host:
 MATRIX_TESTS ?= --test differential --test differential_groups --test group_edges --test compat_levels --test takeover \
                 --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster \
                 --test redis8_delex --test redis8_maxcount --test redis8_latest
-test-matrix: build hosts
+test-matrix: build hosts venv
 	@for h in $(HOSTS); do \
 		echo "make test-matrix: $$h"; \
 		XSTREAM_REDIS_SERVER=$(HOSTS_DIR)/$$h/src/redis-server XSTREAM_MODULE=$(MODULE) \
 			$(CARGO) test --release $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS) || exit 1; \
 	done
+	@echo "make test-matrix: redis-cli 7.2 argument hints (tests/cli_hints.py)"
+	XSTREAM_CLI_HOST_DIR=$(HOSTS_DIR)/redis-7.2.6/src XSTREAM_MODULE=$(MODULE) \
+		$(VENV)/bin/python -m pytest -p no:cacheprovider -q tests/cli_hints.py
 
 # The whole suite on the default host, then the whole suite on every host of the matrix.
 test-hosts:

@@ -6,8 +6,10 @@
 //! optional / multiple flags, one-of and block groups), and SetCommandInfo installs them on
 //! the XS.* command with `since` set to this module's version. redis-cli hints and client
 //! code generators then see the same tree as for the twin, on every host (a 7.0 server
-//! documents 7.0's XADD, a 7.4 server 7.4's). Commands without a twin (XS.IMPORT,
-//! XS.EXPORT, ...) keep arity and key specs only. tests/command_docs.rs compares the trees.
+//! documents 7.0's XADD, a 7.4 server 7.4's), plus the options the module accepts beyond an
+//! older twin (`extend_twin_doc`). Commands without a twin on the host (XS.IMPORT, XS.TYPE,
+//! XS.DELEX on 7.x, ...) get the module's own tree (`own_doc`). tests/command_docs.rs compares
+//! the trees; tests/cli_hints.py checks redis-cli 7.2's hints built from them.
 
 use redis_module::{raw, Context, RedisValue};
 use std::ffi::CString;
@@ -230,5 +232,146 @@ impl CDocs {
             c.args = c.args(&d.args, key_specs);
         }
         c
+    }
+}
+
+// ---- the module's own documentation -------------------------------------------------------
+//
+// For what no twin on this host documents: commands without a built-in twin (XS.TYPE,
+// XS.SCAN, XS.IMPORT, XS.EXPORT), commands whose twin is newer than the host (XS.DELEX /
+// XS.ACKDEL before 8.2), and options the module adds to an older twin's syntax (MAXCOUNT /
+// MAXSIZE of 8.10 on XS.READ / XS.READGROUP, the 8.2 reference policy on XS.ADD / XS.TRIM).
+// The trees follow the upstream JSON files of the commands (src/commands/*.json) where they
+// exist. tests/command_docs.rs checks them.
+
+impl ArgDoc {
+    fn new(name: &str, typ: &str) -> ArgDoc {
+        ArgDoc { name: name.into(), typ: typ.into(), ..ArgDoc::default() }
+    }
+    fn key(name: &str) -> ArgDoc {
+        ArgDoc { key_spec_index: Some(0), ..ArgDoc::new(name, "key") }
+    }
+    fn string(name: &str) -> ArgDoc {
+        ArgDoc::new(name, "string")
+    }
+    fn integer(name: &str) -> ArgDoc {
+        ArgDoc::new(name, "integer")
+    }
+    fn pure(token: &str) -> ArgDoc {
+        ArgDoc { token: Some(token.into()), ..ArgDoc::new(&token.to_ascii_lowercase(), "pure-token") }
+    }
+    fn group(name: &str, typ: &str, args: Vec<ArgDoc>) -> ArgDoc {
+        ArgDoc { args, ..ArgDoc::new(name, typ) }
+    }
+    fn token(mut self, t: &str) -> ArgDoc {
+        self.token = Some(t.into());
+        self
+    }
+    fn optional(mut self) -> ArgDoc {
+        self.optional = true;
+        self
+    }
+    fn multiple(mut self) -> ArgDoc {
+        self.multiple = true;
+        self
+    }
+    fn since(mut self, v: &str) -> ArgDoc {
+        self.since = Some(v.into());
+        self
+    }
+}
+
+fn doc(summary: &str, complexity: &str, args: Vec<ArgDoc>) -> Doc {
+    Doc { summary: Some(summary.into()), complexity: Some(complexity.into()), args, subcommands: Vec::new() }
+}
+
+/// `[KEEPREF | DELREF | ACKED]` (Redis 8.2).
+fn policy() -> ArgDoc {
+    ArgDoc::group("condition", "oneof", vec![ArgDoc::pure("KEEPREF"), ArgDoc::pure("DELREF"), ArgDoc::pure("ACKED")])
+        .optional()
+        .since("8.2.0")
+}
+
+/// `IDS numids id [id ...]`.
+fn ids_block() -> ArgDoc {
+    ArgDoc::group("ids", "block", vec![ArgDoc::integer("numids"), ArgDoc::string("id").multiple()]).token("IDS")
+}
+
+/// The documentation of a command no twin on this host documents (`name` as registered).
+pub fn own_doc(name: &str) -> Option<Doc> {
+    let d = match name.to_ascii_lowercase().as_str() {
+        "xs.type" => doc(
+            "Determines the type of value stored at a key; `stream` for the module's streams too.",
+            "O(1)",
+            vec![ArgDoc::key("key")],
+        ),
+        "xs.scan" => doc(
+            "Iterates over the key names in the database; `TYPE stream` also matches the module's streams.",
+            "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+            vec![
+                ArgDoc::integer("cursor"),
+                ArgDoc::new("pattern", "pattern").token("MATCH").optional(),
+                ArgDoc::integer("count").token("COUNT").optional(),
+                ArgDoc::string("type").token("TYPE").optional(),
+            ],
+        ),
+        "xs.import" => doc(
+            "Converts a built-in stream into an xstream stream in place, with its groups, consumers, pending entries and TTL.",
+            "O(N) with N the size of the stream.",
+            vec![ArgDoc::key("key")],
+        ),
+        "xs.export" => doc(
+            "Converts an xstream stream into a built-in stream in place, with its groups, consumers, pending entries and TTL.",
+            "O(N) with N the size of the stream.",
+            vec![ArgDoc::key("key")],
+        ),
+        "xs.delex" => doc(
+            "Deletes one or multiple entries from the stream, with a policy for entries that consumer groups still reference.",
+            "O(1) for each single item to delete in the stream, regardless of the stream size.",
+            vec![ArgDoc::key("key"), policy(), ids_block()],
+        ),
+        "xs.ackdel" => doc(
+            "Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
+            "O(1) for each entry ID processed.",
+            vec![ArgDoc::key("key"), ArgDoc::string("group"), policy(), ids_block()],
+        ),
+        _ => return None,
+    };
+    Some(d)
+}
+
+/// Adds the options the module accepts beyond what `twin`'s tree (from an older host)
+/// documents. An option the tree already has (by token) is left as the host documents it.
+pub fn extend_twin_doc(name: &str, d: &mut Doc) {
+    let has = |d: &Doc, token: &str| {
+        fn walk(args: &[ArgDoc], token: &str) -> bool {
+            args.iter().any(|a| a.token.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(token)) || walk(&a.args, token))
+        }
+        walk(&d.args, token)
+    };
+    // Inserted before the first argument named `before` (or appended).
+    let insert = |d: &mut Doc, arg: ArgDoc, before: &str| {
+        let at = d.args.iter().position(|a| a.name == before).unwrap_or(d.args.len());
+        d.args.insert(at, arg);
+    };
+    match name.to_ascii_lowercase().as_str() {
+        "xs.read" | "xs.readgroup" => {
+            if !has(d, "MAXCOUNT") {
+                let count_at = d.args.iter().position(|a| a.name == "count").map_or(0, |i| i + 1);
+                d.args.insert(count_at, ArgDoc::integer("maxcount").token("MAXCOUNT").optional().since("8.10.0"));
+                d.args.insert(count_at + 1, ArgDoc::integer("maxsize").token("MAXSIZE").optional().since("8.10.0"));
+            }
+        }
+        "xs.add" => {
+            if !has(d, "KEEPREF") {
+                insert(d, policy(), "trim");
+            }
+        }
+        "xs.trim" => {
+            if !has(d, "KEEPREF") {
+                d.args.push(policy());
+            }
+        }
+        _ => {}
     }
 }

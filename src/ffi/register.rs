@@ -5,7 +5,7 @@ use super::ctx::{cstring, Ctx};
 use super::{api, fence, log_warning};
 use crate::error::Error;
 use redis_module::raw;
-use super::docs::{twin_docs, twin_of, CDocs, Doc};
+use super::docs::{extend_twin_doc, own_doc, twin_docs, twin_of, CDocs, Doc};
 use std::ffi::CString;
 use std::mem::size_of;
 use std::os::raw::c_int;
@@ -216,8 +216,16 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
         return Err(format!("cannot look up command {}", c.name));
     }
     // The built-in twin's documentation, from this server (None without a twin).
+    // With the module's own additions where the twin is older than the module's syntax, or the
+    // module's own documentation when this host has no twin.
     let twin = twin_of(c.name);
-    let doc = twin.as_deref().and_then(|t| twin_docs(context, t));
+    let doc = match twin.as_deref().and_then(|t| twin_docs(context, t)) {
+        Some(mut d) => {
+            extend_twin_doc(c.name, &mut d);
+            Some(d)
+        }
+        None => own_doc(c.name),
+    };
     if c.func.is_some() {
         set_info(cmd, c, doc.as_ref())?;
     }
