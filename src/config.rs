@@ -171,6 +171,12 @@ pub struct CompatConfig;
 
 pub static COMPAT_CONFIG: CompatConfig = CompatConfig;
 
+/// The `xstream.compat` setting's name (`host`, `7.2`, ...).
+pub fn compat_name() -> &'static str {
+    let v = COMPAT.load(Ordering::Relaxed);
+    COMPAT_VALUES.iter().find(|(_, x)| *x == v).map_or("host", |(n, _)| n)
+}
+
 /// The values `xstream.compat` takes.
 pub const COMPAT_VALUES: &[(&str, u8)] = &[
     ("host", 0),
@@ -183,9 +189,7 @@ pub const COMPAT_VALUES: &[(&str, u8)] = &[
 
 impl ConfigurationValue<RedisString> for CompatConfig {
     fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        let v = COMPAT.load(Ordering::Relaxed);
-        let name = COMPAT_VALUES.iter().find(|(_, x)| *x == v).map_or("host", |(n, _)| n);
-        RedisString::create(None, name)
+        RedisString::create(None, compat_name())
     }
 
     fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {

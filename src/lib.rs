@@ -32,6 +32,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     );
     ffi::ctx::init_words();
     let host = ffi::host::detect(ctx);
+    ffi::host::remember(&host);
+    if let Err(e) = ffi::stats::register(ctx) {
+        ctx.log_warning(&format!("xstream: {e}"));
+        return Status::Err;
+    }
     config::set_host(config::Level::of_redis_version(&host.redis_version), host.valkey);
     ffi::ctx::set_argv_rewrite(host.passes_client_argv());
     if !host.passes_client_argv() {

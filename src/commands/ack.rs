@@ -29,6 +29,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     // Propagated as is when it changed something; the built-in XACK neither
     // notifies nor signals the key.
     if acked > 0 {
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_acked, acked as u64);
         c.replicate_verbatim();
         // The built-in counts one change per entry acknowledged.
         c.add_dirty(acked as u64 - 1);

@@ -206,6 +206,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     c.reply_bulk(id_text);
     c.signal_modified(1);
     c.notify(c"xadd", 1);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_added, 1);
 
     let mut threshold = None;
     let mut trimmed = None;
@@ -213,6 +214,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         let done = s.trim_with(t, args.policy);
         if done.deleted > 0 {
             c.notify(c"xtrim", 1);
+            crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));

@@ -224,6 +224,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             super::range::reply_entries(c, s, id, id, 1, false);
         }
         n += 1;
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, 1);
         propagate_xclaim(c, 1, 2, name, id, &updated, glast);
         propagate_last_id = false;
     }
@@ -332,6 +333,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         let glast = g.last_id;
         claimed.push(id);
         count -= 1;
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, 1);
         propagate_xclaim(c, 1, 2, name, id, &updated, glast);
     }
     c.reply_array(3);

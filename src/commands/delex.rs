@@ -91,7 +91,9 @@ fn after(c: &Ctx, out: &DelOutcome, acks: u64) {
     if out.deleted > 0 {
         c.signal_modified(1);
         c.notify(c"xdel", 1);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_deleted, out.deleted);
     }
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_acked, acks);
     if out.deleted > 0 || out.unreferenced > 0 {
         c.replicate_verbatim();
         let changes = out.deleted + acks;

@@ -37,6 +37,7 @@ pub fn run_import(c: &Ctx) -> Result<()> {
         }
     }
     let n = crate::ffi::adopt::import_in_place(c, 1)?;
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.streams_imported, 1);
     c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())
@@ -61,6 +62,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
     };
     drop(key);
     c.call_restore(1, ttl, &payload).map_err(|e| Error::Full(format!("ERR XS.EXPORT: {e}")))?;
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.streams_exported, 1);
     c.replicate_verbatim();
     c.reply_int(n as i64);
     Ok(())

@@ -649,6 +649,7 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
         });
         c.set_array_len(n as usize);
         budget.add_array(n);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_redelivered, n as u64);
         // 7.0 counts every stream served; 7.4 only those that propagated something,
         // which a history read never does.
         if crate::config::level() < Level::V7_4 {
@@ -667,6 +668,7 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     });
     c.set_array_len(n as usize);
     budget.add_array(n);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, n as u64);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
         // 7.2's active-time: the last time entries went into this consumer's PEL.

@@ -22,6 +22,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let deleted = done.deleted;
     if deleted > 0 {
         c.notify(c"xtrim", 1);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, deleted);
         // Propagation: only when something changed; an approximate trim goes out
         // as the exact one with the same result. DELREF / ACKED: as the exact trim
         // that deletes the same entries on any node layout (see XS.ADD).

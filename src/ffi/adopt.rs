@@ -51,7 +51,10 @@ pub fn active() -> bool {
 /// is left as it is and the command answers as for any built-in stream.
 pub fn adopt_key(c: &Ctx, i: usize) {
     match import_in_place(c, i) {
-        Ok(_) => c.replicate(c"XS.IMPORT", &[Arg::Orig(i)]),
+        Ok(_) => {
+            super::stats::bump(&super::stats::EVENTS.streams_adopted, 1);
+            c.replicate(c"XS.IMPORT", &[Arg::Orig(i)])
+        }
         Err(Error::NoSuchKey) => {}
         Err(e) => super::log_warning(&format!(
             "xstream: cannot adopt the built-in stream at key '{}': {}; the key is left as it is",
@@ -124,6 +127,7 @@ fn adopt_one(ctx: *mut raw::RedisModuleCtx, name: &[u8], tally: &mut Tally) {
     };
     match outcome {
         Ok(n) => {
+            super::stats::bump(&super::stats::EVENTS.streams_adopted, 1);
             tally.keys += 1;
             tally.entries += n;
         }

@@ -28,6 +28,7 @@ fn in_server() -> bool {
 unsafe impl GlobalAlloc for XAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if in_server() {
+            super::stats::BYTES.fetch_add(layout.size() as i64, std::sync::atomic::Ordering::Relaxed);
             // SAFETY: forwarded contract of GlobalAlloc::alloc.
             unsafe { RedisAlloc.alloc(layout) }
         } else {
@@ -38,6 +39,7 @@ unsafe impl GlobalAlloc for XAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if in_server() {
+            super::stats::BYTES.fetch_sub(layout.size() as i64, std::sync::atomic::Ordering::Relaxed);
             // SAFETY: ptr came from RedisAlloc (see the impl comment).
             unsafe { RedisAlloc.dealloc(ptr, layout) }
         } else {

@@ -126,6 +126,8 @@ pub struct Key<'c> {
     key: *mut raw::RedisModuleKey,
     /// What the key holds, asked once (two API calls) and updated when we set a value.
     kind: Cell<Option<KeyKind>>,
+    /// Whether `stream_mut` lent the stream out: the INFO totals follow it when the key closes.
+    touched: Cell<bool>,
 }
 
 impl Ctx {
@@ -262,7 +264,7 @@ impl Ctx {
         };
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None) }
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }
     }
 
     // ---- replies ----------------------------------------------------------
@@ -633,7 +635,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None) }.type_of()
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }.type_of()
     }
 
     /// Whether the key named `name` holds a stream, built-in or ours (looked up
@@ -644,7 +646,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None) }).type_of() {
+        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }).type_of() {
             TypeOf::Ours => true,
             TypeOf::Builtin(name) => name == c"stream",
             TypeOf::OtherModule => false,
@@ -908,18 +910,22 @@ impl Key<'_> {
         if self.kind() != KeyKind::Stream {
             return None;
         }
+        self.touched.set(true);
         // SAFETY: as in stream(); the key is open for writing and we hold it exclusively.
         unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>().as_mut() }
     }
 
     /// Stores a new stream in an empty key and returns it.
     pub fn create_stream(&mut self, s: Stream) -> Option<&mut Stream> {
-        let b = Box::into_raw(Box::new(s));
+        let mut s = Box::new(s);
+        super::stats::born(&mut s);
+        let b = Box::into_raw(s);
         // SAFETY: ownership of the box passes to Redis, which frees it through our free callback.
         let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
         if rc != raw::REDISMODULE_OK as c_int {
             // SAFETY: Redis did not take the value: reclaim it.
-            drop(unsafe { Box::from_raw(b) });
+            let s = unsafe { Box::from_raw(b) };
+            super::stats::freed(&s);
             return None;
         }
         self.kind.set(Some(KeyKind::Stream));
@@ -953,12 +959,15 @@ impl Key<'_> {
 
     /// Replaces whatever the key holds with our stream.
     pub fn replace_with_stream(&mut self, s: Stream) -> bool {
-        let b = Box::into_raw(Box::new(s));
+        let mut s = Box::new(s);
+        super::stats::born(&mut s);
+        let b = Box::into_raw(s);
         // SAFETY: as in create_stream; SetValue deletes the old value first.
         let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
         if rc != raw::REDISMODULE_OK as c_int {
             // SAFETY: Redis did not take the value.
-            drop(unsafe { Box::from_raw(b) });
+            let s = unsafe { Box::from_raw(b) };
+            super::stats::freed(&s);
             return false;
         }
         self.kind.set(Some(KeyKind::Stream));
@@ -968,6 +977,11 @@ impl Key<'_> {
 
 impl Drop for Key<'_> {
     fn drop(&mut self) {
+        if self.touched.get() {
+            if let Some(s) = self.stream_mut() {
+                super::stats::account(s);
+            }
+        }
         if !self.key.is_null() {
             // SAFETY: opened by Ctx::key, closed once.
             unsafe { api!(RedisModule_CloseKey)(self.key) };

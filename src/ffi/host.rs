@@ -51,3 +51,22 @@ pub fn detect(ctx: &Context) -> Host {
         valkey_version: field("valkey_version:").unwrap_or_default(),
     }
 }
+
+static SUMMARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Keeps `redis 7.0.15` / `valkey 8.0.1` for INFO xstream.
+pub fn remember(h: &Host) {
+    let s = if h.valkey && !h.valkey_version.is_empty() {
+        format!("valkey {}", h.valkey_version)
+    } else if h.valkey {
+        format!("valkey {}", h.redis_version)
+    } else {
+        format!("redis {}", h.redis_version)
+    };
+    let _ = SUMMARY.set(s);
+}
+
+/// The host as INFO xstream names it.
+pub fn summary() -> String {
+    SUMMARY.get().cloned().unwrap_or_default()
+}

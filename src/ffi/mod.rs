@@ -21,6 +21,7 @@ pub mod fence;
 pub mod host;
 pub mod loading;
 pub mod register;
+pub mod stats;
 pub mod takeover;
 pub mod types;
 

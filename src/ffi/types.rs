@@ -110,11 +110,16 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         // SAFETY: `rdb` is this callback's IO handle.
         let check = unsafe { super::loading::check_for(rdb) };
         match rdb::load(encver, &mut IoIn(rdb), check) {
-            Ok(s) => Box::into_raw(Box::new(s)).cast(),
+            Ok(s) => {
+                let mut s = Box::new(s);
+                super::stats::born(&mut s);
+                Box::into_raw(s).cast()
+            }
             Err(e) => {
                 if e != LoadError::Io {
                     super::log_warning(&format!("xstream: refusing stream payload: {e}"));
                 }
+                super::stats::bump(&super::stats::EVENTS.restore_rejected, 1);
                 ptr::null_mut()
             }
         }
@@ -322,7 +327,9 @@ unsafe extern "C" fn free(value: *mut c_void) {
         if !value.is_null() {
             // SAFETY: every value of our type is a Box<Stream> handed over in
             // create_stream / rdb_load / copy; Redis frees each exactly once.
-            drop(unsafe { Box::from_raw(value.cast::<Stream>()) });
+            let s = unsafe { Box::from_raw(value.cast::<Stream>()) };
+            super::stats::freed(&s);
+            drop(s);
         }
     })
 }
@@ -342,7 +349,11 @@ unsafe extern "C" fn copy(
     fence::guard("copy", ptr::null_mut(), || {
         // SAFETY: Redis passes a value of our type.
         match unsafe { value.cast::<Stream>().as_ref() } {
-            Some(s) => Box::into_raw(Box::new(s.clone())).cast(),
+            Some(s) => {
+                let mut copy = Box::new(s.clone());
+                super::stats::born(&mut copy);
+                Box::into_raw(copy).cast()
+            }
             None => ptr::null_mut(),
         }
     })

@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod census;
 pub mod group;
 pub mod id;
 pub mod node;
@@ -127,6 +128,9 @@ pub struct Stream {
     pub entries_added: u64,
     /// Consumer groups by name (allocated with the first group).
     pub groups: Option<Box<Groups>>,
+    /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
+    /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
+    pub accounted: census::Census,
 }
 
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0

@@ -1,0 +1,172 @@
+//! `INFO xstream`: the module's section of INFO (RegisterInfoFunc through the redis-module
+//! macro's `info:` hook).
+//!
+//! Nothing here walks the keyspace. Totals are running sums kept by the places where a stream
+//! value is born, changed or freed:
+//! - born: `rdb_load` (RDB, full sync, RESTORE, DEBUG RELOAD), `copy`, `Key::create_stream` /
+//!   `replace_with_stream` (XS.ADD on a missing key, XS.IMPORT, adoption) -> [`born`];
+//! - changed: a command that took `Key::stream_mut` is accounted when its key closes
+//!   (`Key`'s Drop) -> [`account`], O(groups) per write;
+//! - freed: the type's `free` callback (DEL, overwrite, expiry, FLUSHALL, also from the lazyfree
+//!   thread: everything here is atomic) -> [`freed`].
+//! Each stream remembers what it was last accounted as (`Stream::accounted`), so a value freed
+//! after changes nobody accounted removes exactly what it had added.
+//! `bytes` is what the module has allocated through RedisModule_Alloc and not freed (streams and
+//! the module's own small state), counted by the global allocator (src/ffi/alloc.rs).
+//! Event counters are bumped by the commands ([`bump`]).
+
+use crate::stream::census::Census;
+use crate::stream::Stream;
+use super::ctx::cstring;
+use redis_module::raw;
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+struct Totals {
+    streams: AtomicI64,
+    entries: AtomicI64,
+    nodes: AtomicI64,
+    groups: AtomicI64,
+    consumers: AtomicI64,
+    pending: AtomicI64,
+}
+
+static TOTALS: Totals = Totals {
+    streams: AtomicI64::new(0),
+    entries: AtomicI64::new(0),
+    nodes: AtomicI64::new(0),
+    groups: AtomicI64::new(0),
+    consumers: AtomicI64::new(0),
+    pending: AtomicI64::new(0),
+};
+
+/// Bytes allocated by the module and not yet freed (src/ffi/alloc.rs).
+pub static BYTES: AtomicI64 = AtomicI64::new(0);
+
+fn apply(c: &Census, sign: i64) {
+    TOTALS.entries.fetch_add(sign * c.entries as i64, Relaxed);
+    TOTALS.nodes.fetch_add(sign * c.nodes as i64, Relaxed);
+    TOTALS.groups.fetch_add(sign * c.groups as i64, Relaxed);
+    TOTALS.consumers.fetch_add(sign * c.consumers as i64, Relaxed);
+    TOTALS.pending.fetch_add(sign * c.pending as i64, Relaxed);
+}
+
+/// A stream value enters the keyspace (or a loader's hands).
+pub fn born(s: &mut Stream) {
+    s.accounted = Census::of(s);
+    TOTALS.streams.fetch_add(1, Relaxed);
+    apply(&s.accounted, 1);
+}
+
+/// A live stream after a write: the totals follow its new census.
+pub fn account(s: &mut Stream) {
+    let now = Census::of(s);
+    if now != s.accounted {
+        apply(&s.accounted, -1);
+        apply(&now, 1);
+        s.accounted = now;
+    }
+}
+
+/// A stream value is freed.
+pub fn freed(s: &Stream) {
+    TOTALS.streams.fetch_sub(1, Relaxed);
+    apply(&s.accounted, -1);
+}
+
+/// Counters since the module was loaded.
+pub struct Events {
+    pub entries_added: AtomicU64,
+    pub entries_deleted: AtomicU64,
+    pub entries_trimmed: AtomicU64,
+    pub entries_delivered: AtomicU64,
+    pub entries_redelivered: AtomicU64,
+    pub entries_acked: AtomicU64,
+    pub entries_claimed: AtomicU64,
+    pub streams_adopted: AtomicU64,
+    pub streams_imported: AtomicU64,
+    pub streams_exported: AtomicU64,
+    pub restore_rejected: AtomicU64,
+}
+
+pub static EVENTS: Events = Events {
+    entries_added: AtomicU64::new(0),
+    entries_deleted: AtomicU64::new(0),
+    entries_trimmed: AtomicU64::new(0),
+    entries_delivered: AtomicU64::new(0),
+    entries_redelivered: AtomicU64::new(0),
+    entries_acked: AtomicU64::new(0),
+    entries_claimed: AtomicU64::new(0),
+    streams_adopted: AtomicU64::new(0),
+    streams_imported: AtomicU64::new(0),
+    streams_exported: AtomicU64::new(0),
+    restore_rejected: AtomicU64::new(0),
+};
+
+/// `counter += n`.
+pub fn bump(counter: &AtomicU64, n: u64) {
+    if n > 0 {
+        counter.fetch_add(n, Relaxed);
+    }
+}
+
+/// Registers the INFO callback (OnLoad).
+pub fn register(ctx: &redis_module::Context) -> Result<(), String> {
+    // SAFETY: called from OnLoad with its context; the callback is a plain extern "C" fn.
+    let rc = unsafe { super::api!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_callback)) };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err("cannot register the INFO section".into())
+    }
+}
+
+/// The `xstream` section of INFO (`INFO xstream`, `INFO modules`... as Redis selects it).
+unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    super::fence::guard("info", (), || {
+        let v = crate::MODULE_VERSION;
+        let t = |a: &AtomicI64| a.load(Relaxed).max(0);
+        let e = |a: &AtomicU64| i64::try_from(a.load(Relaxed)).unwrap_or(i64::MAX);
+        let texts = [
+            ("version", format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)),
+            ("host", super::host::summary()),
+            ("compat", crate::config::compat_name().to_string()),
+            ("reply_level", crate::config::level().name().to_string()),
+            ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
+        ];
+        let ints: [(&str, i64); 18] = [
+            ("streams", t(&TOTALS.streams)),
+            ("entries", t(&TOTALS.entries)),
+            ("nodes", t(&TOTALS.nodes)),
+            ("groups", t(&TOTALS.groups)),
+            ("consumers", t(&TOTALS.consumers)),
+            ("pending", t(&TOTALS.pending)),
+            ("bytes", t(&BYTES)),
+            ("entries_added", e(&EVENTS.entries_added)),
+            ("entries_deleted", e(&EVENTS.entries_deleted)),
+            ("entries_trimmed", e(&EVENTS.entries_trimmed)),
+            ("entries_delivered", e(&EVENTS.entries_delivered)),
+            ("entries_redelivered", e(&EVENTS.entries_redelivered)),
+            ("entries_acked", e(&EVENTS.entries_acked)),
+            ("entries_claimed", e(&EVENTS.entries_claimed)),
+            ("streams_adopted", e(&EVENTS.streams_adopted)),
+            ("streams_imported", e(&EVENTS.streams_imported)),
+            ("streams_exported", e(&EVENTS.streams_exported)),
+            ("restore_rejected", e(&EVENTS.restore_rejected)),
+        ];
+        // SAFETY: ctx is the INFO context Redis passed to this callback; a NULL section name
+        // is the module's own section (`# xstream`).
+        unsafe { super::api!(RedisModule_InfoAddSection)(ctx, ptr::null()) };
+        for (name, value) in &texts {
+            let (n, v) = (cstring(name), cstring(value));
+            // SAFETY: as above; the strings outlive the call (Redis copies them).
+            unsafe { super::api!(RedisModule_InfoAddFieldCString)(ctx, n.as_ptr(), v.as_ptr()) };
+        }
+        for (name, value) in ints {
+            let n = cstring(name);
+            // SAFETY: as above.
+            unsafe { super::api!(RedisModule_InfoAddFieldLongLong)(ctx, n.as_ptr(), value) };
+        }
+    })
+}
