@@ -51,9 +51,14 @@ impl Cluster {
 
     /// `primaries` primaries, each with `replicas` replicas (nodes after the primaries).
     fn start_with(primaries: usize, replicas: usize, node_timeout_ms: u64) -> Cluster {
+        Cluster::start_mode(primaries, replicas, node_timeout_ms, &[])
+    }
+
+    fn start_mode(primaries: usize, replicas: usize, node_timeout_ms: u64, module_args: &[&str]) -> Cluster {
         let nodes: Vec<Server> = (0..primaries * (1 + replicas))
             .map(|_| {
                 Server::builder()
+                    .module_args(module_args)
                     .arg("--cluster-enabled", "yes")
                     .arg("--cluster-config-file", "nodes.conf")
                     .arg("--cluster-node-timeout", &node_timeout_ms.to_string())
@@ -776,4 +781,76 @@ fn cluster_failover_keeps_acknowledged_writes() {
         "cluster_failover: {} adds confirmed by WAIT, {} acks; kill -9 + promotion and a manual failover back: 0 lost",
         confirmed.len(), acked.len()
     ));
+}
+
+/// Takeover mode in a cluster: the standard names are the module's, and a client that knows
+/// nothing of the module sees what it sees with the built-in streams: -MOVED to the owner for
+/// every keyed command, the twins' keys in COMMAND GETKEYS, CROSSSLOT, and a stream with groups
+/// and pending entries that moves with its slot (MIGRATE: the module's DUMP / RESTORE) intact.
+#[test]
+fn cluster_takeover_mode() {
+    let cl = Cluster::start_mode(3, 0, 5000, &["takeover", "yes"]);
+    let key = "{tk}s";
+    let slot = cl.slot(key);
+    let from = cl.owner(slot);
+    let to = (from + 1) % cl.nodes.len();
+    let mut problems = Vec::new();
+    let mut oc = cl.nodes[to].conn();
+    let moved = format!("MOVED {slot} 127.0.0.1:{}", cl.nodes[from].port());
+    for cmd in keyed_commands() {
+        let r = oc.cmd(&render(&cmd, false, key));
+        if r != Reply::Error(moved.clone()) {
+            problems.push(format!("{cmd:?} on a non-owner: {r}, expected {moved}"));
+        }
+        let mut gk = vec!["COMMAND".to_string(), "GETKEYS".to_string()];
+        gk.extend(render(&cmd, false, key));
+        let keys = oc.cmd(&gk);
+        if keys.as_array().first().map(|k| k.text()) != Some(key.to_string()) {
+            problems.push(format!("COMMAND GETKEYS {cmd:?}: {keys}"));
+        }
+    }
+    let mut c = cl.nodes[from].conn();
+    let other = (0..).map(|i| format!("tk-other-{i}")).find(|k| cl.slot(k) != slot).unwrap();
+    let r = c.cmd(&["XREAD", "STREAMS", key, &other, "0", "0"]);
+    if !r.text().starts_with("CROSSSLOT") {
+        problems.push(format!("XREAD over two slots: {r}"));
+    }
+    // A stream with groups and pending entries, under the standard names.
+    c.cmd(&["XGROUP", "CREATE", key, "g1", "$", "MKSTREAM"]);
+    c.cmd(&["XGROUP", "CREATE", key, "g2", "$"]);
+    for i in 0..2000 {
+        c.send(&["XADD", key, &format!("{}-{}", 1_000 + i / 10, i % 10), "f", &i.to_string()]).unwrap();
+    }
+    for _ in 0..2000 {
+        c.read_reply().unwrap();
+    }
+    c.cmd(&["XREADGROUP", "GROUP", "g1", "a", "COUNT", "500", "STREAMS", key, ">"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g2", "b", "COUNT", "50", "STREAMS", key, ">"]);
+    c.cmd(&["XACK", key, "g1", "1000-0", "1001-3"]);
+    assert_eq!(c.cmd(&["TYPE", key]), Reply::Simple("stream".into()));
+    assert_eq!(c.cmd(&["OBJECT", "ENCODING", key]).text(), "raw", "the module's value");
+    let before = snapshot(&mut c, key);
+    let (from_id, to_id) = (cl.node_id(from), cl.node_id(to));
+    let mut tc = cl.nodes[to].conn();
+    tc.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "IMPORTING", &from_id]);
+    c.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "MIGRATING", &to_id]);
+    let port = cl.nodes[to].port().to_string();
+    let r = c.cmd(&["MIGRATE", "127.0.0.1", &port, key, "0", "10000"]);
+    assert_eq!(r, Reply::Simple("OK".into()), "MIGRATE: {r}\nlog:\n{}", cl.nodes[from].log_tail(20));
+    assert_eq!(c.cmd(&["XLEN", key]), Reply::Error(format!("ASK {slot} 127.0.0.1:{port}")));
+    for node in &cl.nodes {
+        node.conn().cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "NODE", &to_id]);
+    }
+    cl.wait_ok();
+    assert_eq!(before, snapshot(&mut tc, key), "the stream changed on its way");
+    assert_eq!(tc.cmd(&["OBJECT", "ENCODING", key]).text(), "raw", "still the module's value");
+    let r = tc.cmd(&["XREADGROUP", "GROUP", "g1", "a", "COUNT", "2", "STREAMS", key, ">"]);
+    assert_eq!(format!("{r}"), format!("{}", Reply::Array(vec![Reply::Array(vec![
+        Reply::Bulk(key.as_bytes().to_vec()),
+        Reply::Array(vec![
+            Reply::Array(vec![Reply::Bulk(b"1050-0".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"500".to_vec())])]),
+            Reply::Array(vec![Reply::Bulk(b"1050-1".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"501".to_vec())])]),
+        ]),
+    ])])));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
