@@ -269,6 +269,10 @@ soak: deps build
 		XSTREAM_MODULE=$(MODULE) XSTREAM_GDIFF_OPS=$(SOAK_OPS) XSTREAM_GDIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
 			$(CARGO) test --release --test differential_groups -- --test-threads=$(TEST_THREADS) || exit 1; \
 	done
+	@echo "soak: Redis Cluster (10 reshards under load, 5 kill -9 failovers and manual failovers back, 100k-entry streams with large PELs moved)"
+	XSTREAM_MODULE=$(MODULE) XSTREAM_RESHARD_ROUNDS=$${XSTREAM_RESHARD_ROUNDS:-10} XSTREAM_RESHARD_OPS=$${XSTREAM_RESHARD_OPS:-50000} \
+	XSTREAM_FAILOVER_ROUNDS=$${XSTREAM_FAILOVER_ROUNDS:-5} XSTREAM_CLUSTER_ENTRIES=$${XSTREAM_CLUSTER_ENTRIES:-100000} \
+		$(CARGO) test --release --test cluster -- --test-threads=1
 	@echo "soak: blocking (250,000 blocked reads per side)"
 	XSTREAM_MODULE=$(MODULE) XSTREAM_BLOCK_SOAK=1 $(CARGO) test --release --test blocking_soak -- --nocapture
 	@# Robustness (issue 8) at the long sizes; each size can be overridden from the environment:

@@ -578,15 +578,22 @@ fn cluster_reshard_under_load() {
         })
         .collect();
 
-    // The reshard, while the load runs.
+    // The reshards, while the load runs: `XSTREAM_RESHARD_ROUNDS` moves of the slots, back and
+    // forth between the two primaries (1 in `make test`, more in `make soak`).
+    let rounds = env_usize("XSTREAM_RESHARD_ROUNDS", 1).max(1);
     std::thread::sleep(Duration::from_millis(100));
     let adds_before = adds.load(Ordering::SeqCst);
-    let out = Command::new(redis_tool_bin("redis-cli"))
-        .args(["--cluster", "reshard", &format!("127.0.0.1:{seed}"), "--cluster-from", &cl.node_id(from),
-               "--cluster-to", &cl.node_id(to), "--cluster-slots", &moved_slots.to_string(), "--cluster-yes"])
-        .output()
-        .expect("redis-cli --cluster reshard");
-    assert!(out.status.success(), "reshard: {}", String::from_utf8_lossy(&out.stdout));
+    for round in 0..rounds {
+        let (src, dst) = if round % 2 == 0 { (from, to) } else { (to, from) };
+        let out = Command::new(redis_tool_bin("redis-cli"))
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{seed}"), "--cluster-from", &cl.node_id(src),
+                   "--cluster-to", &cl.node_id(dst), "--cluster-slots", &moved_slots.to_string(), "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster reshard");
+        assert!(out.status.success(), "reshard {round}: {}", String::from_utf8_lossy(&out.stdout));
+        cl.wait_ok();
+    }
+    let to = if rounds % 2 == 1 { to } else { from };
     let adds_during = adds.load(Ordering::SeqCst) - adds_before;
     resharded.store(true, Ordering::SeqCst);
     let ops = producer.join().expect("producer");
@@ -634,7 +641,7 @@ fn cluster_reshard_under_load() {
         }
     }
     assert_eq!(total, ops);
-    report(&format!("cluster_reshard_under_load: {ops} acknowledged adds over {} streams ({adds_during} while {moved_slots} slots moved), 0 lost, groups consistent", keys.len()));
+    report(&format!("cluster_reshard_under_load: {ops} acknowledged adds over {} streams ({adds_during} while {moved_slots} slots moved {rounds} time(s)), 0 lost, groups consistent", keys.len()));
 }
 
 /// A client that also survives a dead node: on a connection error it forgets the node, reloads
@@ -698,36 +705,11 @@ fn cluster_failover_keeps_acknowledged_writes() {
     // Half the adds before the crash, a few after (the promoted node has no replica left to
     // confirm them, so WAIT times out quickly and those are not counted as confirmed).
     let before_kill = env_usize("XSTREAM_FAILOVER_OPS", 500);
-    let ops = before_kill + 30;
-    let mut killed = None;
-    for n in 0..ops {
-        if n == before_kill {
-            let owner = cl.owner(slot as i64);
-            cl.nodes[owner].kill9();
-            killed = Some(owner);
-        }
-        let Some(Reply::Bulk(id)) = cc.exec(slot, &s(&["XS.ADD", key, "*", "n", &n.to_string()])) else { continue };
-        if cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1)) {
-            confirmed.push(String::from_utf8_lossy(&id).into_owned());
-        }
-        if n % 5 == 4 {
-            let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", key, ">"]));
-            if let Some(Reply::Array(a)) = r {
-                let ids: Vec<String> = a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect();
-                let mut ack = s(&["XS.ACK", key, "g"]);
-                ack.extend(ids.iter().cloned());
-                if !ids.is_empty()
-                    && cc.exec(slot, &ack).is_some()
-                    && cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1))
-                {
-                    acked.extend(ids);
-                }
-            }
-        }
-    }
-    let killed = killed.expect("killed");
+    // `XSTREAM_FAILOVER_ROUNDS` rounds of: writes, kill -9 of the owner, promotion of its replica,
+    // the old primary back as a replica and a manual failover to it (1 in `make test`).
+    let rounds = env_usize("XSTREAM_FAILOVER_ROUNDS", 1).max(1);
     // The promoted replica has everything that WAIT confirmed.
-    let check = |cc: &mut FailoverClient, what: &str| {
+    let check = |cc: &mut FailoverClient, what: &str, confirmed: &Vec<String>, acked: &BTreeSet<String>| {
         let r = cc.exec(slot, &s(&["XS.RANGE", key, "-", "+"])).expect("XS.RANGE");
         let have: BTreeSet<String> = r.as_array().iter().map(|e| e.as_array()[0].text()).collect();
         let lost: Vec<&String> = confirmed.iter().filter(|id| !have.contains(*id)).collect();
@@ -738,47 +720,77 @@ fn cluster_failover_keeps_acknowledged_writes() {
         assert!(back.is_empty(), "{what}: confirmed acks pending again: {back:?}");
         have.len()
     };
-    let after_crash = check(&mut cc, "after kill -9");
-    let new_owner = cl.owner(slot as i64);
-    assert_ne!(new_owner, killed);
-    // The consumer continues with `>` on the promoted node.
-    let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", key, ">"])).expect("read");
-    assert!(!r.is_error(), "{r}");
-    // The old primary comes back as a replica; a manual failover makes it primary again.
-    cl.nodes[killed].restart();
-    let t0 = Instant::now();
-    loop {
-        let role = Conn::connect(cl.nodes[killed].port()).cmd(&["ROLE"]);
-        let synced = role.as_array().first().map(|r| r.text()) == Some("slave".into())
-            && role.as_array().get(3).map(|r| r.text()) == Some("connected".into());
-        if synced {
-            break;
+    for round in 0..rounds {
+        let ops = before_kill + 30;
+        let mut killed = None;
+        for n in 0..ops {
+            if n == before_kill {
+                let owner = cl.owner(slot as i64);
+                cl.nodes[owner].kill9();
+                killed = Some(owner);
+            }
+            let Some(Reply::Bulk(id)) = cc.exec(slot, &s(&["XS.ADD", key, "*", "n", &n.to_string()])) else { continue };
+            if cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1)) {
+                confirmed.push(String::from_utf8_lossy(&id).into_owned());
+            }
+            if n % 5 == 4 {
+                let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", key, ">"]));
+                if let Some(Reply::Array(a)) = r {
+                    let ids: Vec<String> = a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect();
+                    let mut ack = s(&["XS.ACK", key, "g"]);
+                    ack.extend(ids.iter().cloned());
+                    if !ids.is_empty()
+                        && cc.exec(slot, &ack).is_some()
+                        && cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1))
+                    {
+                        acked.extend(ids);
+                    }
+                }
+            }
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "old primary did not rejoin: {role}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // A manual failover right after the node rejoined can time out while the others still
-    // flag it as failed: asked again every 6 s (its timeout is 5 s).
-    let t0 = Instant::now();
-    let mut asked = Instant::now() - Duration::from_secs(10);
-    while cl.owner(slot as i64) != killed {
-        if asked.elapsed() > Duration::from_secs(6) {
-            let r = Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "FAILOVER"]);
-            assert_eq!(r, Reply::Simple("OK".into()));
-            asked = Instant::now();
+        let killed = killed.expect("killed");
+        let after_crash = check(&mut cc, &format!("round {round}: after kill -9"), &confirmed, &acked);
+        let new_owner = cl.owner(slot as i64);
+        assert_ne!(new_owner, killed);
+        // The consumer continues with `>` on the promoted node.
+        let r = cc.exec(slot, &s(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", key, ">"])).expect("read");
+        assert!(!r.is_error(), "{r}");
+        // The old primary comes back as a replica; a manual failover makes it primary again.
+        cl.nodes[killed].restart();
+        let t0 = Instant::now();
+        loop {
+            let role = Conn::connect(cl.nodes[killed].port()).cmd(&["ROLE"]);
+            let synced = role.as_array().first().map(|r| r.text()) == Some("slave".into())
+                && role.as_array().get(3).map(|r| r.text()) == Some("connected".into());
+            if synced {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "old primary did not rejoin: {role}");
+            std::thread::sleep(Duration::from_millis(100));
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "manual failover did not complete:\n{}\n{}",
-            Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "NODES"]).text(),
-            cl.nodes[killed].log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(100));
+        // A manual failover right after the node rejoined can time out while the others still
+        // flag it as failed: asked again every 6 s (its timeout is 5 s).
+        let t0 = Instant::now();
+        let mut asked = Instant::now() - Duration::from_secs(10);
+        while cl.owner(slot as i64) != killed {
+            if asked.elapsed() > Duration::from_secs(6) {
+                let r = Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "FAILOVER"]);
+                assert_eq!(r, Reply::Simple("OK".into()));
+                asked = Instant::now();
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "manual failover did not complete:\n{}\n{}",
+                Conn::connect(cl.nodes[killed].port()).cmd(&["CLUSTER", "NODES"]).text(),
+                cl.nodes[killed].log_tail(30)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let after_manual = check(&mut cc, &format!("round {round}: after CLUSTER FAILOVER"), &confirmed, &acked);
+        assert!(after_manual >= after_crash);
     }
-    let after_manual = check(&mut cc, "after CLUSTER FAILOVER");
-    assert!(after_manual >= after_crash);
     report(&format!(
-        "cluster_failover: {} adds confirmed by WAIT, {} acks; kill -9 + promotion and a manual failover back: 0 lost",
+        "cluster_failover: {} adds confirmed by WAIT, {} acks; {rounds} round(s) of kill -9 + promotion and a manual failover back: 0 lost",
         confirmed.len(), acked.len()
     ));
 }
