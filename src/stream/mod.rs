@@ -15,11 +15,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod claim;
 pub mod group;
 pub mod id;
 pub mod node;
 pub mod policy;
 pub mod validate;
+pub mod wake;
 
 pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID};
 pub use id::{SeqGiven, StreamId};
@@ -976,6 +978,6 @@ impl<'a> Iterator for RangeIter<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod policy_tests;

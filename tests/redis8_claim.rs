@@ -1,0 +1,749 @@
+//! XS.READGROUP ... CLAIM min-idle-time of Redis 8.4 (REDIS8.md §4), on whatever host runs
+//! this, RESP2 and RESP3. Every [VT] example of §4 (upstream's stream-cgroups.tcl and redis-py
+//! tests against 8.4+ servers) is a test here; docs/redis8.md maps them. Times are real: the
+//! tests wait (tens to hundreds of ms) for entries to become idle.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+fn err(s: &str) -> Reply {
+    Reply::Error(s.into())
+}
+
+/// One entry of a read reply: (id, fields as text, idle, count); idle and count are None for
+/// 2-element entries, and must be RESP integers otherwise.
+#[derive(Debug, Clone, PartialEq)]
+struct Ent {
+    id: String,
+    fields: Vec<String>,
+    idle: Option<i64>,
+    count: Option<i64>,
+}
+
+fn ent(r: &Reply) -> Ent {
+    let v = r.as_array();
+    let fields = v[1].as_array().iter().map(|f| f.text()).collect();
+    let (idle, count) = match v.len() {
+        2 => (None, None),
+        4 => match (&v[2], &v[3]) {
+            (Reply::Int(i), Reply::Int(c)) => (Some(*i), Some(*c)),
+            other => panic!("idle / count are not integers: {other:?}"),
+        },
+        n => panic!("an entry of {n} elements: {r}"),
+    };
+    Ent { id: v[0].text(), fields, idle, count }
+}
+
+/// The (stream, entries) of an XREADGROUP reply in order (RESP2 array or RESP3 map); nil is none.
+fn streams(r: &Reply) -> Vec<(String, Vec<Ent>)> {
+    let pairs: Vec<(Reply, Reply)> = match r {
+        Reply::Nil => return Vec::new(),
+        Reply::Map(kv) => kv.clone(),
+        Reply::Array(v) => v.iter().map(|p| (p.as_array()[0].clone(), p.as_array()[1].clone())).collect(),
+        other => panic!("not a read reply: {other}"),
+    };
+    pairs.iter().map(|(k, v)| (k.text(), v.as_array().iter().map(ent).collect())).collect()
+}
+
+/// The entries of the only stream of a reply.
+fn one(r: &Reply) -> Vec<Ent> {
+    let s = streams(r);
+    assert_eq!(s.len(), 1, "one stream expected: {r}");
+    s.into_iter().next().map(|(_, e)| e).unwrap_or_default()
+}
+
+fn ids(e: &[Ent]) -> Vec<String> {
+    e.iter().map(|e| e.id.clone()).collect()
+}
+
+/// (id, owner, delivery count) of XS.PENDING key group - + 100.
+fn pending(c: &mut Conn, key: &str, group: &str) -> Vec<(String, String, i64)> {
+    let r = c.cmd(&["XS.PENDING", key, group, "-", "+", "100"]);
+    r.as_array()
+        .iter()
+        .map(|p| {
+            let p = p.as_array();
+            (p[0].text(), p[1].text(), p[3].as_int())
+        })
+        .collect()
+}
+
+fn owned(v: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
+    v.iter().map(|(a, b, n)| (a.to_string(), b.to_string(), *n)).collect()
+}
+
+fn sleep_ms(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+/// `XS.ADD key id f v` for each (id, v).
+fn add(c: &mut Conn, key: &str, items: &[(&str, &str)]) {
+    for (id, v) in items {
+        assert_eq!(c.cmd(&["XS.ADD", key, id, "f", v]).text(), *id);
+    }
+}
+
+fn setup3(c: &mut Conn) {
+    add(c, "s", &[("1-0", "v1"), ("2-0", "v2"), ("3-0", "v3")]);
+    c.cmd_str("XS.GROUP CREATE s g 0");
+}
+
+/// [VT "with different position" (error part), "with not integer / negative integer for
+/// min-idle-time"], XREAD with CLAIM.
+#[test]
+fn claim_parsing_errors() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        let not_int = err("ERR min-idle-time is not an integer or out of range");
+        for bad in ["test", "5.5", "5,5", "10e", "+10", "*10", "10/2", "10*2", "-0", "-5.5", "-5,5", "-10e", "-10/2", "(-10)*2", "", "9223372036854775808"] {
+            assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c1", "CLAIM", bad, "STREAMS", "s", ">"]), not_int, "CLAIM {bad:?}");
+        }
+        for neg in ["-10", "-42", "-9223372036854775808"] {
+            assert_eq!(
+                c.cmd(&["XS.READGROUP", "GROUP", "g", "c1", "CLAIM", neg, "STREAMS", "s", ">"]),
+                err("ERR min-idle-time must be a positive integer"),
+                "CLAIM {neg}"
+            );
+        }
+        assert_eq!(
+            c.cmd_str("XS.READ CLAIM 10 STREAMS s 0"),
+            err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
+        );
+        // Misplaced CLAIM.
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 10 CLAIM COUNT 1 STREAMS s >"), not_int);
+        assert_eq!(c.cmd_str("XS.READGROUP CLAIM GROUP g c1 COUNT 1 STREAMS s >"), not_int);
+        assert_eq!(
+            c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s CLAIM 50 >"),
+            err("NOGROUP No such key 'CLAIM' or consumer group 'g' in XREADGROUP with GROUP option")
+        );
+        assert!(c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s CLAIM >").text().starts_with("ERR Unbalanced"));
+        assert_eq!(
+            c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s > CLAIM 50"),
+            err("ERR Invalid stream ID specified as stream command argument")
+        );
+        assert!(c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s > CLAIM").text().starts_with("ERR Unbalanced"));
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g CLAIM 50 c1 STREAMS s >"), err("ERR syntax error"));
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 CLAIM STREAMS s >"), not_int);
+        // Nothing of that changed the group: 1-0 is still c1's only pending entry.
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 1)]));
+    });
+}
+
+/// [VT §4.4 example; "verify ownership transfer"; redis-py "raw response shape"]: the claimed
+/// entry then the new one, both with 4 elements; XPENDING shows both owned by c2.
+#[test]
+fn claim_then_new_example() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >"))), ["1-0"]);
+        sleep_ms(100);
+        let t0 = Instant::now();
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"));
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!((e[0].id.as_str(), e[0].fields.clone(), e[0].count), ("1-0", vec!["f".to_string(), "v1".into()], Some(1)));
+        let idle = e[0].idle.unwrap_or(-1);
+        assert!((100..100 + 50 + t0.elapsed().as_millis() as i64 * 2 + 200).contains(&idle), "idle {idle}");
+        assert_eq!(e[1], Ent { id: "2-0".into(), fields: vec!["f".into(), "v2".into()], idle: Some(0), count: Some(0) });
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", 2), ("2-0", "c2", 1)]));
+        // Nothing idle enough and nothing new: null.
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"), Reply::Nil);
+    });
+}
+
+/// [VT "field types are correct" (readraw)]: idle and count are RESP integers, in RESP2 and RESP3.
+#[test]
+fn claim_reply_is_integers_on_the_wire() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        let (_, raw) = c.cmd_raw(&["XS.READGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s", ">"]);
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let head = if resp3 { "%1\r\n$1\r\ns\r\n*2\r\n" } else { "*1\r\n*2\r\n$1\r\ns\r\n*2\r\n" };
+        assert!(text.starts_with(head), "{text:?}");
+        let rest = &text[head.len()..];
+        // The claimed entry: its idle is a time (digits vary), its count 1.
+        let first = "*4\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$2\r\nv1\r\n:";
+        assert!(rest.starts_with(first), "{text:?}");
+        let after_idle = rest[first.len()..].split_once("\r\n").map(|(idle, r)| {
+            assert!(idle.bytes().all(|b| b.is_ascii_digit()), "idle {idle:?}");
+            r
+        });
+        assert_eq!(after_idle, Some(":1\r\n*4\r\n$3\r\n2-0\r\n*2\r\n$1\r\nf\r\n$2\r\nv2\r\n:0\r\n:0\r\n"), "{text:?}");
+        // Without CLAIM: 2-element entries, as before.
+        c.cmd_str("XS.ADD s 3-0 f v3");
+        let (_, raw) = c.cmd_raw(&["XS.READGROUP", "GROUP", "g", "c2", "STREAMS", "s", ">"]);
+        let tail = "*1\r\n*2\r\n$3\r\n3-0\r\n*2\r\n$1\r\nf\r\n$2\r\nv3\r\n";
+        assert!(String::from_utf8_lossy(&raw).ends_with(tail), "{raw:?}");
+    });
+}
+
+/// [VT "delivery count"]: counts before each claim, whoever claims: 1, then 4 after three
+/// more claims, then 6.
+#[test]
+fn claim_delivery_counts() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        let mut seen = Vec::new();
+        for consumer in ["c2", "c3", "c3", "c3", "c4", "c5"] {
+            sleep_ms(60);
+            let e = one(&c.cmd(&["XS.READGROUP", "GROUP", "g", consumer, "CLAIM", "50", "STREAMS", "s", ">"]));
+            assert_eq!(ids(&e), ["1-0"]);
+            seen.push(e[0].count.unwrap_or(-1));
+        }
+        assert_eq!(seen, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c5", 7)]));
+    });
+}
+
+/// [VT "idle time"]: the reported idle is at least min-idle each time, and the idle clock
+/// restarts at each claim.
+#[test]
+fn claim_idle_time() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        for (wait, min) in [(100u64, 50i64), (70, 60), (80, 70), (20, 10)] {
+            sleep_ms(wait);
+            let e = one(&c.cmd(&["XS.READGROUP", "GROUP", "g", "c3", "CLAIM", &min.to_string(), "STREAMS", "s", ">"]));
+            let idle = e[0].idle.unwrap_or(-1);
+            assert!(idle >= min && idle < wait as i64 + 500, "idle {idle} after {wait} ms (CLAIM {min})");
+        }
+    });
+}
+
+/// [VT "min-idle-time equal to zero", "large min-idle-time", "claims all pending immediately"].
+#[test]
+fn claim_zero_and_max() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        sleep_ms(20);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 9223372036854775807 STREAMS s >"));
+        assert_eq!((ids(&e), e[0].count), (vec!["2-0".to_string()], Some(0)));
+        // CLAIM 0: every pending entry at once, however fresh.
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 0 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0"]);
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(1), Some(1)]);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(2), Some(2)]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", 3), ("2-0", "c2", 3)]));
+    });
+}
+
+/// [VT "with specific ID"]: CLAIM is ignored by a history read: 2-element entries, history
+/// semantics.
+#[test]
+fn claim_ignored_for_history_reads() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        sleep_ms(60);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 10 STREAMS s 0"));
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0"]);
+        assert!(e.iter().all(|e| e.idle.is_none()), "{e:?}");
+        // Another consumer's history is empty (CLAIM does not reach others' entries there).
+        assert_eq!(one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s 0")), Vec::new());
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 2), ("2-0", "c1", 2), ("3-0", "c1", 2)]));
+    });
+}
+
+/// [VT "on non-existing consumer group / consumer"]: NOGROUP; a new consumer is created.
+#[test]
+fn claim_group_and_consumer() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        sleep_ms(60);
+        assert_eq!(
+            c.cmd_str("XS.READGROUP GROUP nope c1 CLAIM 50 STREAMS s >"),
+            err("NOGROUP No such key 's' or consumer group 'nope' in XREADGROUP with GROUP option")
+        );
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"))), ["1-0", "2-0", "3-0"]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", 2), ("2-0", "c2", 2), ("3-0", "c2", 2)]));
+        let cons = c.cmd_str("XS.INFO CONSUMERS s g");
+        assert_eq!(cons.as_array().len(), 2, "{cons}");
+    });
+}
+
+/// [VT "verify XACK removes messages from CLAIM pool"].
+#[test]
+fn claim_after_ack() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        c.cmd_str("XS.ACK s g 1-0 3-0");
+        sleep_ms(60);
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"))), ["2-0"]);
+        c.cmd_str("XS.ACK s g 2-0");
+        sleep_ms(60);
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"), Reply::Nil);
+    });
+}
+
+/// [VT "verify that XCLAIM updates delivery count", "verify forced entries are claimable"].
+#[test]
+fn claim_after_xclaim() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        sleep_ms(60);
+        assert_eq!(c.cmd_str("XS.CLAIM s g c3 50 2-0 3-0 JUSTID").as_array().len(), 2);
+        sleep_ms(60);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >"));
+        // XCLAIM ... JUSTID keeps the counts; 1-0 was delivered first, so it is the oldest.
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0"]);
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(1), Some(1), Some(1)]);
+
+        c.cmd_str("FLUSHALL");
+        setup3(c);
+        c.cmd_str("XS.CLAIM s g c3 0 1-0 2-0 FORCE JUSTID");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 COUNT 2 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0"]);
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(1), Some(1)]);
+        // COUNT 2 was used by the claimed entries: nothing new was read.
+        let info = c.cmd_str("XS.INFO GROUPS s");
+        assert_eq!(info.as_array()[0].field("last-delivered-id").map(|r| r.text()), Some("0-0".into()), "{info}");
+    });
+}
+
+/// [VT "with NOACK", "with NOACK and pending messages"]: NOACK applies to new entries only.
+#[test]
+fn claim_with_noack() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        sleep_ms(20);
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c1 NOACK CLAIM 10 STREAMS s >"))), ["1-0", "2-0"]);
+        assert_eq!(c.cmd_str("XS.PENDING s g").as_array()[0], Reply::Int(0));
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 NOACK CLAIM 10 STREAMS s >"), Reply::Nil);
+
+        c.cmd_str("FLUSHALL");
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        sleep_ms(60);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 NOACK CLAIM 50 STREAMS s >"));
+        assert_eq!((ids(&e), e[1].count), (vec!["1-0".to_string(), "2-0".into()], Some(0)));
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 2)]));
+        sleep_ms(60);
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c1 NOACK CLAIM 50 STREAMS s >"))), ["1-0"]);
+    });
+}
+
+/// [VT "with multiple streams"]: streams in argument order, each claimed then new.
+#[test]
+fn claim_multiple_streams() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s1", &[("1-0", "v1"), ("2-0", "v2")]);
+        add(c, "s2", &[("3-0", "v1"), ("4-0", "v2")]);
+        add(c, "s3", &[("5-0", "v1"), ("6-0", "v2")]);
+        for k in ["s1", "s2", "s3"] {
+            c.cmd(&["XS.GROUP", "CREATE", k, "g", "0"]);
+        }
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s1 s2 s3 > > >");
+        sleep_ms(60);
+        let r = streams(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 50 STREAMS s1 s2 s3 > > >"));
+        let got: Vec<(String, Vec<(String, Option<i64>)>)> =
+            r.iter().map(|(k, e)| (k.clone(), e.iter().map(|e| (e.id.clone(), e.count)).collect())).collect();
+        let want: Vec<(String, Vec<(String, Option<i64>)>)> = [("s1", "1-0", "2-0"), ("s2", "3-0", "4-0"), ("s3", "5-0", "6-0")]
+            .iter()
+            .map(|(k, a, b)| (k.to_string(), vec![(a.to_string(), Some(1)), (b.to_string(), Some(0))]))
+            .collect();
+        assert_eq!(got, want);
+        // Served per stream (§4.3): claimed only on s1, new only on s2, nothing on s3.
+        c.cmd_str("XS.ADD s2 7-0 f v");
+        sleep_ms(60);
+        c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 0 STREAMS s2 s3 > >");
+        c.cmd_str("XS.CLAIM s1 g c1 0 1-0 IDLE 1000 JUSTID");
+        let r = streams(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 500 STREAMS s1 s2 s3 > > >"));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].0.as_str(), ids(&r[0].1)), ("s1", vec!["1-0".to_string()]));
+    });
+}
+
+/// [VT "verify claiming order"]: oldest delivery first (not ID order); new entries after, in ID
+/// order; COUNT covers both.
+#[test]
+fn claim_order_is_delivery_time() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "a"), ("2-0", "b"), ("3-0", "c"), ("4-0", "d"), ("5-0", "e")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 3 STREAMS s >");
+        // Delivery times: 2-0 oldest, then 3-0, then 1-0.
+        c.cmd_str("XS.CLAIM s g c1 0 2-0 IDLE 3000 JUSTID");
+        c.cmd_str("XS.CLAIM s g c1 0 3-0 IDLE 2000 JUSTID");
+        c.cmd_str("XS.CLAIM s g c1 0 1-0 IDLE 1000 JUSTID");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 500 COUNT 4 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0", "3-0", "1-0", "4-0"]);
+        let idles: Vec<i64> = e.iter().map(|e| e.idle.unwrap_or(-1)).collect();
+        assert!(idles[0] >= 3000 && idles[1] >= 2000 && idles[1] < 3000 && idles[2] >= 1000 && idles[2] < 2000, "{idles:?}");
+        assert_eq!(idles[3], 0);
+        // The claimed ones went to the tail in claim order: CLAIM 0 sees 5-0 last (new).
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 0 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0", "3-0", "1-0", "4-0", "5-0"]);
+        // The walk stops at the first entry not idle enough, even if later ones are.
+        c.cmd_str("XS.CLAIM s g c1 0 4-0 IDLE 5000 JUSTID");
+        c.cmd_str("XS.CLAIM s g c1 0 5-0 IDLE 100 JUSTID");
+        c.cmd_str("XS.CLAIM s g c1 0 1-0 IDLE 4000 JUSTID");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 1000 STREAMS s >"));
+        assert_eq!(ids(&e), ["4-0", "1-0"]);
+    });
+}
+
+/// [VT "with large number of PEL messages", COUNT per stream]: COUNT 2 with 3 claimable gives
+/// 2 claimed and no new entry; COUNT 0 (none) gives all.
+#[test]
+fn claim_count_covers_claimed_and_new() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.ADD s 4-0 f v4");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 3 STREAMS s >");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 COUNT 2 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0"]);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 COUNT 2 STREAMS s >"));
+        assert_eq!(ids(&e), ["3-0", "1-0"]);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0", "3-0", "1-0", "4-0"]);
+        // A large PEL.
+        c.cmd_str("FLUSHALL");
+        for i in 1..=500 {
+            c.cmd(&["XS.ADD", "s", &format!("{i}-0"), "f", "v"]);
+        }
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 COUNT 100 STREAMS s >"));
+        assert_eq!(e.len(), 100);
+        assert_eq!(e[0].id, "1-0");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+        assert_eq!(e.len(), 500);
+        assert_eq!((e[0].id.as_str(), e[399].id.as_str(), e[400].id.as_str()), ("101-0", "500-0", "1-0"));
+    });
+}
+
+/// [VT "with different position", "with multiple CLAIM options"]: order-free, the last wins.
+#[test]
+fn claim_positions_and_last_wins() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        let mut counts = Vec::new();
+        for line in [
+            "XS.READGROUP GROUP g c1 COUNT 1 CLAIM 50 STREAMS s >",
+            "XS.READGROUP GROUP g c1 CLAIM 50 COUNT 1 STREAMS s >",
+            "XS.READGROUP GROUP g c1 CLAIM 50 COUNT 1 CLAIM 60 STREAMS s >",
+            "XS.READGROUP CLAIM 50 GROUP g c1 COUNT 1 STREAMS s >",
+            "XS.READGROUP GROUP g c1 CLAIM 100000 COUNT 1 CLAIM 50 STREAMS s >",
+        ] {
+            sleep_ms(70);
+            let e = one(&c.cmd_str(line));
+            assert_eq!(ids(&e), ["1-0"], "{line}");
+            counts.push(e[0].count.unwrap_or(-1));
+        }
+        assert_eq!(counts, [1, 2, 3, 4, 5]);
+        // The last wins the other way round too: only the new entry.
+        sleep_ms(70);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 50 COUNT 1 CLAIM 100000 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0"]);
+    });
+}
+
+/// §4.4 examples: DELCONSUMER, SETID forward, XTRIM MAXLEN 0, an entry deleted by XDEL
+/// (skipped and left pending).
+#[test]
+fn claim_after_group_changes() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        assert_eq!(c.cmd_str("XS.GROUP DELCONSUMER s g c1"), Reply::Int(3));
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"), Reply::Nil);
+
+        c.cmd_str("FLUSHALL");
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 COUNT 2 STREAMS s >");
+        c.cmd_str("XS.GROUP SETID s g 3-0");
+        assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"))), ["1-0", "2-0"]);
+
+        c.cmd_str("FLUSHALL");
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        c.cmd_str("XS.TRIM s MAXLEN 0");
+        sleep_ms(20);
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 10 STREAMS s >"), Reply::Nil);
+        assert_eq!(pending(c, "s", "g").len(), 3, "ghost entries stay pending");
+
+        c.cmd_str("FLUSHALL");
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        c.cmd_str("XS.DEL s 1-0");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0", "3-0"]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 1), ("2-0", "c2", 2), ("3-0", "c2", 2)]));
+        // A deleted first entry does not stop the walk, nor make the stream claimable.
+        c.cmd_str("XS.DEL s 2-0 3-0");
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"), Reply::Nil);
+    });
+}
+
+/// [VT "within MULTI/EXEC transaction"]; BLOCK inside MULTI does not block.
+#[test]
+fn claim_in_multi() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        sleep_ms(60);
+        c.cmd_str("MULTI");
+        c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 STREAMS s >");
+        c.cmd_str("XS.READGROUP GROUP g c3 BLOCK 1000 CLAIM 50 STREAMS s >");
+        let r = c.cmd_str("EXEC");
+        let r = r.as_array();
+        assert_eq!(ids(&one(&r[0])), ["1-0"]);
+        assert_eq!(r[1], Reply::Nil);
+        assert_eq!(c.cmd_str("XS.PENDING s g").as_array()[0], Reply::Int(1));
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", 2)]));
+    });
+}
+
+/// MAXCOUNT / MAXSIZE (§7): claimed entries count; withheld ones stay with their owner.
+#[test]
+fn claim_within_maxcount_maxsize() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        add(c, "t", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XS.GROUP CREATE t g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s t > >");
+        let r = streams(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 MAXCOUNT 4 STREAMS s t > >"));
+        let got: Vec<(String, Vec<String>)> = r.iter().map(|(k, e)| (k.clone(), ids(e))).collect();
+        assert_eq!(got, [("s".to_string(), vec!["1-0".to_string(), "2-0".into(), "3-0".into()]), ("t".into(), vec!["1-0".into()])]);
+        assert_eq!(pending(c, "t", "g"), owned(&[("1-0", "c2", 2), ("2-0", "c1", 1)]));
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 0 MAXSIZE 1 STREAMS t s > >"));
+        assert_eq!(ids(&e), ["2-0"]);
+        assert_eq!(pending(c, "t", "g"), owned(&[("1-0", "c2", 2), ("2-0", "c3", 2)]));
+    });
+}
+
+/// Delivery counts saturate at LLONG_MAX (§6.3).
+#[test]
+fn claim_count_saturates() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        c.cmd_str("XS.CLAIM s g c1 0 1-0 RETRYCOUNT 9223372036854775806 JUSTID");
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"))[0].count.unwrap_or(-1));
+        }
+        assert_eq!(seen, [i64::MAX - 1, i64::MAX, i64::MAX]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", i64::MAX)]));
+    });
+}
+
+/// A client blocked in `XS.READGROUP ... BLOCK ms CLAIM min ...` (sent on a new connection).
+fn blocked_claim_reader(s: &Server, resp3: bool, args: &str) -> Conn {
+    let mut w = s.conn();
+    if resp3 {
+        w.hello3();
+    }
+    let v: Vec<&str> = args.split(' ').collect();
+    w.send(&v).expect("send");
+    w
+}
+
+/// [VT "BLOCK with CLAIM": BLOCK 5000 CLAIM 1000 returns the entry after ~1 s; BLOCK 100
+/// CLAIM 500 times out in 100-300 ms; "with BLOCK zero"].
+#[test]
+fn block_claim_wakes_when_claimable() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        let t0 = Instant::now();
+        let mut w = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c2 BLOCK 5000 CLAIM 1000 STREAMS s >");
+        w.set_timeout(Duration::from_secs(10));
+        let r = w.read_reply().expect("reply").0;
+        let took = t0.elapsed().as_millis();
+        assert!((950..1500).contains(&took), "woken after {took} ms");
+        let e = one(&r);
+        assert_eq!((ids(&e), e[0].count), (vec!["1-0".to_string()], Some(1)));
+        assert!(e[0].idle.unwrap_or(-1) >= 1000, "{e:?}");
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c2", 2)]));
+
+        // Times out: null after BLOCK's 100 ms (not CLAIM's 500).
+        let t0 = Instant::now();
+        let r = c.cmd_str("XS.READGROUP GROUP g c1 BLOCK 100 CLAIM 500 STREAMS s >");
+        let took = t0.elapsed().as_millis();
+        assert_eq!(r, Reply::Nil);
+        assert!((100..300).contains(&took), "timed out after {took} ms");
+
+        // TCG "with BLOCK zero".
+        c.cmd_str("FLUSHALL");
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 BLOCK 1 STREAMS s >"), Reply::Nil);
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 BLOCK 100 CLAIM 500 STREAMS s >"), Reply::Nil);
+        sleep_ms(100);
+        assert_eq!(one(&c.cmd_str("XS.READGROUP GROUP g c1 BLOCK 10000 CLAIM 50 STREAMS s >")).len(), 3);
+        sleep_ms(100);
+        assert_eq!(one(&c.cmd_str("XS.READGROUP GROUP g c1 BLOCK 0 CLAIM 50 STREAMS s >")).len(), 3);
+        // BLOCK 0 waits as long as it takes.
+        let t0 = Instant::now();
+        let mut w = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c2 BLOCK 0 CLAIM 300 STREAMS s >");
+        w.set_timeout(Duration::from_secs(10));
+        assert_eq!(one(&w.read_reply().expect("reply").0).len(), 3);
+        let took = t0.elapsed().as_millis();
+        assert!((250..800).contains(&took), "woken after {took} ms");
+    });
+}
+
+/// [VT "a new XADD still wakes immediately"; "with two blocked clients"]: a plain reader takes
+/// the new entry, the CLAIM reader stays blocked and claims it once idle enough.
+#[test]
+fn block_claim_xadd_and_two_readers() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        add(c, "s", &[("1-0", "v1")]);
+        c.cmd_str("XS.GROUP CREATE s g 0");
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        let mut w = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c2 BLOCK 5000 CLAIM 3000 STREAMS s >");
+        assert!(wait_blocked_clients(c, 1));
+        let t0 = Instant::now();
+        c.cmd_str("XS.ADD s 2-0 f v2");
+        w.set_timeout(Duration::from_secs(10));
+        let e = one(&w.read_reply().expect("reply").0);
+        assert!(t0.elapsed() < Duration::from_millis(200), "{:?}", t0.elapsed());
+        assert_eq!(e, [Ent { id: "2-0".into(), fields: vec!["f".into(), "v2".into()], idle: Some(0), count: Some(0) }]);
+
+        c.cmd_str("FLUSHALL");
+        c.cmd_str("XS.ADD s 1-0 f v1");
+        c.cmd_str("XS.DEL s 1-0");
+        c.cmd_str("XS.GROUP CREATE s g 0 MKSTREAM");
+        let mut w1 = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c1 BLOCK 0 STREAMS s >");
+        assert!(wait_blocked_clients(c, 1));
+        let mut w2 = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c2 BLOCK 0 CLAIM 100 STREAMS s >");
+        assert!(wait_blocked_clients(c, 2));
+        let t0 = Instant::now();
+        c.cmd_str("XS.ADD s 2-0 f v2");
+        w1.set_timeout(Duration::from_secs(5));
+        w2.set_timeout(Duration::from_secs(5));
+        let e1 = one(&w1.read_reply().expect("reply").0);
+        assert_eq!((ids(&e1), e1[0].idle), (vec!["2-0".to_string()], None));
+        let e2 = one(&w2.read_reply().expect("reply").0);
+        let took = t0.elapsed().as_millis();
+        assert_eq!((ids(&e2), e2[0].count), (vec!["2-0".to_string()], Some(1)));
+        assert!((95..600).contains(&took), "the CLAIM reader got it after {took} ms");
+    });
+}
+
+/// [VT "CLAIM state persists across RDB save/load", "idle time resets after RDB reload", "high
+/// delivery counts persist"]: DEBUG RELOAD keeps delivery times and counts.
+#[test]
+fn claim_state_survives_reload() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        c.cmd_str("XS.CLAIM s g c1 0 3-0 RETRYCOUNT 1000 JUSTID");
+        sleep_ms(60);
+        assert_eq!(one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 50 COUNT 1 STREAMS s >")).len(), 1);
+        let before = pending(c, "s", "g");
+        assert_eq!(before, owned(&[("1-0", "c2", 2), ("2-0", "c1", 1), ("3-0", "c1", 1000)]));
+        assert_eq!(c.cmd_str("DEBUG RELOAD"), Reply::Simple("OK".into()));
+        assert_eq!(pending(c, "s", "g"), before);
+        // 1-0 was claimed just now: not idle enough yet; 2-0 and 3-0 are, in that order.
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 50 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0", "3-0"]);
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(1), Some(1000)]);
+        assert!(e.iter().all(|e| e.idle.unwrap_or(0) >= 60), "{e:?}");
+        sleep_ms(60);
+        c.cmd_str("DEBUG RELOAD");
+        // All three are idle enough now; 1-0 was claimed first.
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 50 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0"]);
+        assert!(e.iter().all(|e| e.idle.unwrap_or(0) >= 50 && e.idle.unwrap_or(0) < 1000), "{e:?}");
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c3", 3), ("2-0", "c3", 2), ("3-0", "c3", 1001)]));
+    });
+}
+
+fn wait_replica(c: &mut Conn, rc: &mut Conn) {
+    assert_eq!(c.cmd(&["WAIT", "1", "10000"]), Reply::Int(1));
+    let off = |c: &mut Conn| {
+        let info = c.cmd(&["INFO", "replication"]).text();
+        info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
+    };
+    let t0 = Instant::now();
+    while off(c) != off(rc) && t0.elapsed() < Duration::from_secs(10) {
+        sleep_ms(10);
+    }
+}
+
+/// [VT "delivery count increments replicated correctly": 1 -> 2 -> 3]: the replica ends with
+/// the same owners, counts and delivery times (digest), also for a blocked CLAIM reader, NOACK
+/// and claimed-only reads (no SETID).
+#[test]
+fn claim_replicates() {
+    let p = Server::builder().arg("--appendonly", "yes").start();
+    let r = Server::replica_of(&p);
+    let mut c = p.conn();
+    let mut rc = r.conn();
+    add(&mut c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+    c.cmd_str("XS.GROUP CREATE s g 0");
+    c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
+    let mut counts = Vec::new();
+    for consumer in ["c2", "c3"] {
+        sleep_ms(60);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", consumer, "CLAIM", "50", "COUNT", "1", "STREAMS", "s", ">"]);
+        wait_replica(&mut c, &mut rc);
+        let rp = pending(&mut rc, "s", "g");
+        assert_eq!(rp, pending(&mut c, "s", "g"));
+        counts.push(rp[0].2);
+    }
+    assert_eq!(counts, [2, 3]);
+    // Claimed + new with NOACK, then a blocked reader woken by its timer.
+    sleep_ms(60);
+    c.cmd_str("XS.READGROUP GROUP g c4 NOACK CLAIM 50 STREAMS s >");
+    let mut w = p.conn();
+    w.send(&["XS.READGROUP", "GROUP", "g", "c5", "BLOCK", "5000", "CLAIM", "200", "STREAMS", "s", ">"]).expect("send");
+    w.set_timeout(Duration::from_secs(10));
+    assert_eq!(ids(&one(&w.read_reply().expect("reply").0)), ["1-0"]);
+    wait_replica(&mut c, &mut rc);
+    assert_eq!(pending(&mut rc, "s", "g"), owned(&[("1-0", "c5", 5)]));
+    assert_eq!(rc.cmd_str("DEBUG DIGEST-VALUE s"), c.cmd_str("DEBUG DIGEST-VALUE s"));
+    assert_eq!(rc.cmd_str("XS.INFO GROUPS s"), c.cmd_str("XS.INFO GROUPS s"));
+    // The AOF replays to the same state.
+    let before = c.cmd_str("DEBUG DIGEST-VALUE s");
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    c.cmd_str("DEBUG LOADAOF");
+    assert_eq!(c.cmd_str("DEBUG DIGEST-VALUE s"), before);
+}
