@@ -17,7 +17,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
-use crate::stream::{ClaimCount, Nack, StreamId};
+use crate::stream::{ClaimCount, DeliveryTime, Nack, StreamId};
 
 /// The consumer called `name`, seen now, or created (with its keyspace event on
 /// key argument `key_arg`), as streamLookupConsumer / streamCreateConsumer.
@@ -172,9 +172,13 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             propagate_last_id = true;
         }
     }
+    // IDLE / TIME place the entry by sorted insertion in the time list; the
+    // default delivery "now" appends it at the tail.
+    let explicit_time = deliverytime != -1;
     if deliverytime == -1 || deliverytime < 0 || deliverytime > now {
         deliverytime = now;
     }
+    let when = if explicit_time { DeliveryTime::At(deliverytime) } else { DeliveryTime::Now(deliverytime) };
     let name = c.arg(3);
     let mut slot: Option<u32> = None;
     if crate::config::level() >= Level::V7_2 {
@@ -213,7 +217,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         } else {
             ClaimCount::Keep
         };
-        let Some(updated) = g.claim(id, sl, deliverytime, rule, true) else { continue };
+        let Some(updated) = g.claim(id, sl, when, rule, true) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;
         }
@@ -297,7 +301,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     loop {
         let g = s.group(gname).ok_or_else(|| nogroup(c))?;
         let next = cursor.and_then(|from| {
-            let mut it = crate::stream::group::pel_from(&g.pel, from);
+            let mut it = crate::stream::group::pel_from(g.pel(), from);
             it.next().map(|(k, n)| (StreamId::from_be_bytes(k).unwrap_or_default(), *n))
         });
         if attempts == 0 || count == 0 {
@@ -325,7 +329,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
-        let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };
+        let Some(updated) = g.claim(id, sl, DeliveryTime::Now(now), rule, false) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;
         }

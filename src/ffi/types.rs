@@ -210,13 +210,13 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
             emit_sub(aof, c"XS.GROUP", Some(c"CREATE"), key, &[gname, &gl, b"ENTRIESREAD", er.as_bytes()]);
             let mut cons = g.consumers();
             while let Some((_, c)) = cons.next_consumer() {
-                if c.pel.is_empty() {
+                if c.pel().is_empty() {
                     emit_sub(aof, c"XS.GROUP", Some(c"CREATECONSUMER"), key, &[gname, &c.name]);
                     continue;
                 }
-                let mut p = c.pel.iter();
+                let mut p = c.pel().iter();
                 while let Some((k, _)) = p.next() {
-                    let Some(n) = g.pel.get(k) else { continue };
+                    let Some(n) = g.pel().get(k) else { continue };
                     let id = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN).to_bytes();
                     let time = n.delivery_time.to_string();
                     let count = n.delivery_count.to_string();
@@ -286,7 +286,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             add(gname);
             add(&g.last_id.to_be_bytes());
             add(&g.entries_read.to_be_bytes());
-            let mut p = g.pel.iter();
+            let mut p = g.pel().iter();
             while let Some((k, n)) = p.next() {
                 add(k);
                 add(&n.delivery_time.to_be_bytes());
@@ -296,7 +296,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             let mut cons = g.consumers();
             while let Some((_, c)) = cons.next_consumer() {
                 add(&c.name);
-                add(&(c.pel.len() as u64).to_be_bytes());
+                add(&(c.pel().len() as u64).to_be_bytes());
             }
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };
