@@ -20,6 +20,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
+use crate::stream::group::DeliveryTime;
 use crate::stream::{Nack, StreamId};
 
 pub fn run_read(c: &Ctx) -> Result<()> {
@@ -862,9 +863,6 @@ fn propagate_claim_ids(
     c.replicate(c"XS.CLAIM", &args);
 }
 
-/// The largest delivery count: counts saturate there (LLONG_MAX, REDIS8.md §6.3).
-const DELIVERY_COUNT_MAX: u64 = i64::MAX as u64;
-
 /// A CLAIM read's entry: `[id, [field, value ...], idle ms, delivery count]`
 /// (new entries: idle and count 0).
 fn reply_entry_claimed(c: &Ctx, e: &crate::stream::Entry<'_>, idle_ms: i64, count: i64) {
@@ -920,10 +918,12 @@ fn serve_claimed(
             reply_entry_claimed(c, &e, idle, count);
             budget.add_entry(Some(&e), id, Some((idle, count)))
         };
-        let count = old.delivery_count.saturating_add(1).min(DELIVERY_COUNT_MAX);
-        if let Some(grp) = s.group_mut(g) {
-            grp.claim(id, slot, now, crate::stream::ClaimCount::Set(count), false);
-        }
+        // At the time list's tail, one more delivery (saturating at LLONG_MAX). The
+        // entry is pending (a candidate just found): the claim cannot miss it.
+        let count = s
+            .group_mut(g)
+            .and_then(|grp| grp.claim(id, slot, DeliveryTime::Now(now), crate::stream::ClaimCount::Increment, false))
+            .map_or(crate::stream::group::count_plus_one(old.delivery_count), |nk| nk.delivery_count);
         claimed.push((id, count));
         if !more {
             go_on = false;

@@ -20,15 +20,9 @@ pub fn claimable(n: &Nack, min_idle_ms: i64, now_ms: i64) -> bool {
 
 impl Stream {
     /// The group's pending entries in delivery-time order, from the head.
-    // TEMPORARY until the group keeps its time list (branch `nack`): a sorted copy.
+    /// The group's pending entries in delivery-time order, from the head.
     fn pel_by_time<'a>(&'a self, g: &'a super::Group) -> impl Iterator<Item = (StreamId, Nack)> + 'a {
-        let mut v: Vec<(StreamId, Nack)> = Vec::with_capacity(g.pel.len());
-        let mut it = g.pel.iter();
-        while let Some((k, n)) = it.next() {
-            v.push((StreamId::from_be_bytes(k).unwrap_or_default(), *n));
-        }
-        v.sort_by_key(|(id, n)| (n.delivery_time, *id));
-        v.into_iter()
+        g.by_time().map(|(id, n)| (id, *n))
     }
 
     /// The delivery time of the first pending entry of group `gname`, in time
