@@ -129,6 +129,11 @@ fn claim_parsing_errors() {
         assert!(c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s > CLAIM").text().starts_with("ERR Unbalanced"));
         assert_eq!(c.cmd_str("XS.READGROUP GROUP g CLAIM 50 c1 STREAMS s >"), err("ERR syntax error"));
         assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 CLAIM STREAMS s >"), not_int);
+        // The keys are found past CLAIM's value (cluster routing).
+        assert_eq!(
+            c.cmd_str("COMMAND GETKEYS XS.READGROUP CLAIM 10 GROUP g c1 CLAIM 5 STREAMS s t > >"),
+            Reply::Array(vec![Reply::Bulk(b"s".to_vec()), Reply::Bulk(b"t".to_vec())])
+        );
         // Nothing of that changed the group: 1-0 is still c1's only pending entry.
         assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 1)]));
     });
@@ -664,6 +669,28 @@ fn block_claim_xadd_and_two_readers() {
         assert_eq!((ids(&e2), e2[0].count), (vec!["2-0".to_string()], Some(1)));
         assert!((95..600).contains(&took), "the CLAIM reader got it after {took} ms");
     });
+}
+
+/// A blocked CLAIM reader whose key goes away: 7.0's text at compat 7.0, the re-executed
+/// command's NOGROUP from 7.2 on, on every host.
+#[test]
+fn block_claim_key_deleted() {
+    let s = Server::start();
+    for (level, want) in [
+        ("7.0", "UNBLOCKED the stream key no longer exists"),
+        ("latest", "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"),
+    ] {
+        let mut c = s.conn();
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", level]), Reply::Simple("OK".into()));
+        c.cmd_str("FLUSHALL");
+        c.cmd_str("XS.GROUP CREATE s g $ MKSTREAM");
+        let mut w = blocked_claim_reader(&s, false, "XS.READGROUP GROUP g c BLOCK 0 CLAIM 100000 STREAMS s >");
+        assert!(wait_blocked_clients(&mut c, 1));
+        c.cmd_str("DEL s");
+        w.set_timeout(Duration::from_secs(5));
+        assert_eq!(w.read_reply().expect("reply").0, err(want), "compat {level}");
+    }
+    s.conn().cmd(&["CONFIG", "SET", "xstream.compat", "host"]);
 }
 
 /// [VT "CLAIM state persists across RDB save/load", "idle time resets after RDB reload", "high

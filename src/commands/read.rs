@@ -979,6 +979,15 @@ fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     // CLAIM (8.4) readers re-run their command whatever the level: they may be
     // served from any of their streams, whichever key woke them.
     if st.claim.is_some() {
+        // At compat 7.0, a group reader whose key went away is told so in 7.0's words
+        // on every host (a 7.0 host releases it through `release` with the same text).
+        if crate::config::level() < Level::V7_2 {
+            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            if k.is_some_and(|k| c.key(st.streams_arg + k, false).stream().is_none()) {
+                c.reply_error("UNBLOCKED the stream key no longer exists");
+                return true;
+            }
+        }
         return serve_reexecuted(c, st);
     }
     if crate::config::level() >= Level::V7_2 {
