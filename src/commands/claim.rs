@@ -74,6 +74,27 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
     );
 }
 
+/// Propagates `XS.ACK key group id`: how XCLAIM / XAUTOCLAIM clean a NACKed
+/// (unowned) entry whose stream entry is gone, there being no consumer to name in
+/// an XCLAIM (REDIS8.md §6.3, §10).
+pub fn propagate_ack(c: &Ctx, key_arg: usize, group_arg: usize, id: StreamId) {
+    let id_text = id.to_bytes();
+    c.replicate(c"XS.ACK", &[Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&id_text)]);
+}
+
+/// The deleted entry `id` with PEL entry `nk` leaves the PEL: propagated as an
+/// XCLAIM naming its owner, or as an XACK when it has none (NACKed). Returns
+/// whether the propagation carried the group's last ID.
+fn propagate_cleanup(c: &Ctx, g: &crate::stream::Group, id: StreamId, nk: &Nack) -> bool {
+    if nk.is_unowned() {
+        propagate_ack(c, 1, 2, id);
+        return false;
+    }
+    let owner = g.owner_name(nk).to_vec();
+    propagate_xclaim(c, 1, 2, &owner, id, nk, g.last_id);
+    true
+}
+
 /// Propagates a group's last ID and read counter (XGROUP SETID ... ENTRIESREAD).
 pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: StreamId, entries_read: i64) {
     let last = last.to_bytes();
@@ -91,7 +112,7 @@ pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: Strea
     );
 }
 
-fn nogroup(c: &Ctx) -> Error {
+pub(crate) fn nogroup(c: &Ctx) -> Error {
     Error::Full(format!(
         "NOGROUP No such key '{}' or consumer group '{}'",
         String::from_utf8_lossy(cstr(c.arg(1))),
@@ -194,9 +215,9 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         let nack = g.nack(id).copied();
         if !exists {
             if let Some(nk) = nack {
-                let owner = g.owner_name(&nk).to_vec();
-                propagate_xclaim(c, 1, 2, &owner, id, &nk, g.last_id);
-                propagate_last_id = false;
+                if propagate_cleanup(c, g, id, &nk) {
+                    propagate_last_id = false;
+                }
                 g.ack(id);
             }
             continue;
@@ -205,7 +226,8 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             continue;
         }
         if let Some(nk) = nack {
-            if minidle != 0 && now - nk.delivery_time < minidle {
+            // 8.8: a NACKed (unowned) entry is claimable whatever the min-idle.
+            if minidle != 0 && !nk.is_unowned() && now - nk.delivery_time < minidle {
                 continue;
             }
         }
@@ -316,14 +338,14 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         cursor = id.next();
         if !s.contains(id) {
             let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
-            let owner = g.owner_name(&nack).to_vec();
-            propagate_xclaim(c, 1, 2, &owner, id, &nack, g.last_id);
+            propagate_cleanup(c, g, id, &nack);
             g.ack(id);
             deleted.push(id);
             count -= 1;
             continue;
         }
-        if minidle != 0 && now - nack.delivery_time < minidle {
+        // 8.8: a NACKed (unowned) entry is claimable whatever the min-idle.
+        if minidle != 0 && !nack.is_unowned() && now - nack.delivery_time < minidle {
             continue;
         }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;

@@ -98,7 +98,10 @@ pub fn run(c: &Ctx) -> Result<()> {
             return false;
         }
         let Some(nack) = nack.or_else(|| g.pel().get(k)) else { return true };
-        if minidle != 0 && now - nack.delivery_time < minidle {
+        // 8.8: a NACKed (unowned) entry shows owner "" and idle -1, and the IDLE
+        // filter never excludes it.
+        let unowned = nack.is_unowned();
+        if minidle != 0 && !unowned && now - nack.delivery_time < minidle {
             return true;
         }
         n += 1;
@@ -106,7 +109,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.reply_array(4);
         c.reply_id(StreamId::from_be_bytes(k).unwrap_or_default());
         c.reply_bulk(g.owner_name(nack));
-        c.reply_int((now - nack.delivery_time).max(0));
+        c.reply_int(if unowned { -1 } else { (now - nack.delivery_time).max(0) });
         c.reply_int(nack.delivery_count as i64);
         true
     };
