@@ -671,6 +671,75 @@ fn block_claim_xadd_and_two_readers() {
     });
 }
 
+/// [VT redis-py "claim nacked entries first"; §6.3]: NACKed entries (XS.NACK, 8.8) come first,
+/// in the zone's FIFO order, whatever min-idle (even LLONG_MAX), with idle = now - 0 and the
+/// count before the claim; claiming takes them out of the zone (the owner is the reader).
+#[test]
+fn claim_takes_nacked_entries_first() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 60000 STREAMS s >"), Reply::Nil);
+        assert_eq!(c.cmd_str("XS.NACK s g FAIL IDS 1 2-0"), Reply::Int(1));
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 60000 STREAMS s >"));
+        assert_eq!((ids(&e), e[0].count), (vec!["2-0".to_string()], Some(1)));
+        assert!(e[0].idle.unwrap_or(0) > 1_000_000_000_000, "idle of a NACKed entry: {e:?}");
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 1), ("2-0", "c2", 2), ("3-0", "c1", 1)]));
+        // Zone FIFO, then delivery order; LLONG_MAX min-idle still takes the zone.
+        assert_eq!(c.cmd_str("XS.NACK s g SILENT IDS 2 3-0 1-0"), Reply::Int(2));
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 9223372036854775807 STREAMS s >"));
+        assert_eq!(ids(&e), ["3-0", "1-0"]);
+        assert_eq!(e.iter().map(|e| e.count).collect::<Vec<_>>(), [Some(0), Some(0)]);
+        assert_eq!(c.cmd_str("XS.NACK s g FATAL IDS 1 1-0"), Reply::Int(1));
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 0 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0"]);
+        assert_eq!(e[0].count, Some(i64::MAX));
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", i64::MAX), ("2-0", "c1", 3), ("3-0", "c1", 2)]));
+        // A deleted NACKed entry is skipped and stays in the zone.
+        c.cmd_str("XS.NACK s g FAIL IDS 2 1-0 2-0");
+        c.cmd_str("XS.DEL s 1-0");
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 60000 STREAMS s >"));
+        assert_eq!(ids(&e), ["2-0"]);
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "", i64::MAX), ("2-0", "c2", 4), ("3-0", "c1", 2)]));
+    });
+}
+
+/// [VT §4.5 "XNACK also signals the key, which wakes CLAIM readers at once"].
+#[test]
+fn xnack_wakes_blocked_claim_reader_at_once() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+        let mut w = blocked_claim_reader(&s, resp3, "XS.READGROUP GROUP g c2 BLOCK 10000 CLAIM 60000 STREAMS s >");
+        assert!(wait_blocked_clients(c, 1));
+        let t0 = Instant::now();
+        assert_eq!(c.cmd_str("XS.NACK s g FAIL IDS 1 3-0"), Reply::Int(1));
+        w.set_timeout(Duration::from_secs(5));
+        let e = one(&w.read_reply().expect("reply").0);
+        assert!(t0.elapsed() < Duration::from_millis(200), "{:?}", t0.elapsed());
+        assert_eq!((ids(&e), e[0].count), (vec!["3-0".to_string()], Some(1)));
+        assert_eq!(pending(c, "s", "g"), owned(&[("1-0", "c1", 1), ("2-0", "c1", 1), ("3-0", "c2", 2)]));
+    });
+}
+
+/// CLAIM of NACKed entries replicates: the replica's zone, owners and counts end the same.
+#[test]
+fn claim_of_nacked_entries_replicates() {
+    let p = Server::start();
+    let r = Server::replica_of(&p);
+    let mut c = p.conn();
+    let mut rc = r.conn();
+    setup3(&mut c);
+    c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >");
+    c.cmd_str("XS.NACK s g FAIL IDS 2 3-0 1-0");
+    c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 60000 COUNT 1 STREAMS s >");
+    wait_replica(&mut c, &mut rc);
+    assert_eq!(pending(&mut rc, "s", "g"), owned(&[("1-0", "", 1), ("2-0", "c1", 1), ("3-0", "c2", 2)]));
+    assert_eq!(rc.cmd_str("DEBUG DIGEST-VALUE s"), c.cmd_str("DEBUG DIGEST-VALUE s"));
+}
+
 /// A blocked CLAIM reader whose key goes away: 7.0's text at compat 7.0, the re-executed
 /// command's NOGROUP from 7.2 on, on every host.
 #[test]
@@ -845,7 +914,7 @@ fn random_run(history: bool) {
     let mut m = Model::default();
     c.cmd_str("XS.GROUP CREATE s g 0 MKSTREAM");
     for step in 0..ops {
-        let what = rng.weighted(&[30, 30, if history { 10 } else { 0 }, 12, 10, 8]);
+        let what = rng.weighted(&[30, 30, if history { 10 } else { 0 }, 12, 10, 8, 8]);
         let cons = *rng.pick(&consumers);
         let ctx = format!("seed {} step {step}", rng.seed());
         match what {
@@ -875,9 +944,17 @@ fn random_run(history: bool) {
                 args.extend(["STREAMS", "s", ">"]);
                 let limit = if count == 0 { usize::MAX } else { count };
                 let mut want: Vec<(String, Option<i64>, Option<i64>)> = Vec::new();
-                if mode == 1 {
-                    let live: Vec<(u64, i64)> =
-                        m.pel.iter().filter(|p| m.entries.contains(&p.0)).map(|p| (p.0, p.2)).take(limit).collect();
+                if mode != 0 {
+                    // The NACK zone (owner "") always qualifies; CLAIM huge stops at the
+                    // first live entry outside it.
+                    let live: Vec<(u64, i64)> = m
+                        .pel
+                        .iter()
+                        .filter(|p| m.entries.contains(&p.0))
+                        .take_while(|p| mode == 1 || p.1.is_empty())
+                        .map(|p| (p.0, p.2))
+                        .take(limit)
+                        .collect();
                     for (id, n) in live {
                         m.take(id);
                         m.pel.push((id, cons.to_string(), n.saturating_add(1)));
@@ -899,7 +976,8 @@ fn random_run(history: bool) {
                     let idle = e.2.take();
                     if let Some(idle) = idle {
                         let claimed = want.get(i).is_some_and(|w| w.1.is_some_and(|n| n > 0));
-                        assert!(if claimed { (0..60_000).contains(&idle) } else { idle == 0 }, "{ctx}: idle {idle} in {got}");
+                        // Claimed: since the last delivery (a NACKed entry's: since 0).
+                        assert!(if claimed { idle >= 0 } else { idle == 0 }, "{ctx}: idle {idle} in {got}");
                     }
                 }
                 assert_eq!(g, want, "{ctx}: {}", args.join(" "));
@@ -977,6 +1055,33 @@ fn random_run(history: bool) {
                 args.extend(id_args.iter().map(|s| s.as_str()));
                 let n = ids.iter().filter(|id| m.take(**id).is_some()).count();
                 assert_eq!(c.cmd(&args), Reply::Int(n as i64), "{ctx}: {}", args.join(" "));
+            }
+            6 => {
+                // XS.NACK FAIL (count kept): to the end of the NACK zone, unowned.
+                let mut ids: Vec<u64> = Vec::new();
+                for _ in 0..rng.range(1, 3) {
+                    let id = if !m.pel.is_empty() && rng.pct(85) {
+                        m.pel[rng.below(m.pel.len() as u64) as usize].0
+                    } else {
+                        rng.range(1, m.next + 2)
+                    };
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                let id_args: Vec<String> = ids.iter().map(|id| format!("{id}-0")).collect();
+                let n_s = ids.len().to_string();
+                let mut args = vec!["XS.NACK", "s", "g", "FAIL", "IDS", &n_s];
+                args.extend(id_args.iter().map(|s| s.as_str()));
+                let mut n = 0;
+                for id in ids {
+                    if let Some((_, _, cnt)) = m.take(id) {
+                        let zone = m.pel.iter().take_while(|p| p.1.is_empty()).count();
+                        m.pel.insert(zone, (id, String::new(), cnt));
+                        n += 1;
+                    }
+                }
+                assert_eq!(c.cmd(&args), Reply::Int(n), "{ctx}: {}", args.join(" "));
             }
             _ => {
                 let live: Vec<u64> = m.entries.iter().copied().collect();
