@@ -740,6 +740,23 @@ fn claim_of_nacked_entries_replicates() {
     assert_eq!(rc.cmd_str("DEBUG DIGEST-VALUE s"), c.cmd_str("DEBUG DIGEST-VALUE s"));
 }
 
+/// Takeover mode: the built-in names reach CLAIM (XREADGROUP ... CLAIM, XREAD's error).
+#[test]
+fn claim_in_takeover_mode() {
+    let s = Server::builder().module_args(&["takeover", "yes"]).start();
+    each_protocol(&s, |c, _| {
+        add(c, "s", &[("1-0", "v1"), ("2-0", "v2")]);
+        c.cmd_str("XGROUP CREATE s g 0");
+        c.cmd_str("XREADGROUP GROUP g c1 COUNT 1 STREAMS s >");
+        let e = one(&c.cmd_str("XREADGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+        assert_eq!((ids(&e), e[0].count, e[1].count), (vec!["1-0".to_string(), "2-0".into()], Some(1), Some(0)));
+        assert_eq!(
+            c.cmd_str("XREAD CLAIM 10 STREAMS s 0"),
+            err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
+        );
+    });
+}
+
 /// A blocked CLAIM reader whose key goes away: 7.0's text at compat 7.0, the re-executed
 /// command's NOGROUP from 7.2 on, on every host.
 #[test]
