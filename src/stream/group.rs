@@ -435,14 +435,16 @@ impl Group {
     }
 
     /// A history re-read of `id` by its owner (XREADGROUP with an ID): delivered
-    /// again now (count + 1, saturating), moved to the tail. False if not pending.
-    pub fn redeliver(&mut self, id: StreamId, now: i64) -> bool {
+    /// again now (count + 1: saturating at LLONG_MAX with `saturate`, 8.8; else
+    /// wrapping as the built-in's uint64_t before 8.8), moved to the tail. False
+    /// if not pending.
+    pub fn redeliver(&mut self, id: StreamId, now: i64, saturate: bool) -> bool {
         let key = id.to_be_bytes();
         let Some(&old) = self.pel.get(&key) else { return false };
         self.unlink(old);
         if let Some(n) = self.pel.get_mut(&key) {
             n.delivery_time = now;
-            n.delivery_count = count_plus_one(n.delivery_count);
+            n.delivery_count = if saturate { count_plus_one(n.delivery_count) } else { n.delivery_count.wrapping_add(1) };
             n.link = NIL;
         }
         self.link(id, Place::Tail);
@@ -472,6 +474,7 @@ impl Group {
         match count {
             ClaimCount::Set(n) => nack.delivery_count = n,
             ClaimCount::Increment => nack.delivery_count = count_plus_one(nack.delivery_count),
+            ClaimCount::IncrementWrapping => nack.delivery_count = nack.delivery_count.wrapping_add(1),
             ClaimCount::Keep => {}
         }
         self.link(id, match when {
@@ -663,8 +666,11 @@ impl Group {
 pub enum ClaimCount {
     /// RETRYCOUNT n.
     Set(u64),
-    /// The default: one more delivery.
+    /// The default: one more delivery, saturating at LLONG_MAX (8.8).
     Increment,
+    /// One more delivery, wrapping as the built-in's uint64_t before 8.8 (the
+    /// compat levels below `latest`, so that replies match the host's).
+    IncrementWrapping,
     /// JUSTID: unchanged.
     Keep,
 }
