@@ -52,7 +52,9 @@ fn claim_slot(c: &Ctx, slot: &mut Option<u32>, g: &mut crate::stream::Group, nam
 pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u8], id: StreamId, nack: &Nack, group_last: StreamId) {
     let id_text = id.to_bytes();
     let time = nack.delivery_time.to_string();
-    let count = nack.delivery_count.to_string();
+    // As a long long, as streamPropagateXCLAIM (a count wrapped past LLONG_MAX below
+    // compat latest goes out negative, which the receiving XCLAIM reads as no RETRYCOUNT).
+    let count = (nack.delivery_count as i64).to_string();
     let last = group_last.to_bytes();
     c.replicate(
         c"XS.CLAIM",
@@ -72,6 +74,16 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
             Arg::New(&last),
         ],
     );
+}
+
+/// One more delivery: saturating at LLONG_MAX at `xstream.compat latest` (8.8),
+/// wrapping below it as the hosts' built-ins do (REDIS8.md §6.3).
+fn increment() -> ClaimCount {
+    if crate::config::level() >= Level::Latest {
+        ClaimCount::Increment
+    } else {
+        ClaimCount::IncrementWrapping
+    }
 }
 
 /// Propagates `XS.ACK key group id`: how XCLAIM / XAUTOCLAIM clean a NACKed
@@ -235,7 +247,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         let rule = if retrycount >= 0 {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
-            ClaimCount::Increment
+            increment()
         } else {
             ClaimCount::Keep
         };
@@ -350,7 +362,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = claim_slot(c, &mut slot, g, name, now)?;
-        let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
+        let rule = if justid { ClaimCount::Keep } else { increment() };
         let Some(updated) = g.claim(id, sl, DeliveryTime::Now(now), rule, false) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;

@@ -709,7 +709,9 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
     c.reply_array_postponed();
     if r.history {
-        let n = s.read_group_history(g, slot, r.start, r.count, now, |id, e| {
+        // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap.
+        let saturate = crate::config::level() >= Level::Latest;
+        let n = s.read_group_history(g, slot, r.start, r.count, now, saturate, |id, e| {
             match &e {
                 Some(e) => super::range::reply_entry(c, e),
                 None => {

@@ -225,7 +225,8 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
             for (id, n) in g.by_time().skip(g.nacked_count()) {
                 let id = id.to_bytes();
                 let time = n.delivery_time.to_string();
-                let count = n.delivery_count.to_string();
+                // A long long, as rewriteStreamObject writes it.
+                let count = (n.delivery_count as i64).to_string();
                 let owner = g.owner_name(n);
                 emit(
                     aof,
@@ -252,10 +253,13 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
                 if !s.contains(id) {
                     continue;
                 }
-                if !batch.is_empty() && (batch_count != n.delivery_count || batch.len() == NACK_BATCH) {
+                // RETRYCOUNT takes 0..=LLONG_MAX: a count wrapped past it (only below
+                // compat latest) is written as LLONG_MAX, so that the AOF still loads.
+                let count = n.delivery_count.min(i64::MAX as u64);
+                if !batch.is_empty() && (batch_count != count || batch.len() == NACK_BATCH) {
                     flush(&mut batch, batch_count);
                 }
-                batch_count = n.delivery_count;
+                batch_count = count;
                 batch.push(id.to_bytes());
             }
             flush(&mut batch, batch_count);

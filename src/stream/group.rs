@@ -392,8 +392,9 @@ impl Group {
         }
     }
 
-    /// Moves the NACK of `id` (which exists) from its owner to `slot` (NO_OWNER: none).
-    fn set_owner(&mut self, key: &[u8; 16], old: u32, slot: u32) {
+    /// Moves `key` from consumer `old`'s PEL to `slot`'s (NO_OWNER: none); the
+    /// caller sets the NACK's owner.
+    fn move_owner(&mut self, key: &[u8; 16], old: u32, slot: u32) {
         if old == slot {
             return;
         }
@@ -403,9 +404,42 @@ impl Group {
         if let Some(c) = self.consumer_mut(slot) {
             c.pel.insert(key, ());
         }
-        if let Some(n) = self.pel.get_mut(key) {
-            n.owner = slot;
+    }
+
+    /// The common step of every move in the time list, with one PEL lookup when
+    /// `pos` is the tail or the zone: the NACK of `id` (which exists, linked or not)
+    /// leaves its place, `update` changes it (owner included: the consumers' PELs
+    /// are the caller's), and it is linked where `pos` says. Returns the NACK
+    /// before and after.
+    fn relocate(&mut self, id: StreamId, pos: Place, update: impl FnOnce(&mut Nack)) -> Option<(Nack, Nack)> {
+        let key = id.to_be_bytes();
+        let Group { pel, time, .. } = self;
+        let n = pel.get_mut(&key)?;
+        let old = *n;
+        let renumbered = old.link != NIL && time.remove(old.link, old.is_unowned());
+        update(n);
+        let new = match pos {
+            Place::Tail => {
+                n.link = time.push_tail(id);
+                *n
+            }
+            Place::Zone => {
+                n.link = time.push_zone(id);
+                *n
+            }
+            Place::Sorted(t) => {
+                n.link = NIL;
+                // The moved NACK is in no node now: the scan never looks it up.
+                let i = time.insert_sorted(id, t, |x| pel.get(&x.to_be_bytes()).map_or(i64::MIN, |m| m.delivery_time));
+                let n = pel.get_mut(&key)?;
+                n.link = i;
+                *n
+            }
+        };
+        if renumbered {
+            self.relink();
         }
+        Some((old, new))
     }
 
     /// Records the delivery of `id` to `slot` by a `>` read (streamReplyWithRange):
@@ -413,40 +447,36 @@ impl Group {
     /// its count reset to 1. It goes to the tail of the time list.
     pub fn deliver_new(&mut self, id: StreamId, slot: u32, now: i64) -> Nack {
         let key = id.to_be_bytes();
-        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: NO_OWNER, link: NIL };
-        let old_owner = match self.pel.get(&key) {
-            Some(&old) => {
-                self.unlink(old);
-                old.owner
-            }
+        // The common case, a new NACK: one insertion, linked at once.
+        let link = self.time.push_tail(id);
+        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot, link };
+        match self.pel.insert(&key, fresh) {
             None => {
-                self.pel.insert(&key, fresh);
-                NO_OWNER
+                if let Some(c) = self.consumer_mut(slot) {
+                    c.pel.insert(&key, ());
+                }
             }
-        };
-        if let Some(n) = self.pel.get_mut(&key) {
-            n.delivery_time = now;
-            n.delivery_count = 1;
-            n.link = NIL;
+            Some(old) => {
+                // Re-delivered after a SETID: the old node goes (the new one is linked).
+                if old.link != NIL && self.time.remove(old.link, old.is_unowned()) {
+                    self.relink();
+                }
+                self.move_owner(&key, old.owner, slot);
+            }
         }
-        self.set_owner(&key, old_owner, slot);
-        self.link(id, Place::Tail);
-        self.pel.get(&key).copied().unwrap_or(fresh)
+        fresh
     }
 
     /// A history re-read of `id` by its owner (XREADGROUP with an ID): delivered
-    /// again now (count + 1, saturating), moved to the tail. False if not pending.
-    pub fn redeliver(&mut self, id: StreamId, now: i64) -> bool {
-        let key = id.to_be_bytes();
-        let Some(&old) = self.pel.get(&key) else { return false };
-        self.unlink(old);
-        if let Some(n) = self.pel.get_mut(&key) {
+    /// again now (count + 1: saturating at LLONG_MAX with `saturate`, 8.8; else
+    /// wrapping as the built-in's uint64_t before 8.8), moved to the tail. False
+    /// if not pending.
+    pub fn redeliver(&mut self, id: StreamId, now: i64, saturate: bool) -> bool {
+        self.relocate(id, Place::Tail, |n| {
             n.delivery_time = now;
-            n.delivery_count = count_plus_one(n.delivery_count);
-            n.link = NIL;
-        }
-        self.link(id, Place::Tail);
-        true
+            n.delivery_count = if saturate { count_plus_one(n.delivery_count) } else { n.delivery_count.wrapping_add(1) };
+        })
+        .is_some()
     }
 
     /// Moves (or keeps) the NACK for `id` to `slot` and applies the claim's
@@ -455,30 +485,25 @@ impl Group {
     /// there is no NACK to claim. A NACKed entry leaves the zone.
     pub fn claim(&mut self, id: StreamId, slot: u32, when: DeliveryTime, count: ClaimCount, create: bool) -> Option<Nack> {
         let key = id.to_be_bytes();
-        let old = match self.pel.get(&key) {
-            Some(&n) => n,
-            None if create => {
-                let n = Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: NIL };
-                self.pel.insert(&key, n);
-                n
-            }
-            None => return None,
-        };
-        self.unlink(old);
-        self.set_owner(&key, old.owner, slot);
-        let nack = self.pel.get_mut(&key)?;
-        nack.delivery_time = when.ms();
-        nack.link = NIL;
-        match count {
-            ClaimCount::Set(n) => nack.delivery_count = n,
-            ClaimCount::Increment => nack.delivery_count = count_plus_one(nack.delivery_count),
-            ClaimCount::Keep => {}
+        if create && self.pel.get(&key).is_none() {
+            self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: NIL });
         }
-        self.link(id, match when {
+        let pos = match when {
             DeliveryTime::Now(_) => Place::Tail,
             DeliveryTime::At(t) => Place::Sorted(t),
-        });
-        self.pel.get(&key).copied()
+        };
+        let (old, new) = self.relocate(id, pos, |n| {
+            n.delivery_time = when.ms();
+            n.owner = slot;
+            match count {
+                ClaimCount::Set(c) => n.delivery_count = c,
+                ClaimCount::Increment => n.delivery_count = count_plus_one(n.delivery_count),
+                ClaimCount::IncrementWrapping => n.delivery_count = n.delivery_count.wrapping_add(1),
+                ClaimCount::Keep => {}
+            }
+        })?;
+        self.move_owner(&key, old.owner, slot);
+        Some(new)
     }
 
     /// XNACK of one ID (REDIS8.md §6.2): a pending entry (owned or already NACKed)
@@ -488,22 +513,17 @@ impl Group {
     /// before the rule. Returns whether the ID was NACKed.
     pub fn nack_entry(&mut self, id: StreamId, rule: NackCount, create: bool) -> bool {
         let key = id.to_be_bytes();
-        let old = match self.pel.get(&key) {
-            Some(&n) => n,
-            None if create => {
-                let n = Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: NIL };
-                self.pel.insert(&key, n);
-                n
-            }
-            None => return false,
+        if create && self.pel.get(&key).is_none() {
+            self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: NIL });
+        }
+        let Some((old, _)) = self.relocate(id, Place::Zone, |n| {
+            n.delivery_time = 0;
+            n.owner = NO_OWNER;
+            n.delivery_count = rule.apply(n.delivery_count);
+        }) else {
+            return false;
         };
-        self.unlink(old);
-        self.set_owner(&key, old.owner, NO_OWNER);
-        let Some(nack) = self.pel.get_mut(&key) else { return false };
-        nack.delivery_time = 0;
-        nack.delivery_count = rule.apply(nack.delivery_count);
-        nack.link = NIL;
-        self.link(id, Place::Zone);
+        self.move_owner(&key, old.owner, NO_OWNER);
         true
     }
 
@@ -663,8 +683,11 @@ impl Group {
 pub enum ClaimCount {
     /// RETRYCOUNT n.
     Set(u64),
-    /// The default: one more delivery.
+    /// The default: one more delivery, saturating at LLONG_MAX (8.8).
     Increment,
+    /// One more delivery, wrapping as the built-in's uint64_t before 8.8 (the
+    /// compat levels below `latest`, so that replies match the host's).
+    IncrementWrapping,
     /// JUSTID: unchanged.
     Keep,
 }

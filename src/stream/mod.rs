@@ -738,6 +738,7 @@ impl Stream {
         start: StreamId,
         count: u64,
         now: i64,
+        saturate: bool,
         mut emit: impl FnMut(StreamId, Option<Entry<'_>>) -> bool,
     ) -> u64 {
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
@@ -756,7 +757,7 @@ impl Stream {
         for &id in &ids {
             let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
             if entry.is_some() {
-                g.redeliver(id, now);
+                g.redeliver(id, now, saturate);
             }
             n += 1;
             if !emit(id, entry) {

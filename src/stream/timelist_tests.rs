@@ -148,8 +148,9 @@ fn run(seed: u64, steps: usize) {
                 let slot = slot_of(g, &mut m, who, now);
                 let explicit = r.below(2) == 0;
                 let t = if explicit { now - r.below(40) as i64 } else { now };
-                let count = match r.below(4) {
+                let count = match r.below(5) {
                     0 => ClaimCount::Keep,
+                    4 => ClaimCount::IncrementWrapping,
                     1 => ClaimCount::Set(if r.below(2) == 0 { r.below(5) } else { DELIVERY_COUNT_MAX - r.below(2) }),
                     _ => ClaimCount::Increment,
                 };
@@ -163,6 +164,7 @@ fn run(seed: u64, steps: usize) {
                             ClaimCount::Keep => c,
                             ClaimCount::Set(n) => n,
                             ClaimCount::Increment => count_plus_one(c),
+                            ClaimCount::IncrementWrapping => c.wrapping_add(1),
                         };
                         let e = MEntry { id, owner: Some(who.into()), time: t, count: c };
                         if explicit {
@@ -186,7 +188,7 @@ fn run(seed: u64, steps: usize) {
                     e.time = now;
                     e.count = count_plus_one(e.count);
                     m.list.push(e);
-                    assert!(g.redeliver(id, now), "{what}");
+                    assert!(g.redeliver(id, now, true), "{what}");
                 }
             }
             58..=69 => {
