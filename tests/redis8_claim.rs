@@ -1329,3 +1329,78 @@ fn claim_workers_recover_dropped_entries() {
     // Each round of drops costs 100 ms of idleness; the readers' own timeouts (3 s) play no part.
     assert!(drained < Duration::from_millis(2500), "{drained:?}");
 }
+
+/// The commands of a RESP-encoded AOF (arrays of bulk strings), as text.
+fn aof_commands(bytes: &[u8]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let line = |i: &mut usize| -> Option<String> {
+        let rest = bytes.get(*i..)?;
+        let end = rest.windows(2).position(|w| w == b"\r\n")?;
+        let l = String::from_utf8_lossy(&rest[..end]).to_string();
+        *i += end + 2;
+        Some(l)
+    };
+    while let Some(head) = line(&mut i) {
+        let Some(n) = head.strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) else { break };
+        let mut cmd = Vec::with_capacity(n);
+        for _ in 0..n {
+            let Some(len) = line(&mut i).and_then(|l| l.strip_prefix('$').and_then(|n| n.parse::<usize>().ok())) else {
+                return out;
+            };
+            cmd.push(String::from_utf8_lossy(bytes.get(i..i + len).unwrap_or_default()).to_string());
+            i += len + 2;
+        }
+        out.push(cmd);
+    }
+    out
+}
+
+/// §4.6 / §10: what a CLAIM read propagates, exactly (read back from the AOF): the claims in
+/// order as `XS.CLAIM k g c 0 id.. TIME now RETRYCOUNT n FORCE JUSTID LASTID <last at the
+/// start>` (consecutive entries with the same new count in one command), then the new entries'
+/// XS.CLAIM with ENTRIESREAD; a claimed-only read no SETID; the consumer created first.
+#[test]
+fn claim_propagation_in_the_aof() {
+    let s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let mut c = s.conn();
+    add(&mut c, "s", &[("1-0", "a"), ("2-0", "b"), ("3-0", "c"), ("4-0", "d")]);
+    c.cmd_str("XS.GROUP CREATE s g 0");
+    c.cmd_str("XS.READGROUP GROUP g c1 COUNT 3 STREAMS s >");
+    c.cmd_str("XS.CLAIM s g c1 0 2-0 RETRYCOUNT 5 JUSTID");
+    let before = c.cmd_str("INFO persistence").text();
+    assert!(before.contains("aof_enabled:1"), "{before}");
+    // 1-0 (count 1 -> 2), 3-0 (1 -> 2), 2-0 (5 -> 6): two runs; then 4-0 new.
+    let e = one(&c.cmd_str("XS.READGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
+    assert_eq!(ids(&e), ["1-0", "3-0", "2-0", "4-0"]);
+    // Claimed only: no SETID.
+    let e = one(&c.cmd_str("XS.READGROUP GROUP g c3 CLAIM 0 COUNT 1 STREAMS s >"));
+    assert_eq!(ids(&e), ["1-0"]);
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    let aof: Vec<u8> = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .expect("appendonlydir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".incr."))
+        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
+        .collect();
+    let cmds = aof_commands(&aof);
+    // From the first CLAIM read on (after the XS.CLAIM RETRYCOUNT 5 of the setup).
+    let start = cmds.iter().position(|c| c.iter().any(|a| a == "c2")).expect("the CLAIM read in the AOF");
+    let got: Vec<Vec<String>> = cmds[start..]
+        .iter()
+        .filter(|c| !matches!(c[0].to_ascii_uppercase().as_str(), "MULTI" | "EXEC" | "SELECT"))
+        .map(|c| c.iter().enumerate().map(|(i, a)| if i > 0 && c[i - 1].eq_ignore_ascii_case("TIME") { "<t>".into() } else { a.clone() }).collect())
+        .collect();
+    let w = |v: &str| v.split(' ').map(String::from).collect::<Vec<String>>();
+    assert_eq!(
+        got,
+        [
+            w("XS.GROUP CREATECONSUMER s g c2"),
+            w("XS.CLAIM s g c2 0 1-0 3-0 TIME <t> RETRYCOUNT 2 FORCE JUSTID LASTID 3-0"),
+            w("XS.CLAIM s g c2 0 2-0 TIME <t> RETRYCOUNT 6 FORCE JUSTID LASTID 3-0"),
+            w("XS.CLAIM s g c2 0 4-0 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 4-0 ENTRIESREAD 4"),
+            w("XS.GROUP CREATECONSUMER s g c3"),
+            w("XS.CLAIM s g c3 0 1-0 TIME <t> RETRYCOUNT 3 FORCE JUSTID LASTID 4-0"),
+        ]
+    );
+}
