@@ -564,6 +564,7 @@ impl Group {
     /// loaded); false unless it is pending, unowned, with delivery time 0 and
     /// not yet placed.
     pub fn load_zone(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
             Some(n) if n.owner == NO_OWNER && n.link == NIL && n.delivery_time == 0 => {}
             _ => return false,
@@ -575,12 +576,21 @@ impl Group {
     /// Appends the loaded NACK `id` at the tail of the time list (the saved
     /// order, after the zone); false unless it is pending, owned and not yet placed.
     pub fn load_time(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
             Some(n) if n.owner != NO_OWNER && n.link == NIL => {}
             _ => return false,
         }
         self.link(id, Place::Tail);
         true
+    }
+
+    /// Before the first node of a load: the slab sized for the loaded PEL (which
+    /// exists), so that it does not end up to twice that by doubling.
+    fn load_reserve(&mut self) {
+        if self.time.slab_len() == 0 {
+            self.time.reserve_exact(self.pel.len());
+        }
     }
 
     /// Ends the loading of a group: with `rebuild` (a payload without the order:
@@ -592,6 +602,7 @@ impl Group {
             if !rebuild {
                 return Err("PEL entry missing from the time order");
             }
+            self.load_reserve();
             // Sized by the PEL, which exists.
             let mut rest: Vec<(i64, StreamId)> = Vec::new();
             let mut it = self.pel.iter();

@@ -96,6 +96,12 @@ impl TimeList {
         self.nodes.len()
     }
 
+    /// Room for `n` more nodes, exactly (loading: `n` is the size of a PEL that
+    /// exists, not a count read from the input).
+    pub fn reserve_exact(&mut self, n: usize) {
+        self.nodes.reserve_exact(n);
+    }
+
     /// Bytes held by the slab.
     pub fn mem_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
