@@ -3,9 +3,11 @@
 //!
 //! ```text
 //!   Group "g"  last_id 5-0  entries_read 5
-//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot }
+//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot | NO_OWNER, link }
 //!     consumers (rax, names) ──> slot ──> Consumer { name, seen_time, active_time,
 //!                                                     pel (rax of the same IDs, no value) }
+//!     time (timelist.rs)     ──> [4-0 2-0 | 1-0 3-0 5-0]   node `link` of each NACK
+//!                                 NACK zone   by delivery time, oldest first
 //! ```
 //!
 //! A NACK lives once, in the group PEL; its owner is a consumer slot (a small
@@ -363,8 +365,8 @@ impl Group {
         }
     }
 
-    /// Links the NACK of `id` (just unlinked or new) where `pos` says and records
-    /// the node in it.
+    /// Links the NACK of `id` (loading: not linked yet) where `pos` says and
+    /// records the node in it.
     fn link(&mut self, id: StreamId, pos: Place) {
         let Self { pel, time, .. } = self;
         let i = match pos {
