@@ -909,3 +909,58 @@ fn xnack_in_takeover_mode() {
     assert_eq!(rc.cmd(&["XPENDING", "s", "g", "-", "+", "10"]).to_string(), p);
     assert_eq!(rc.raw(&["DEBUG", "DIGEST-VALUE", "s"]), c.raw(&["DEBUG", "DIGEST-VALUE", "s"]));
 }
+
+/// REDIS8.md §6.1 [VS JX]: arity -7, WRITE FAST (not denyoom), one key at 1 with RW UPDATE.
+#[test]
+fn command_info_of_xs_nack() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let info = c.cmd(&["COMMAND", "INFO", "xs.nack"]);
+    let row = info.as_array()[0].as_array();
+    assert_eq!(row[0].text(), "xs.nack");
+    assert_eq!(row[1], Reply::Int(-7));
+    let flags: Vec<String> = row[2].as_array().iter().map(|f| f.text()).collect();
+    assert!(flags.contains(&"write".to_string()) && flags.contains(&"fast".to_string()), "{flags:?}");
+    assert!(!flags.contains(&"denyoom".to_string()), "{flags:?}");
+    assert_eq!(&row[3..6], &[Reply::Int(1), Reply::Int(1), Reply::Int(1)]);
+    let specs = format!("{}", row[8]);
+    assert!(specs.contains("RW") && specs.to_lowercase().contains("update"), "{specs}");
+    let keys = c.cmd(&["COMMAND", "GETKEYS", "xs.nack", "k", "g", "FAIL", "IDS", "1", "1-0"]);
+    assert_eq!(keys, Reply::Array(vec![Reply::Bulk(b"k".to_vec())]));
+}
+
+/// REDIS8.md §6.3 / §10: what goes to replicas and the AOF. XS.NACK verbatim when it NACKed
+/// something (not when it did not); an XCLAIM or XAUTOCLAIM that meets a deleted NACKed entry
+/// propagates `XS.ACK key group id` (an owned one still goes as an XS.CLAIM naming its owner).
+#[test]
+fn xnack_propagation() {
+    let s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let mut c = s.conn();
+    setup(&mut c, 5, 5);
+    assert_eq!(nack(&mut c, &["s", "g", "FAIL", "IDS", "3", "1-0", "2-0", "3-0"]), Reply::Int(3));
+    assert_eq!(nack(&mut c, &["s", "g", "FAIL", "IDS", "1", "9-0"]), Reply::Int(0));
+    assert_eq!(c.cmd(&["XS.DEL", "s", "1-0", "2-0", "4-0"]), Reply::Int(3));
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "c2", "0", "1-0", "JUSTID"]).to_string(), "[]");
+    let r = c.cmd(&["XS.AUTOCLAIM", "s", "g", "c2", "0", "0", "JUSTID"]);
+    assert_eq!(r.to_string(), r#"["0-0", ["3-0", "5-0"], ["2-0", "4-0"]]"#);
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    let cmds: Vec<Vec<String>> = aof_commands(&s)
+        .into_iter()
+        .filter(|v| ["XS.NACK", "XS.ACK", "XS.CLAIM"].contains(&v[0].as_str()))
+        .collect();
+    let show: Vec<String> = cmds.iter().map(|v| v[..v.len().min(6)].join(" ")).collect();
+    assert_eq!(
+        show,
+        [
+            // The delivery of 1-0 .. 5-0 (one XS.CLAIM for them all).
+            "XS.CLAIM s g c 0 1-0",
+            "XS.NACK s g FAIL IDS 3",
+            "XS.ACK s g 1-0",
+            "XS.ACK s g 2-0",
+            "XS.CLAIM s g c2 0 3-0",
+            "XS.CLAIM s g c 0 4-0",
+            "XS.CLAIM s g c2 0 5-0",
+        ],
+        "{cmds:?}"
+    );
+}

@@ -3,9 +3,11 @@
 //!
 //! ```text
 //!   Group "g"  last_id 5-0  entries_read 5
-//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot }
+//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot | NO_OWNER, link }
 //!     consumers (rax, names) ──> slot ──> Consumer { name, seen_time, active_time,
 //!                                                     pel (rax of the same IDs, no value) }
+//!     time (timelist.rs)     ──> [4-0 2-0 | 1-0 3-0 5-0]   node `link` of each NACK
+//!                                 NACK zone   by delivery time, oldest first
 //! ```
 //!
 //! A NACK lives once, in the group PEL; its owner is a consumer slot (a small
@@ -363,8 +365,8 @@ impl Group {
         }
     }
 
-    /// Links the NACK of `id` (just unlinked or new) where `pos` says and records
-    /// the node in it.
+    /// Links the NACK of `id` (loading: not linked yet) where `pos` says and
+    /// records the node in it.
     fn link(&mut self, id: StreamId, pos: Place) {
         let Self { pel, time, .. } = self;
         let i = match pos {
@@ -564,6 +566,7 @@ impl Group {
     /// loaded); false unless it is pending, unowned, with delivery time 0 and
     /// not yet placed.
     pub fn load_zone(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
             Some(n) if n.owner == NO_OWNER && n.link == NIL && n.delivery_time == 0 => {}
             _ => return false,
@@ -575,12 +578,21 @@ impl Group {
     /// Appends the loaded NACK `id` at the tail of the time list (the saved
     /// order, after the zone); false unless it is pending, owned and not yet placed.
     pub fn load_time(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
             Some(n) if n.owner != NO_OWNER && n.link == NIL => {}
             _ => return false,
         }
         self.link(id, Place::Tail);
         true
+    }
+
+    /// Before the first node of a load: the slab sized for the loaded PEL (which
+    /// exists), so that it does not end up to twice that by doubling.
+    fn load_reserve(&mut self) {
+        if self.time.slab_len() == 0 {
+            self.time.reserve_exact(self.pel.len());
+        }
     }
 
     /// Ends the loading of a group: with `rebuild` (a payload without the order:
@@ -592,6 +604,7 @@ impl Group {
             if !rebuild {
                 return Err("PEL entry missing from the time order");
             }
+            self.load_reserve();
             // Sized by the PEL, which exists.
             let mut rest: Vec<(i64, StreamId)> = Vec::new();
             let mut it = self.pel.iter();

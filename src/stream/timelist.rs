@@ -21,6 +21,10 @@ use super::id::StreamId;
 /// No node.
 pub const NIL: u32 = u32::MAX;
 
+/// A slab smaller than this is never compacted (a few free slots cost less than
+/// renumbering every link).
+const COMPACT_SLOTS_MIN: usize = 16;
+
 #[derive(Clone, Copy, Debug)]
 struct Node {
     id: StreamId,
@@ -96,6 +100,12 @@ impl TimeList {
         self.nodes.len()
     }
 
+    /// Room for `n` more nodes, exactly (loading: `n` is the size of a PEL that
+    /// exists, not a count read from the input).
+    pub fn reserve_exact(&mut self, n: usize) {
+        self.nodes.reserve_exact(n);
+    }
+
     /// Bytes held by the slab.
     pub fn mem_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
@@ -116,6 +126,8 @@ impl TimeList {
             self.free = NIL;
             self.free_count = 0;
         }
+        // A node index is a u32 below NIL: 2^32 - 1 pending entries in one group
+        // (about 100 GB of PEL) is out of reach of any server.
         self.nodes.push(node);
         (self.nodes.len() - 1) as u32
     }
@@ -198,7 +210,7 @@ impl TimeList {
             *self = TimeList::default();
             return true;
         }
-        if self.free_count as usize > self.nodes.len() / 2 && self.nodes.len() >= 16 {
+        if self.free_count as usize > self.nodes.len() / 2 && self.nodes.len() >= COMPACT_SLOTS_MIN {
             self.compact();
             return true;
         }
