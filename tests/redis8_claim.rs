@@ -251,6 +251,32 @@ fn claim_zero_and_max() {
     });
 }
 
+/// redis-py tests against 8.4 servers: "count limits claimed and new" (COUNT 4 over 3 pending
+/// and 3 new: the 3 pending then 1 new), "min idle not reached returns only new", and a read
+/// with BLOCK served at once (claimed + new, "issue 527").
+#[test]
+fn claim_redis_py_examples() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        setup3(c);
+        c.cmd_str("XS.READGROUP GROUP g c STREAMS s >");
+        sleep_ms(110);
+        add(c, "s", &[("4-0", "d"), ("5-0", "e"), ("6-0", "f")]);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c COUNT 4 CLAIM 100 STREAMS s >"));
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0", "4-0"]);
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c CLAIM 60000 STREAMS s >"));
+        assert_eq!(e, [
+            Ent { id: "5-0".into(), fields: vec!["f".into(), "e".into()], idle: Some(0), count: Some(0) },
+            Ent { id: "6-0".into(), fields: vec!["f".into(), "f".into()], idle: Some(0), count: Some(0) },
+        ]);
+        add(c, "s", &[("7-0", "g")]);
+        let t0 = Instant::now();
+        let e = one(&c.cmd_str("XS.READGROUP GROUP g c COUNT 10 BLOCK 1 CLAIM 0 STREAMS s >"));
+        assert!(t0.elapsed() < Duration::from_millis(100));
+        assert_eq!(ids(&e), ["1-0", "2-0", "3-0", "4-0", "5-0", "6-0", "7-0"]);
+    });
+}
+
 /// [VT "with specific ID"]: CLAIM is ignored by a history read: 2-element entries, history
 /// semantics.
 #[test]
