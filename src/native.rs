@@ -320,7 +320,9 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
                 }
             }
         }
-        g.check().map_err(|e| NativeError(e.to_string()))?;
+        // The built-in's formats up to 8.2 have no time order: rebuilt as 8.4
+        // does, sorted insertions in ID order.
+        g.load_finish(true).map_err(|e| NativeError(e.to_string()))?;
     }
     if r.pos != obj.len() {
         return err("trailing bytes");
@@ -381,8 +383,8 @@ pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
             put_len(&mut out, g.last_id.ms);
             put_len(&mut out, g.last_id.seq);
             put_len(&mut out, g.entries_read as u64);
-            put_len(&mut out, g.pel.len() as u64);
-            let mut p = g.pel.iter();
+            put_len(&mut out, g.pel().len() as u64);
+            let mut p = g.pel().iter();
             while let Some((k, n)) = p.next() {
                 out.extend_from_slice(k);
                 out.extend_from_slice(&n.delivery_time.to_le_bytes());
@@ -396,8 +398,8 @@ pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
                 if active_times {
                     out.extend_from_slice(&c.active_time.to_le_bytes());
                 }
-                put_len(&mut out, c.pel.len() as u64);
-                let mut p = c.pel.iter();
+                put_len(&mut out, c.pel().len() as u64);
+                let mut p = c.pel().iter();
                 while let Some((k, _)) = p.next() {
                     out.extend_from_slice(k);
                 }

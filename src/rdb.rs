@@ -1,8 +1,9 @@
 //! The RDB encoding of a stream (see docs/rdb.md), against small Read/Write
 //! traits so that it is tested on a `Vec` without a server.
 //!
-//! One decoder arm per encoding version: a file written by an older version of
-//! the module must keep loading. Everything read is untrusted (RESTORE payloads
+//! One decoder for every encoding version (a newer one adds sections under
+//! `version >= n`): a file written by an older version of the module must keep
+//! loading. Everything read is untrusted (RESTORE payloads
 //! carry only a CRC anyone can compute): with [`Check::Deep`] listpacks pass
 //! `listpack::validate(deep)` and the assembled stream `stream::validate`; with
 //! [`Check::Shallow`] (RDB and full-sync loading under `sanitize-dump-payload no`,
@@ -17,7 +18,7 @@ use crate::stream::validate::validate_stream;
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 1;
+pub const ENCVER: i32 = 2;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +77,8 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
     Ok(StreamId { ms: inp.get_u64()?, seq: inp.get_u64()? })
 }
 
-/// Writes `s` in the current encoding (version 1):
+/// Writes `s` in the current encoding (version 2; version 1 lacks the two
+/// sections marked v2):
 ///
 /// ```text
 /// u64 node-count
@@ -93,7 +95,10 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 ///       bytes name ; u64 seen-time (i64) ; u64 active-time (i64, -1 = never)
 ///       u64 pel-count ; pel-count × { bytes id (16) }   (each one a NACK of the group PEL)
 ///     }
+///     v2: u64 nack-zone-count ; nack-zone-count × { bytes id (16) }   (unowned, in zone order)
+///     v2: u64 time-count ; time-count × { bytes id (16) }   (the other NACKs, in time-list order)
 ///   }
+/// (v2: stream-level sections may follow here, in later versions or under `version >= 2`.)
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
@@ -112,8 +117,8 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
             out.put_bytes(name);
             put_id(out, g.last_id);
             out.put_u64(g.entries_read as u64);
-            out.put_u64(g.pel.len() as u64);
-            let mut p = g.pel.iter();
+            out.put_u64(g.pel().len() as u64);
+            let mut p = g.pel().iter();
             while let Some((k, n)) = p.next() {
                 out.put_bytes(k);
                 out.put_u64(n.delivery_time as u64);
@@ -125,11 +130,21 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
                 out.put_bytes(&c.name);
                 out.put_u64(c.seen_time as u64);
                 out.put_u64(c.active_time as u64);
-                out.put_u64(c.pel.len() as u64);
-                let mut p = c.pel.iter();
+                out.put_u64(c.pel().len() as u64);
+                let mut p = c.pel().iter();
                 while let Some((k, _)) = p.next() {
                     out.put_bytes(k);
                 }
+            }
+            let zone = g.nacked_count();
+            out.put_u64(zone as u64);
+            let mut order = g.by_time();
+            for (id, _) in order.by_ref().take(zone) {
+                out.put_bytes(&id.to_be_bytes());
+            }
+            out.put_u64((g.pel().len() - zone) as u64);
+            for (id, _) in order {
+                out.put_bytes(&id.to_be_bytes());
             }
         }
     }
@@ -137,13 +152,10 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
 
 /// Reads a stream written with encoding `encver`, checking it as `check` says.
 pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
-    match encver {
-        1 => load_v1(inp, check),
-        v => Err(LoadError::Version(v)),
+    if !(1..=ENCVER).contains(&encver) {
+        return Err(LoadError::Version(encver));
     }
-}
-
-fn load_v1(inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
+    let version = encver;
     let invalid = |m: &str| LoadError::Invalid(m.to_string());
     let nodes = inp.get_u64()?;
     let mut s = Stream::new();
@@ -204,7 +216,24 @@ fn load_v1(inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
                 }
             }
         }
-        g.check().map_err(invalid)?;
+        if version >= 2 {
+            let zone = inp.get_u64()?;
+            for _ in 0..zone {
+                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("NACK zone ID is not 16 bytes"))?;
+                if !g.load_zone(id) {
+                    return Err(invalid("NACK zone entry not an unowned PEL entry, or listed twice"));
+                }
+            }
+            let timed = inp.get_u64()?;
+            for _ in 0..timed {
+                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("time order ID is not 16 bytes"))?;
+                if !g.load_time(id) {
+                    return Err(invalid("time order entry not an owned PEL entry, or listed twice"));
+                }
+            }
+        }
+        // Encoding 1 has no order: rebuilt as sorted insertions in ID order.
+        g.load_finish(version < 2).map_err(invalid)?;
     }
     if deep {
         validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
@@ -258,7 +287,7 @@ impl RdbIn for VecIo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{IdSpec, NodeLimits, Trim, TrimStrategy, ENTRIES_READ_INVALID};
+    use crate::stream::{IdSpec, NackCount, NodeLimits, Trim, TrimStrategy, ENTRIES_READ_INVALID};
 
     fn sample() -> Stream {
         let mut s = Stream::new();
@@ -278,7 +307,16 @@ mod tests {
         g.deliver_new(StreamId::new(6, 0), a, 1000);
         g.deliver_new(StreamId::new(7, 0), b, 1001);
         g.deliver_new(StreamId::new(8, 0), a, 1002);
+        g.deliver_new(StreamId::new(9, 0), b, 1003);
+        g.claim(StreamId::new(9, 0), b, crate::stream::DeliveryTime::At(999), crate::stream::ClaimCount::Keep, false);
+        // The NACK zone: 7-0 NACKed, 10-0 created by FORCE.
+        g.nack_entry(StreamId::new(7, 0), NackCount::Fail, false);
+        g.nack_entry(StreamId::new(10, 0), NackCount::Set(3), true);
         s
+    }
+
+    fn order(g: &crate::stream::Group) -> Vec<(StreamId, crate::stream::Nack, Vec<u8>)> {
+        g.by_time().map(|(id, n)| (id, *n, g.owner_name(n).to_vec())).collect()
     }
 
     fn dump(s: &Stream) -> Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
@@ -296,12 +334,17 @@ mod tests {
                    (t.length, t.last_id, t.first_id, t.max_deleted_entry_id, t.entries_added));
         assert_eq!(s.rax_nodes(), t.rax_nodes());
         let (ga, gb) = (s.group(b"g1").unwrap(), t.group(b"g1").unwrap());
-        assert_eq!((ga.last_id, ga.entries_read, ga.pel.len(), ga.consumer_count()),
-                   (gb.last_id, gb.entries_read, gb.pel.len(), gb.consumer_count()));
+        assert_eq!((ga.last_id, ga.entries_read, ga.pel().len(), ga.consumer_count()),
+                   (gb.last_id, gb.entries_read, gb.pel().len(), gb.consumer_count()));
         let n = gb.nack(StreamId::new(8, 0)).unwrap();
         assert_eq!((n.delivery_time, n.delivery_count, gb.owner_name(n)), (1002, 1, &b"alice"[..]));
         assert_eq!(t.group(b"g2").unwrap().entries_read, ENTRIES_READ_INVALID);
         gb.check().unwrap();
+        // The time list: the zone (7-0, 10-0), then 9-0 (claimed at 999), 6-0, 8-0.
+        let want: Vec<u64> = vec![7, 10, 9, 6, 8];
+        assert_eq!(order(ga).iter().map(|x| x.0.ms).collect::<Vec<_>>(), want);
+        assert_eq!(order(ga), order(gb));
+        assert_eq!(gb.nacked_count(), 2);
     }
 
     #[test]

@@ -249,7 +249,7 @@ fn encode_frame(f: &Frame) -> Vec<u8> {
 }
 
 // =============================================================================================
-// Roles of the items (docs/rdb.md, encoding version 1)
+// Roles of the items (docs/rdb.md, encoding version 2)
 // =============================================================================================
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -328,6 +328,15 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
             for _ in 0..cp {
                 s(&mut i, &mut r, Role::Id16("consumer-pel-id"))?;
             }
+        }
+        // Encoding 2: the NACK zone, then the time order of the other entries.
+        let zone = u(&mut i, &mut r, Role::Count("nack-zone-count"))?;
+        for _ in 0..zone {
+            s(&mut i, &mut r, Role::Id16("nack-zone-id"))?;
+        }
+        let timed = u(&mut i, &mut r, Role::Count("time-count"))?;
+        for _ in 0..timed {
+            s(&mut i, &mut r, Role::Id16("time-id"))?;
         }
     }
     if i != items.len() {
@@ -869,6 +878,21 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
                     }
                 }
             }
+            // NACKed entries (the zone of encoding 2): some pending ones, and FORCE on
+            // entries not delivered to this group.
+            if let Reply::Array(v) = &c.cmd(&["XS.PENDING", &key, &gname, "-", "+", "100"]) {
+                for p in v.iter().step_by(2) {
+                    let id = p.as_array()[0].text();
+                    let mode = *rng.pick(&["SILENT", "FAIL", "FATAL"]);
+                    c.cmd(&["XS.NACK", &key, &gname, mode, "IDS", "1", &id]);
+                }
+            }
+            if let Reply::Array(v) = &c.cmd(&["XS.REVRANGE", &key, "+", "-", "COUNT", "2"]) {
+                for e in v {
+                    let id = e.as_array()[0].text();
+                    c.cmd(&["XS.NACK", &key, &gname, "FAIL", "IDS", "1", &id, "RETRYCOUNT", "3", "FORCE"]);
+                }
+            }
             if g == 1 {
                 // entries-read unknown: SETID to an arbitrary ID.
                 c.cmd(&["XS.GROUP", "SETID", &key, &gname, "1-1"]);
@@ -883,6 +907,7 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
     }
     c.cmd(&["XS.GROUP", "CREATE", "srcdelpel", "g", "0"]);
     c.cmd(&["XS.READGROUP", "GROUP", "srcdelpel", "g", "c1", "COUNT", "8", "STREAMS", "srcdelpel", ">"]);
+    c.cmd(&["XS.NACK", "srcdelpel", "g", "FAIL", "IDS", "3", "3-0", "4-0", "11-0", "FORCE"]);
     c.cmd(&["XS.DEL", "srcdelpel", "2-0", "3-0", "5-0", "9-0"]);
     keys.push("srcdelpel".into());
     // An empty stream with metadata and a group.
@@ -1024,13 +1049,30 @@ fn check_value(c: &mut Conn, key: &str, notes: &mut BTreeMap<String, usize>) -> 
             }
             cnames.push(cname);
         }
-        if sum != pending.len() as i64 {
-            return Err(format!("group {gname}: consumers own {sum} entries, the group PEL has {}", pending.len()));
-        }
-        for o in owner.values() {
-            if !cnames.contains(o) {
+        // NACKed entries (XS.NACK): owner "" (no consumer), delivery time 0. A consumer
+        // may be called "" too: its own entries are then told apart by its pending list.
+        let empty_named: Vec<Vec<u8>> = consumers
+            .iter()
+            .filter(|c| c.field("name").and_then(|r| r.as_bytes()) == Some(b""))
+            .flat_map(|c| c.field("pending").map(|p| arr(p).to_vec()).unwrap_or_default())
+            .map(|p| arr(&p).first().and_then(|x| x.as_bytes()).unwrap_or(b"").to_vec())
+            .collect();
+        let mut unowned = 0i64;
+        for p in &pending {
+            let a = arr(p);
+            let id = a[0].as_bytes().unwrap_or(b"");
+            let o = a[1].as_bytes().unwrap_or(b"");
+            if o.is_empty() && !empty_named.iter().any(|e| e[..] == *id) {
+                if a[2] != Reply::Int(0) {
+                    return Err(format!("group {gname}: unowned entry {p} with a delivery time"));
+                }
+                unowned += 1;
+            } else if !cnames.iter().any(|c| c[..] == *o) {
                 return Err(format!("group {gname}: PEL owner {} is not a consumer", escape(o)));
             }
+        }
+        if sum + unowned != pending.len() as i64 {
+            return Err(format!("group {gname}: consumers own {sum} entries and {unowned} are NACKed, the group PEL has {}", pending.len()));
         }
         let summary = no_err(io(c.try_cmd(&[b"XS.PENDING".as_slice(), key.as_bytes(), &name]), "XS.PENDING")?, "XS.PENDING summary")?;
         if arr(&summary).first() != Some(&Reply::Int(pending.len() as i64)) {
@@ -1191,7 +1233,24 @@ fn gen_traffic(rng: &mut Rng, key: &str, k: &Known) -> Vec<Vec<u8>> {
         13 => vec![b("XS.GROUP"), b("SETID"), kb, g, if rng.pct(50) { b("$") } else { rand_id(rng, k) }],
         14 => vec![b("XS.GROUP"), b("CREATE"), kb, format!("new{}", rng.below(3)).into_bytes(), if rng.pct(50) { b("$") } else { b("0") }],
         15 => vec![b("XS.GROUP"), b(*rng.pick(&["CREATECONSUMER", "DELCONSUMER"])), kb, g, cn],
-        16 => vec![b("DEBUG"), b("DIGEST-VALUE"), kb],
+        16 => match rng.below(3) {
+            0 => vec![b("DEBUG"), b("DIGEST-VALUE"), kb],
+            _ => {
+                let mut a = vec![b("XS.NACK"), kb, g, b(*rng.pick(&["SILENT", "FAIL", "FATAL"])), b("IDS")];
+                let n = rng.range(1, 4);
+                a.push(n.to_string().into_bytes());
+                for _ in 0..n {
+                    a.push(pid(rng));
+                }
+                if rng.pct(30) {
+                    a.extend([b("RETRYCOUNT"), rng.below(4).to_string().into_bytes()]);
+                }
+                if rng.pct(40) {
+                    a.push(b("FORCE"));
+                }
+                a
+            }
+        },
         17 => vec![b("XS.READ"), b("COUNT"), count(rng), b("STREAMS"), kb, if rng.pct(50) { b("0") } else { rand_id(rng, k) }],
         _ => match rng.below(4) {
             0 => vec![b("XS.SETID"), kb, rand_id(rng, k)],
@@ -1283,7 +1342,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 1, "{name}: encver 1");
+        assert_eq!(f.module_id & 1023, 2, "{name}: encver 1");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));
@@ -1355,7 +1414,7 @@ fn structure_aware_restore_fuzz() {
             cases.push(Case { kind: "structural", source: si, what, body: apply(f, &m) });
         }
     }
-    // Prefixes: every prefix of the smallest source with consumer PELs (CI); of every source, sampled
+    // Prefixes: every prefix of the smallest source with consumer PELs and a NACK zone (CI); of every source, sampled
     // to 1,500 per source, in soak.
     let by_size: Vec<usize> = {
         let mut v: Vec<usize> = (0..src.len()).filter(|&i| src[i].1.len() < 4000).collect();
@@ -1363,7 +1422,12 @@ fn structure_aware_restore_fuzz() {
         v
     };
     let prefix_sources: Vec<usize> = if scale == 1 {
-        by_size.iter().copied().filter(|&i| roles_v[i].iter().any(|r| *r == Role::Id16("consumer-pel-id"))).take(1).collect()
+        by_size
+            .iter()
+            .copied()
+            .filter(|&i| [Role::Id16("consumer-pel-id"), Role::Id16("nack-zone-id")].iter().all(|want| roles_v[i].contains(want)))
+            .take(1)
+            .collect()
     } else {
         (0..src.len()).collect()
     };

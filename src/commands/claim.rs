@@ -17,7 +17,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
-use crate::stream::{ClaimCount, Nack, StreamId};
+use crate::stream::{ClaimCount, DeliveryTime, Nack, StreamId};
 
 /// The consumer called `name`, seen now, or created (with its keyspace event on
 /// key argument `key_arg`), as streamLookupConsumer / streamCreateConsumer.
@@ -52,7 +52,9 @@ fn claim_slot(c: &Ctx, slot: &mut Option<u32>, g: &mut crate::stream::Group, nam
 pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u8], id: StreamId, nack: &Nack, group_last: StreamId) {
     let id_text = id.to_bytes();
     let time = nack.delivery_time.to_string();
-    let count = nack.delivery_count.to_string();
+    // As a long long, as streamPropagateXCLAIM (a count wrapped past LLONG_MAX below
+    // compat latest goes out negative, which the receiving XCLAIM reads as no RETRYCOUNT).
+    let count = (nack.delivery_count as i64).to_string();
     let last = group_last.to_bytes();
     c.replicate(
         c"XS.CLAIM",
@@ -74,6 +76,37 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
     );
 }
 
+/// One more delivery: saturating at LLONG_MAX at `xstream.compat latest` (8.8),
+/// wrapping below it as the hosts' built-ins do (REDIS8.md §6.3).
+fn increment() -> ClaimCount {
+    if crate::config::level() >= Level::Latest {
+        ClaimCount::Increment
+    } else {
+        ClaimCount::IncrementWrapping
+    }
+}
+
+/// Propagates `XS.ACK key group id`: how XCLAIM / XAUTOCLAIM clean a NACKed
+/// (unowned) entry whose stream entry is gone, there being no consumer to name in
+/// an XCLAIM (REDIS8.md §6.3, §10).
+pub fn propagate_ack(c: &Ctx, key_arg: usize, group_arg: usize, id: StreamId) {
+    let id_text = id.to_bytes();
+    c.replicate(c"XS.ACK", &[Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&id_text)]);
+}
+
+/// The deleted entry `id` with PEL entry `nk` leaves the PEL: propagated as an
+/// XCLAIM naming its owner, or as an XACK when it has none (NACKed). Returns
+/// whether the propagation carried the group's last ID.
+fn propagate_cleanup(c: &Ctx, g: &crate::stream::Group, id: StreamId, nk: &Nack) -> bool {
+    if nk.is_unowned() {
+        propagate_ack(c, 1, 2, id);
+        return false;
+    }
+    let owner = g.owner_name(nk).to_vec();
+    propagate_xclaim(c, 1, 2, &owner, id, nk, g.last_id);
+    true
+}
+
 /// Propagates a group's last ID and read counter (XGROUP SETID ... ENTRIESREAD).
 pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: StreamId, entries_read: i64) {
     let last = last.to_bytes();
@@ -91,7 +124,7 @@ pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: Strea
     );
 }
 
-fn nogroup(c: &Ctx) -> Error {
+pub(crate) fn nogroup(c: &Ctx) -> Error {
     Error::Full(format!(
         "NOGROUP No such key '{}' or consumer group '{}'",
         String::from_utf8_lossy(cstr(c.arg(1))),
@@ -172,9 +205,13 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             propagate_last_id = true;
         }
     }
+    // IDLE / TIME place the entry by sorted insertion in the time list; the
+    // default delivery "now" appends it at the tail.
+    let explicit_time = deliverytime != -1;
     if deliverytime == -1 || deliverytime < 0 || deliverytime > now {
         deliverytime = now;
     }
+    let when = if explicit_time { DeliveryTime::At(deliverytime) } else { DeliveryTime::Now(deliverytime) };
     let name = c.arg(3);
     let mut slot: Option<u32> = None;
     if crate::config::level() >= Level::V7_2 {
@@ -190,9 +227,9 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         let nack = g.nack(id).copied();
         if !exists {
             if let Some(nk) = nack {
-                let owner = g.owner_name(&nk).to_vec();
-                propagate_xclaim(c, 1, 2, &owner, id, &nk, g.last_id);
-                propagate_last_id = false;
+                if propagate_cleanup(c, g, id, &nk) {
+                    propagate_last_id = false;
+                }
                 g.ack(id);
             }
             continue;
@@ -201,7 +238,8 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             continue;
         }
         if let Some(nk) = nack {
-            if minidle != 0 && now - nk.delivery_time < minidle {
+            // 8.8: a NACKed (unowned) entry is claimable whatever the min-idle.
+            if minidle != 0 && !nk.is_unowned() && now - nk.delivery_time < minidle {
                 continue;
             }
         }
@@ -209,11 +247,11 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         let rule = if retrycount >= 0 {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
-            ClaimCount::Increment
+            increment()
         } else {
             ClaimCount::Keep
         };
-        let Some(updated) = g.claim(id, sl, deliverytime, rule, true) else { continue };
+        let Some(updated) = g.claim(id, sl, when, rule, true) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;
         }
@@ -298,7 +336,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     loop {
         let g = s.group(gname).ok_or_else(|| nogroup(c))?;
         let next = cursor.and_then(|from| {
-            let mut it = crate::stream::group::pel_from(&g.pel, from);
+            let mut it = crate::stream::group::pel_from(g.pel(), from);
             it.next().map(|(k, n)| (StreamId::from_be_bytes(k).unwrap_or_default(), *n))
         });
         if attempts == 0 || count == 0 {
@@ -313,20 +351,20 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         cursor = id.next();
         if !s.contains(id) {
             let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
-            let owner = g.owner_name(&nack).to_vec();
-            propagate_xclaim(c, 1, 2, &owner, id, &nack, g.last_id);
+            propagate_cleanup(c, g, id, &nack);
             g.ack(id);
             deleted.push(id);
             count -= 1;
             continue;
         }
-        if minidle != 0 && now - nack.delivery_time < minidle {
+        // 8.8: a NACKed (unowned) entry is claimable whatever the min-idle.
+        if minidle != 0 && !nack.is_unowned() && now - nack.delivery_time < minidle {
             continue;
         }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = claim_slot(c, &mut slot, g, name, now)?;
-        let rule = if justid { ClaimCount::Keep } else { ClaimCount::Increment };
-        let Some(updated) = g.claim(id, sl, now, rule, false) else { continue };
+        let rule = if justid { ClaimCount::Keep } else { increment() };
+        let Some(updated) = g.claim(id, sl, DeliveryTime::Now(now), rule, false) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;
         }

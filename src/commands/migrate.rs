@@ -57,6 +57,18 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             // is checked here, or C code would read it.
             crate::stream::validate::validate_stream(s)
                 .map_err(|e| Error::Full(format!("ERR XS.EXPORT: the stream is corrupt ({e})")))?;
+            // A NACKed entry has no owner, which the built-in streams of the hosts
+            // (before 8.8) cannot hold: their loader refuses it, or keeps a PEL entry
+            // whose consumer is NULL for XACK / XCLAIM to dereference.
+            if s.groups_iter().is_some_and(|mut it| {
+                let mut any = false;
+                while let Some((_, g)) = it.next() {
+                    any |= g.nacked_count() > 0;
+                }
+                any
+            }) {
+                return Err(Error::Err("XS.EXPORT: the stream has NACKed entries (XS.NACK), which a built-in stream of this server cannot hold"));
+            }
             (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }
     };

@@ -19,6 +19,7 @@ pub mod info;
 pub mod keyspace;
 pub mod len;
 pub mod migrate;
+pub mod nack;
 pub mod pending;
 pub mod range;
 pub mod read;
@@ -47,6 +48,7 @@ command_entry!(xs_readgroup, read::run_readgroup);
 command_entry!(xs_group, group::run);
 command_entry!(xs_group_help, group::run_help);
 command_entry!(xs_ack, ack::run);
+command_entry!(xs_nack, nack::run);
 command_entry!(xs_import, migrate::run_import);
 command_entry!(xs_export, migrate::run_export);
 command_entry!(xs_pending, pending::run);
@@ -124,6 +126,8 @@ pub static COMMANDS: &[Command] = &[
     // is RW DELETE here (the same ACL key permission: write).
     Command { name: "xs.delex", func: Some(xs_delex), flags: "write fast", arity: -5, key: key1(RW_DELETE), subcommands: &[] },
     Command { name: "xs.ackdel", func: Some(xs_ackdel), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
+    // Redis 8.8 (xnack.json): arity -7, WRITE FAST, RW UPDATE.
+    Command { name: "xs.nack", func: Some(xs_nack), flags: "write fast", arity: -7, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },

@@ -48,27 +48,27 @@ pub fn run(c: &Ctx) -> Result<()> {
     };
     if justinfo {
         c.reply_array(4);
-        c.reply_int(g.pel.len() as i64);
-        if g.pel.is_empty() {
+        c.reply_int(g.pel().len() as i64);
+        if g.pel().is_empty() {
             c.reply_null();
             c.reply_null();
             c.reply_null_array();
             return Ok(());
         }
-        let first = g.pel.edge_with(true, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
-        let last = g.pel.edge_with(false, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
+        let first = g.pel().edge_with(true, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
+        let last = g.pel().edge_with(false, |k, _| StreamId::from_be_bytes(k)).flatten().unwrap_or_default();
         c.reply_id(first);
         c.reply_id(last);
         c.reply_array_postponed();
         let mut n = 0;
         let mut it = g.consumers();
         while let Some((_, cons)) = it.next_consumer() {
-            if cons.pel.is_empty() {
+            if cons.pel().is_empty() {
                 continue;
             }
             c.reply_array(2);
             c.reply_bulk(&cons.name);
-            c.reply_bulk_int(cons.pel.len() as i64);
+            c.reply_bulk_int(cons.pel().len() as i64);
             n += 1;
         }
         c.set_array_len(n);
@@ -80,7 +80,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let cons_pel = match consumer_arg {
         Some(i) => {
             match g.find_consumer(c.arg(i)).and_then(|sl| g.consumer(sl)) {
-                Some(cons) => Some(&cons.pel),
+                Some(cons) => Some(cons.pel()),
                 None => {
                     c.reply_array(0);
                     return Ok(());
@@ -97,8 +97,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         if count == 0 || k > &endkey[..] {
             return false;
         }
-        let Some(nack) = nack.or_else(|| g.pel.get(k)) else { return true };
-        if minidle != 0 && now - nack.delivery_time < minidle {
+        let Some(nack) = nack.or_else(|| g.pel().get(k)) else { return true };
+        // 8.8: a NACKed (unowned) entry shows owner "" and idle -1, and the IDLE
+        // filter never excludes it.
+        let unowned = nack.is_unowned();
+        if minidle != 0 && !unowned && now - nack.delivery_time < minidle {
             return true;
         }
         n += 1;
@@ -106,7 +109,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.reply_array(4);
         c.reply_id(StreamId::from_be_bytes(k).unwrap_or_default());
         c.reply_bulk(g.owner_name(nack));
-        c.reply_int((now - nack.delivery_time).max(0));
+        c.reply_int(if unowned { -1 } else { (now - nack.delivery_time).max(0) });
         c.reply_int(nack.delivery_count as i64);
         true
     };
@@ -120,7 +123,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             }
         }
         None => {
-            let mut it = crate::stream::group::pel_from(&g.pel, start);
+            let mut it = crate::stream::group::pel_from(g.pel(), start);
             while let Some((k, nack)) = it.next() {
                 if !emit(k, Some(nack)) {
                     break;

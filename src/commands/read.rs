@@ -1,5 +1,5 @@
 //! XS.READ [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] STREAMS key [key ...] id [id ...]
-//! XS.READGROUP GROUP group consumer [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]
+//! XS.READGROUP GROUP group consumer [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]
 //!
 //! One parser and one serving loop for both, as the built-in xreadCommand. With
 //! BLOCK and nothing to serve, the client blocks on its keys (src/ffi/blocking.rs)
@@ -8,12 +8,19 @@
 //! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
 //! propagated; see [`serve_group`] for what goes out instead (one XS.CLAIM per
 //! read for the entries delivered, with the group's last ID and entries-read).
+//!
+//! CLAIM min-idle-time (Redis 8.4, REDIS8.md §4): a `>` read first takes over the
+//! group's pending entries idle for at least min-idle-time, oldest delivery first,
+//! then reads new entries; every entry of such a reply has 4 elements
+//! ([`serve_claimed`]). A blocked CLAIM reader also wakes when an entry becomes
+//! claimable (src/ffi/claim_wake.rs).
 
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
+use crate::stream::group::DeliveryTime;
 use crate::stream::{Nack, StreamId};
 
 pub fn run_read(c: &Ctx) -> Result<()> {
@@ -107,6 +114,12 @@ fn value_len(v: crate::listpack::Value<'_>) -> u64 {
     }
 }
 
+/// Bytes of a RESP integer (`:n\r\n`).
+fn int_len(v: i64) -> u64 {
+    let digits = v.unsigned_abs().checked_ilog10().map_or(1, |d| u64::from(d) + 1) + u64::from(v < 0);
+    3 + digits
+}
+
 fn id_len(id: StreamId) -> u64 {
     let mut buf = [0u8; 44];
     bulk_len(id.write_to_slice(&mut buf) as u64)
@@ -150,14 +163,18 @@ impl Budget {
         }
     }
 
-    /// An entry went out. Returns whether the call may go on.
-    fn add_entry(&mut self, e: Option<&crate::stream::Entry<'_>>, id: StreamId) -> bool {
+    /// An entry went out (`claim`: a CLAIM read's 4-element entry with these idle
+    /// and count integers). Returns whether the call may go on.
+    fn add_entry(&mut self, e: Option<&crate::stream::Entry<'_>>, id: StreamId, claim: Option<(i64, i64)>) -> bool {
         self.entries += 1;
         if let Some(left) = self.count_left.as_mut() {
             *left = left.saturating_sub(1);
         }
         if self.size_max.is_some() {
-            self.bytes += header_len(2) + id_len(id);
+            self.bytes += match claim {
+                Some((idle, count)) => header_len(4) + int_len(idle) + int_len(count),
+                None => header_len(2),
+            } + id_len(id);
             match e {
                 Some(e) => {
                     self.bytes += header_len(e.numfields() as u64 * 2);
@@ -180,7 +197,7 @@ fn reply_range_budget(c: &Ctx, s: &crate::stream::Stream, start: StreamId, count
     for e in s.range(start, StreamId::MAX, false) {
         super::range::reply_entry(c, &e);
         n += 1;
-        if !budget.add_entry(Some(&e), e.id()) || (count != 0 && n == count) {
+        if !budget.add_entry(Some(&e), e.id(), None) || (count != 0 && n == count) {
             break;
         }
     }
@@ -215,13 +232,25 @@ pub struct BlockState {
     maxsize: u64,
     noack: bool,
     group_arg: Option<usize>,
+    /// CLAIM min-idle-time (ms).
+    claim: Option<i64>,
+    /// When the block times out (unix ms); None for BLOCK 0.
+    deadline_ms: Option<i64>,
+    /// The client's db when it blocked.
+    db: i32,
     /// Group readers are registered so that a deleted key releases them.
     registration: Option<crate::ffi::blocking::Registration>,
 }
 
 impl crate::ffi::blocking::Waiter for BlockState {
     fn serve(&self, c: &Ctx, ready_key: &[u8]) -> bool {
-        serve_blocked(c, self, ready_key)
+        let served = serve_blocked(c, self, ready_key);
+        if !served {
+            // A CLAIM reader woken too early (or by a write that served someone
+            // else) waits for its next claimable entry again.
+            schedule_claim_wake(c, self, c.now_ms() as i64);
+        }
+        served
     }
 
     fn release(&self, c: &Ctx, key_gone: bool) {
@@ -306,7 +335,12 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
             (None, ReadFrom::New) => continue,
         };
-        if s.length == 0 || s.last_valid_id() <= gt {
+        let has_new = s.length > 0 && s.last_valid_id() > gt;
+        let claimable = match (gname, st.claim) {
+            (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now),
+            _ => false,
+        };
+        if !has_new && !claimable {
             continue;
         }
         served += 1;
@@ -316,7 +350,17 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
         let count = budget.stream_count(st.count);
         match gname {
             Some((g, ga)) => {
-                let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: false, now };
+                let read = GroupRead {
+                    group_arg: ga,
+                    key_idx,
+                    start,
+                    count,
+                    noack: st.noack,
+                    history: false,
+                    blocked: false,
+                    claim: st.claim,
+                    now,
+                };
                 if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                     // Cannot happen (the group was just found); keep the reply well formed.
                     c.reply_error(&e.message());
@@ -363,6 +407,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
     let mut streams_count = 0;
     let mut noack = false;
     let mut group_arg = None;
+    let mut claim: Option<i64> = None;
     let mut i = 1;
     while i < argc {
         let moreargs = argc - i - 1;
@@ -396,6 +441,17 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         } else if is_kw(o, "MAXSIZE") && moreargs > 0 {
             i += 1;
             maxsize = parse_ll(c.arg(i)).ok().filter(|&n| n > 0).ok_or(Error::Err("MAXSIZE must be a positive integer"))? as u64;
+        } else if is_kw(o, "CLAIM") && moreargs > 0 {
+            // 8.4. The last CLAIM wins; 0 is allowed.
+            if !xreadgroup {
+                return Err(Error::Err("The CLAIM option is only supported by XREADGROUP. You called XREAD instead."));
+            }
+            i += 1;
+            let v = parse_ll(c.arg(i)).map_err(|_| Error::Err("min-idle-time is not an integer or out of range"))?;
+            if v < 0 {
+                return Err(Error::Err("min-idle-time must be a positive integer"));
+            }
+            claim = Some(v);
         } else if is_kw(o, "STREAMS") && moreargs > 0 {
             streams_arg = i + 1;
             streams_count = argc - streams_arg;
@@ -507,7 +563,11 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
             (Some(g), ReadFrom::New) => {
                 let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
-                (s.length > 0 && s.last_valid_id() > last, last, false)
+                let has_new = s.length > 0 && s.last_valid_id() > last;
+                // §4.3: with CLAIM, a stream with a claimable entry is served too
+                // ("claimed only" when nothing is new).
+                let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now));
+                (has_new || claimable, last, false)
             }
             (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
             (None, ReadFrom::Last(_)) if s.length > 0 => {
@@ -537,6 +597,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             noack,
             history,
             blocked: false,
+            // CLAIM is ignored by history reads.
+            claim: if history { None } else { claim },
             now,
         };
         serve_group(c, s, g, &read, &mut budget)?;
@@ -580,11 +642,20 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             maxsize,
             noack,
             group_arg,
+            claim,
+            deadline_ms: (timeout > 0).then(|| now.saturating_add(timeout)),
+            db: crate::ffi::blocking::selected_db(c),
             registration,
         };
+        // Computed before the state moves into the blocked client.
+        let wake = claim_wake_at(c, &state, now);
         let keys: Vec<usize> = (streams_arg..streams_arg + streams_count).collect();
         if !crate::ffi::blocking::block_on_keys(c, &keys, timeout, Box::new(state)) {
             return Err(Error::Err("cannot block the client"));
+        }
+        if let Some(due) = wake {
+            let names = (streams_arg..streams_arg + streams_count).map(|i| c.arg(i));
+            crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), names, due);
         }
         return Ok(());
     }
@@ -603,6 +674,8 @@ struct GroupRead {
     noack: bool,
     history: bool,
     blocked: bool,
+    /// CLAIM min-idle-time (ms), for `>` reads.
+    claim: Option<i64>,
     now: i64,
 }
 
@@ -636,7 +709,9 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
     c.reply_array_postponed();
     if r.history {
-        let n = s.read_group_history(g, slot, r.start, r.count, now, |id, e| {
+        // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap.
+        let saturate = crate::config::level() >= Level::Latest;
+        let n = s.read_group_history(g, slot, r.start, r.count, now, saturate, |id, e| {
             match &e {
                 Some(e) => super::range::reply_entry(c, e),
                 None => {
@@ -645,7 +720,7 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
                     c.reply_null_array();
                 }
             }
-            budget.add_entry(e.as_ref(), id)
+            budget.add_entry(e.as_ref(), id, None)
         });
         c.set_array_len(n as usize);
         budget.add_array(n);
@@ -657,18 +732,34 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
         }
         return Ok(());
     }
+    // CLAIM: the claimable pending entries first; COUNT covers them and the new ones.
+    let (claimed, go_on) = match r.claim {
+        Some(min_idle) => serve_claimed(c, s, g, slot, r, min_idle, budget),
+        None => (0, true),
+    };
+    let count_new = if r.count == 0 { 0 } else { r.count.saturating_sub(claimed) };
     // Bounded by the entries actually delivered.
     let mut delivered: Vec<(StreamId, Nack)> = Vec::new();
-    let (n, moved) = s.read_group_new(g, slot, r.start, r.count, r.noack, now, crate::config::lag_rules(), |e, nack, _| {
-        super::range::reply_entry(c, &e);
-        if let Some(nk) = nack {
-            delivered.push((e.id(), nk));
-        }
-        budget.add_entry(Some(&e), e.id())
-    });
-    c.set_array_len(n as usize);
-    budget.add_array(n);
+    let (n, moved) = if go_on && (r.count == 0 || count_new > 0) {
+        let four = r.claim.is_some();
+        s.read_group_new(g, slot, r.start, count_new, r.noack, now, crate::config::lag_rules(), |e, nack, _| {
+            if four {
+                reply_entry_claimed(c, &e, 0, 0);
+            } else {
+                super::range::reply_entry(c, &e);
+            }
+            if let Some(nk) = nack {
+                delivered.push((e.id(), nk));
+            }
+            budget.add_entry(Some(&e), e.id(), four.then_some((0, 0)))
+        })
+    } else {
+        (0, false)
+    };
+    c.set_array_len((claimed + n) as usize);
+    budget.add_array(claimed + n);
     crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, n as u64);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed as u64);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
         // 7.2's active-time: the last time entries went into this consumer's PEL.
@@ -730,11 +821,34 @@ fn propagate_deliveries(
         propagate_group_id(c, key_idx, group_arg, last, entries_read);
         return;
     }
-    let ids: Vec<Vec<u8>> = delivered.iter().map(|(id, _)| id.to_bytes()).collect();
-    let time = first.delivery_time.to_string();
-    let retry = first.delivery_count.to_string();
+    let ids: Vec<StreamId> = delivered.iter().map(|(id, _)| *id).collect();
+    propagate_claim_ids(c, key_idx, group_arg, &ids, first.delivery_time, first.delivery_count, last, Some(entries_read));
+}
+
+/// Propagates pending entries that now belong to the reading consumer (argument
+/// `group_arg + 1`) with one delivery time and count, as ONE `XS.CLAIM key group
+/// consumer 0 id1 .. idN TIME t RETRYCOUNT n FORCE JUSTID LASTID last
+/// [ENTRIESREAD er]`: the replica applies the IDs in order, each as the built-in's
+/// one-ID XCLAIM would (an entry gone from its stream is dropped from its PEL).
+#[allow(clippy::too_many_arguments)]
+fn propagate_claim_ids(
+    c: &Ctx,
+    key_idx: usize,
+    group_arg: usize,
+    ids: &[StreamId],
+    time: i64,
+    count: u64,
+    last: StreamId,
+    entries_read: Option<i64>,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
+    let time = time.to_string();
+    let retry = count.to_string();
     let last = last.to_bytes();
-    let er = entries_read.to_string();
+    let er = entries_read.map(|n| n.to_string());
     let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
     args.extend([Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1), Arg::Word(Word::Zero)]);
     args.extend(ids.iter().map(|id| Arg::New(id)));
@@ -747,15 +861,140 @@ fn propagate_deliveries(
         Arg::Word(Word::JustId),
         Arg::Word(Word::LastId),
         Arg::New(&last),
-        Arg::Word(Word::EntriesRead),
-        Arg::New(er.as_bytes()),
     ]);
+    if let Some(er) = &er {
+        args.extend([Arg::Word(Word::EntriesRead), Arg::New(er.as_bytes())]);
+    }
     c.replicate(c"XS.CLAIM", &args);
+}
+
+/// A CLAIM read's entry: `[id, [field, value ...], idle ms, delivery count]`
+/// (new entries: idle and count 0).
+fn reply_entry_claimed(c: &Ctx, e: &crate::stream::Entry<'_>, idle_ms: i64, count: i64) {
+    c.reply_array(4);
+    c.reply_id(e.id());
+    c.reply_array(e.numfields() * 2);
+    e.for_each_field(|f, v| {
+        c.reply_value(f);
+        c.reply_value(v);
+    });
+    c.reply_int(idle_ms);
+    c.reply_int(count);
+}
+
+/// Whether group `g` of `s` has a pending entry that CLAIM `min_idle` takes now:
+/// the first live one in delivery-time order qualifies (§4.3).
+fn claimable_now(s: &crate::stream::Stream, g: &[u8], min_idle: i64, now: i64) -> bool {
+    s.claim_first_live(g).is_some_and(|n| crate::stream::claim::claimable(&n, min_idle, now))
+}
+
+/// The claimed part of a CLAIM read of one stream (REDIS8.md §4.4): the group's
+/// pending entries in delivery-time order, from the head, while idle for at least
+/// `min_idle` ms (NACKed ones always), within COUNT and the budget. Entries whose
+/// stream data is gone are skipped and stay pending. Each one is replied as
+/// `[id, fields, idle, count before this claim]` and moves to the reader: its
+/// count + 1 (saturating), its delivery time now (the time list's tail).
+/// Returns (entries claimed, whether the budget lets the read go on).
+///
+/// Propagation: the claims in order, as `XS.CLAIM key group consumer 0 id.. TIME
+/// now RETRYCOUNT n FORCE JUSTID LASTID <group last ID, unchanged by claims>`,
+/// one command per run of entries with the same new count (the built-in sends one
+/// XCLAIM per entry; in order, so the replica's time list ends the same).
+fn serve_claimed(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    slot: u32,
+    r: &GroupRead,
+    min_idle: i64,
+    budget: &mut Budget,
+) -> (u64, bool) {
+    let now = r.now;
+    let Some(last) = s.group(g).map(|grp| grp.last_id) else { return (0, true) };
+    // Bounded by COUNT (or the PEL when COUNT is 0).
+    let candidates = s.claim_candidates(g, min_idle, now, r.count);
+    let mut claimed: Vec<(StreamId, u64)> = Vec::new();
+    let mut go_on = true;
+    for (id, old) in candidates {
+        let more = {
+            let Some(e) = s.range(id, id, false).next_entry() else { continue };
+            let idle = now.saturating_sub(old.delivery_time);
+            let count = i64::try_from(old.delivery_count).unwrap_or(i64::MAX);
+            reply_entry_claimed(c, &e, idle, count);
+            budget.add_entry(Some(&e), id, Some((idle, count)))
+        };
+        // At the time list's tail, one more delivery (saturating at LLONG_MAX). The
+        // entry is pending (a candidate just found): the claim cannot miss it.
+        let count = s
+            .group_mut(g)
+            .and_then(|grp| grp.claim(id, slot, DeliveryTime::Now(now), crate::stream::ClaimCount::Increment, false))
+            .map_or(crate::stream::group::count_plus_one(old.delivery_count), |nk| nk.delivery_count);
+        claimed.push((id, count));
+        if !more {
+            go_on = false;
+            break;
+        }
+    }
+    if claimed.is_empty() {
+        return (0, go_on);
+    }
+    if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(slot)) {
+        cons.active_time = now;
+    }
+    for run in claimed.chunk_by(|a, b| a.1 == b.1) {
+        let ids: Vec<StreamId> = run.iter().map(|(id, _)| *id).collect();
+        let count = run.first().map_or(1, |(_, n)| *n);
+        propagate_claim_ids(c, r.key_idx, r.group_arg, &ids, now, count, last, None);
+    }
+    (claimed.len() as u64, go_on)
+}
+
+/// When a CLAIM reader about to block (or staying blocked) must re-run (§4.5):
+/// min-idle after the oldest delivery among the first live pending entries of its
+/// streams, or min-idle from now when they have none. None without CLAIM, or when
+/// the block times out first.
+fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let (min_idle, ga) = (st.claim?, st.group_arg?);
+    let g = c.arg(ga);
+    let mut oldest: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        if let Some(n) = key.stream().and_then(|s| s.claim_first_live(g)) {
+            oldest = Some(oldest.map_or(n.delivery_time, |o| o.min(n.delivery_time)));
+        }
+    }
+    let due = oldest.unwrap_or(now).saturating_add(min_idle);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+/// Registers a blocked CLAIM reader's keys for its next wake-up (src/ffi/claim_wake.rs).
+fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
+    if let Some(due) = claim_wake_at(c, st, now) {
+        let names = (0..st.from.len()).map(|k| c.arg(st.streams_arg + k));
+        crate::ffi::claim_wake::schedule(c.raw(), st.db, names, due);
+    }
 }
 
 /// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
 /// Returns false to keep it blocked.
 fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
+    // CLAIM (8.4) readers re-run their command whatever the level: they may be
+    // served from any of their streams, whichever key woke them.
+    if st.claim.is_some() {
+        // At compat 7.0, a group reader whose key went away is told so in 7.0's words
+        // on every host (a 7.0 host releases it through `release` with the same text).
+        if crate::config::level() < Level::V7_2 {
+            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            if k.is_some_and(|k| c.key(st.streams_arg + k, false).stream().is_none()) {
+                c.reply_error("UNBLOCKED the stream key no longer exists");
+                return true;
+            }
+        }
+        return serve_reexecuted(c, st);
+    }
     if crate::config::level() >= Level::V7_2 {
         // Redis serves a module-blocked client whatever the signalled key now holds;
         // the built-in XREAD ignores a key that is not a stream (its XREADGROUP is
@@ -810,7 +1049,17 @@ fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     match (gname, st.group_arg) {
         (Some(g), Some(ga)) => {
             let now = c.now_ms() as i64;
-            let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: true, now };
+            let read = GroupRead {
+                group_arg: ga,
+                key_idx,
+                start,
+                count,
+                noack: st.noack,
+                history: false,
+                blocked: true,
+                claim: None,
+                now,
+            };
             if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                 // Cannot happen (the group was just found); keep the reply well formed.
                 c.reply_error(&e.message());

@@ -15,6 +15,7 @@
 pub mod adopt;
 pub mod alloc;
 pub mod blocking;
+pub mod claim_wake;
 pub mod ctx;
 pub mod docs;
 pub mod fence;

@@ -104,7 +104,7 @@ pub fn stream_key_positions(args: &[&[u8]]) -> Option<std::ops::Range<usize>> {
     let mut streams_pos = None;
     while i < args.len() {
         let a = args[i];
-        if a.eq_ignore_ascii_case(b"block") || a.eq_ignore_ascii_case(b"count")
+        if a.eq_ignore_ascii_case(b"block") || a.eq_ignore_ascii_case(b"count") || a.eq_ignore_ascii_case(b"claim")
             || a.eq_ignore_ascii_case(b"maxcount") || a.eq_ignore_ascii_case(b"maxsize")
         {
             i += 1;

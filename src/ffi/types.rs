@@ -205,9 +205,17 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         let added = s.entries_added.to_string();
         let maxdel = s.max_deleted_entry_id.to_bytes();
         emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
-        // Groups: XS.GROUP CREATE with ENTRIESREAD, one XS.CLAIM ... JUSTID FORCE per
-        // pending entry (as the built-in, NACKs of deleted entries do not survive the
-        // replay), XS.GROUP CREATECONSUMER for consumers without pending entries.
+        // Groups: XS.GROUP CREATE with ENTRIESREAD; XS.GROUP CREATECONSUMER for
+        // consumers without pending entries; one XS.CLAIM ... TIME t RETRYCOUNT n
+        // JUSTID FORCE per owned pending entry, in the group's time order (each
+        // replayed XCLAIM TIME is a sorted insertion from the tail, so the order comes
+        // back: the list is sorted by time unless the clock went backwards); then the
+        // NACK zone in order as XS.NACK ... FAIL IDS n ... RETRYCOUNT c FORCE, batches
+        // of at most NACK_BATCH consecutive IDs with the same count (FORCE creates the
+        // unowned entry, RETRYCOUNT sets its count, each appended to the zone).
+        // Ghosts (pending entries whose stream entry is gone) do not survive: XCLAIM
+        // and XNACK FORCE skip missing entries, as the built-in's rewrite (owned
+        // ghosts) and 8.8's (NACKed ones) drop them; NACKed ghosts are not emitted.
         let Some(mut groups) = s.groups_iter() else { return };
         while let Some((gname, g)) = groups.next() {
             let gl = g.last_id.to_bytes();
@@ -215,27 +223,57 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
             emit_sub(aof, c"XS.GROUP", Some(c"CREATE"), key, &[gname, &gl, b"ENTRIESREAD", er.as_bytes()]);
             let mut cons = g.consumers();
             while let Some((_, c)) = cons.next_consumer() {
-                if c.pel.is_empty() {
+                if c.pel().is_empty() {
                     emit_sub(aof, c"XS.GROUP", Some(c"CREATECONSUMER"), key, &[gname, &c.name]);
-                    continue;
-                }
-                let mut p = c.pel.iter();
-                while let Some((k, _)) = p.next() {
-                    let Some(n) = g.pel.get(k) else { continue };
-                    let id = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN).to_bytes();
-                    let time = n.delivery_time.to_string();
-                    let count = n.delivery_count.to_string();
-                    emit(
-                        aof,
-                        c"XS.CLAIM",
-                        key,
-                        &[gname, &c.name, b"0", &id, b"TIME", time.as_bytes(), b"RETRYCOUNT", count.as_bytes(), b"JUSTID", b"FORCE"],
-                    );
                 }
             }
+            for (id, n) in g.by_time().skip(g.nacked_count()) {
+                let id = id.to_bytes();
+                let time = n.delivery_time.to_string();
+                // A long long, as rewriteStreamObject writes it.
+                let count = (n.delivery_count as i64).to_string();
+                let owner = g.owner_name(n);
+                emit(
+                    aof,
+                    c"XS.CLAIM",
+                    key,
+                    &[gname, owner, b"0", &id, b"TIME", time.as_bytes(), b"RETRYCOUNT", count.as_bytes(), b"JUSTID", b"FORCE"],
+                );
+            }
+            let mut batch: Vec<Vec<u8>> = Vec::new();
+            let mut batch_count = 0u64;
+            let flush = |batch: &mut Vec<Vec<u8>>, count: u64| {
+                if batch.is_empty() {
+                    return;
+                }
+                let n = batch.len().to_string();
+                let c = count.to_string();
+                let mut args: Vec<&[u8]> = vec![gname, b"FAIL", b"IDS", n.as_bytes()];
+                args.extend(batch.iter().map(Vec::as_slice));
+                args.extend([&b"RETRYCOUNT"[..], c.as_bytes(), b"FORCE"]);
+                emit(aof, c"XS.NACK", key, &args);
+                batch.clear();
+            };
+            for (id, n) in g.by_time().take(g.nacked_count()) {
+                if !s.contains(id) {
+                    continue;
+                }
+                // RETRYCOUNT takes 0..=LLONG_MAX: a count wrapped past it (only below
+                // compat latest) is written as LLONG_MAX, so that the AOF still loads.
+                let count = n.delivery_count.min(i64::MAX as u64);
+                if !batch.is_empty() && (batch_count != count || batch.len() == NACK_BATCH) {
+                    flush(&mut batch, batch_count);
+                }
+                batch_count = count;
+                batch.push(id.to_bytes());
+            }
+            flush(&mut batch, batch_count);
         }
     })
 }
+
+/// IDs per XS.NACK line of an AOF rewrite (REDIS8.md §6.4).
+const NACK_BATCH: usize = 64;
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     fence::guard("mem_usage", 0, || {
@@ -291,7 +329,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             add(gname);
             add(&g.last_id.to_be_bytes());
             add(&g.entries_read.to_be_bytes());
-            let mut p = g.pel.iter();
+            let mut p = g.pel().iter();
             while let Some((k, n)) = p.next() {
                 add(k);
                 add(&n.delivery_time.to_be_bytes());
@@ -301,7 +339,12 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             let mut cons = g.consumers();
             while let Some((_, c)) = cons.next_consumer() {
                 add(&c.name);
-                add(&(c.pel.len() as u64).to_be_bytes());
+                add(&(c.pel().len() as u64).to_be_bytes());
+            }
+            // The time list: the NACK zone's size, then every pending ID in order.
+            add(&(g.nacked_count() as u64).to_be_bytes());
+            for (id, _) in g.by_time() {
+                add(&id.to_be_bytes());
             }
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };

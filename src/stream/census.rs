@@ -20,7 +20,7 @@ impl Census {
         if let Some(mut it) = s.groups_iter() {
             while let Some((_, g)) = it.next() {
                 c.consumers += g.consumer_count() as u64;
-                c.pending += g.pel.len() as u64;
+                c.pending += g.pel().len() as u64;
             }
         }
         c

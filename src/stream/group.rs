@@ -3,17 +3,28 @@
 //!
 //! ```text
 //!   Group "g"  last_id 5-0  entries_read 5
-//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot }
+//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot | NO_OWNER, link }
 //!     consumers (rax, names) ──> slot ──> Consumer { name, seen_time, active_time,
 //!                                                     pel (rax of the same IDs, no value) }
+//!     time (timelist.rs)     ──> [4-0 2-0 | 1-0 3-0 5-0]   node `link` of each NACK
+//!                                 NACK zone   by delivery time, oldest first
 //! ```
 //!
 //! A NACK lives once, in the group PEL; its owner is a consumer slot (a small
 //! index instead of the built-in's pointer) and the owner's PEL holds the same
-//! ID. Invariant: every NACK has an owner, and an ID is in a consumer's PEL iff
-//! the group PEL's NACK for it names that consumer.
+//! ID. The group also orders its NACKs by delivery time (timelist.rs; 8.4+'s
+//! time list, 8.8's NACK zone at its head).
+//!
+//! Invariants ([`Group::check`]):
+//! - an ID is in a consumer's PEL iff the group PEL's NACK for it names that consumer;
+//! - a NACK is owned, or unowned ([`NO_OWNER`], after XNACK) and in the NACK zone
+//!   with delivery_time 0, and every NACK in the zone is unowned;
+//! - every NACK is in the time list exactly once, its `link` naming its node.
+//!
+//! Every PEL mutation goes through the methods below, which keep all three.
 
 use super::id::StreamId;
+use super::timelist::{TimeList, NIL};
 use crate::rax::{Rax, SeekOp};
 use std::sync::LazyLock;
 
@@ -90,18 +101,96 @@ impl<V: EmptyRax> LazyRax<V> {
 /// `entries_read` value meaning "unknown" (SCG_INVALID_ENTRIES_READ).
 pub const ENTRIES_READ_INVALID: i64 = -1;
 
-/// No owner (only transiently, while XCLAIM FORCE creates a NACK).
+/// No owner: a NACKed entry (XNACK), in the NACK zone.
 pub const NO_OWNER: u32 = u32::MAX;
 
-/// A pending entry: delivered, not yet acknowledged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The largest delivery count an increment reaches (LLONG_MAX, 8.8's saturation).
+pub const DELIVERY_COUNT_MAX: u64 = i64::MAX as u64;
+
+/// One more delivery, saturating at [`DELIVERY_COUNT_MAX`] (a count already
+/// above it, only possible from a loaded payload, stays).
+pub fn count_plus_one(c: u64) -> u64 {
+    if c < DELIVERY_COUNT_MAX {
+        c + 1
+    } else {
+        c
+    }
+}
+
+/// A pending entry: delivered, not yet acknowledged. Equality compares the
+/// delivery time, count and owner (not the link, a position in one group's slab).
+#[derive(Clone, Copy, Debug)]
 pub struct Nack {
-    /// Unix time in ms of the last delivery.
+    /// Unix time in ms of the last delivery (0 in the NACK zone).
     pub delivery_time: i64,
     /// Number of deliveries.
     pub delivery_count: u64,
-    /// Slot of the owning consumer.
+    /// Slot of the owning consumer, or NO_OWNER (NACK zone).
     pub owner: u32,
+    /// Its node in the group's time list (NIL only while loading).
+    link: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Nack>() == 24);
+
+impl PartialEq for Nack {
+    fn eq(&self, o: &Nack) -> bool {
+        (self.delivery_time, self.delivery_count, self.owner) == (o.delivery_time, o.delivery_count, o.owner)
+    }
+}
+impl Eq for Nack {}
+
+impl Nack {
+    /// A NACK that is not in any group (a placeholder for readers).
+    pub const fn detached(delivery_time: i64, delivery_count: u64, owner: u32) -> Nack {
+        Nack { delivery_time, delivery_count, owner, link: NIL }
+    }
+
+    /// Whether it has no owner (NACKed).
+    pub fn is_unowned(&self) -> bool {
+        self.owner == NO_OWNER
+    }
+}
+
+/// How XNACK sets the delivery count (REDIS8.md §6.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NackCount {
+    /// SILENT: one less (floor 0).
+    Silent,
+    /// FAIL: unchanged.
+    Fail,
+    /// FATAL: LLONG_MAX.
+    Fatal,
+    /// RETRYCOUNT c.
+    Set(u64),
+}
+
+impl NackCount {
+    fn apply(self, c: u64) -> u64 {
+        match self {
+            NackCount::Silent => c.saturating_sub(1),
+            NackCount::Fail => c,
+            NackCount::Fatal => DELIVERY_COUNT_MAX,
+            NackCount::Set(n) => n,
+        }
+    }
+}
+
+/// Where a claim puts the entry in the time list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryTime {
+    /// Delivered now (the default of XCLAIM, XAUTOCLAIM, CLAIM): at the tail.
+    Now(i64),
+    /// An explicit time (XCLAIM IDLE / TIME): sorted insertion from the tail.
+    At(i64),
+}
+
+impl DeliveryTime {
+    pub fn ms(self) -> i64 {
+        match self {
+            DeliveryTime::Now(t) | DeliveryTime::At(t) => t,
+        }
+    }
 }
 
 /// A consumer of a group.
@@ -112,8 +201,15 @@ pub struct Consumer {
     pub seen_time: i64,
     /// Last time (ms) the consumer read or claimed successfully (7.2's active-time).
     pub active_time: i64,
+    /// IDs of the NACKs it owns (written by the group only).
+    pel: LazyRax<()>,
+}
+
+impl Consumer {
     /// IDs of the NACKs it owns.
-    pub pel: LazyRax<()>,
+    pub fn pel(&self) -> &Rax<()> {
+        &self.pel
+    }
 }
 
 /// A consumer group.
@@ -123,7 +219,10 @@ pub struct Group {
     pub last_id: StreamId,
     /// Logical read counter of `last_id`, or ENTRIES_READ_INVALID.
     pub entries_read: i64,
-    pub pel: LazyRax<Nack>,
+    /// ID -> NACK (written through the methods below only).
+    pel: LazyRax<Nack>,
+    /// The NACKs by delivery time, NACK zone first.
+    time: TimeList,
     /// Name -> slot in `slots`.
     consumers: LazyRax<u32>,
     slots: Vec<Option<Consumer>>,
@@ -136,6 +235,7 @@ impl Group {
             last_id,
             entries_read,
             pel: LazyRax::default(),
+            time: TimeList::default(),
             consumers: LazyRax::default(),
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -191,6 +291,7 @@ impl Group {
     }
 
     /// Deletes a consumer and its pending entries; returns how many it had.
+    /// Unowned (NACKed) entries are not the consumer's and stay.
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<usize> {
         let slot = self.consumers.remove(name)?;
         let c = self.slots.get_mut(slot as usize)?.take()?;
@@ -198,7 +299,9 @@ impl Group {
         let mut it = c.pel.iter();
         let mut n = 0;
         while let Some((k, _)) = it.next() {
-            self.pel.remove(k);
+            if let Some(nk) = self.pel.remove(k) {
+                self.unlink(nk);
+            }
             n += 1;
         }
         Some(n)
@@ -209,6 +312,73 @@ impl Group {
         ConsumerIter { g: self, it: self.consumers.iter() }
     }
 
+    // ---- the PEL ---------------------------------------------------------------
+
+    /// The group PEL, by ID (read only: writes go through the methods).
+    pub fn pel(&self) -> &Rax<Nack> {
+        &self.pel
+    }
+
+    /// The NACK of `id`, if pending.
+    pub fn nack(&self, id: StreamId) -> Option<&Nack> {
+        self.pel.get(&id.to_be_bytes())
+    }
+
+    /// Size of the NACK zone (XINFO's `nacked-count`).
+    pub fn nacked_count(&self) -> usize {
+        self.time.nacked()
+    }
+
+    /// The pending entries in the time list's order: the NACK zone first (FIFO of
+    /// XNACK), then by delivery time (oldest first; a delivery at "now" goes last,
+    /// an explicit time after the last entry at or before it).
+    pub fn by_time(&self) -> ByTime<'_> {
+        ByTime { g: self, it: self.time.iter() }
+    }
+
+    /// (entries, slab slots) of the time list: the slab holds at most about twice
+    /// what the list holds, nothing when it is empty (tests, MEMORY USAGE checks).
+    pub fn time_slab(&self) -> (usize, usize) {
+        (self.time.len(), self.time.slab_len())
+    }
+
+    /// Name of the owner of a NACK ("" when unowned).
+    pub fn owner_name(&self, n: &Nack) -> &[u8] {
+        self.consumer(n.owner).map_or(&[][..], |c| &c.name[..])
+    }
+
+    /// Unlinks a NACK already removed from (or about to leave) its place in the
+    /// time list; relinks everything when the slab was renumbered.
+    fn unlink(&mut self, n: Nack) {
+        if n.link != NIL && self.time.remove(n.link, n.is_unowned()) {
+            self.relink();
+        }
+    }
+
+    /// Re-reads every NACK's link from the time list (after a renumbering).
+    fn relink(&mut self) {
+        let Self { pel, time, .. } = self;
+        for (i, id) in time.iter() {
+            if let Some(n) = pel.get_mut(&id.to_be_bytes()) {
+                n.link = i;
+            }
+        }
+    }
+
+    /// Links the NACK of `id` (loading: not linked yet) where `pos` says and
+    /// records the node in it.
+    fn link(&mut self, id: StreamId, pos: Place) {
+        let Self { pel, time, .. } = self;
+        let i = match pos {
+            Place::Tail => time.push_tail(id),
+            Place::Zone => time.push_zone(id),
+            Place::Sorted(t) => time.insert_sorted(id, t, |x| pel.get(&x.to_be_bytes()).map_or(i64::MIN, |n| n.delivery_time)),
+        };
+        if let Some(n) = pel.get_mut(&id.to_be_bytes()) {
+            n.link = i;
+        }
+    }
+
     /// Removes a NACK from the group and its owner (XACK). Returns whether it was pending.
     pub fn ack(&mut self, id: StreamId) -> bool {
         let key = id.to_be_bytes();
@@ -217,79 +387,155 @@ impl Group {
                 if let Some(c) = self.consumer_mut(n.owner) {
                     c.pel.remove(&key);
                 }
+                self.unlink(n);
                 true
             }
             None => false,
         }
     }
 
-    /// Records the delivery of `id` to `slot` by a `>` read (streamReplyWithRange):
-    /// a new NACK, or an existing one moved to this consumer with its count reset to 1.
-    pub fn deliver_new(&mut self, id: StreamId, slot: u32, now: i64) -> Nack {
-        let key = id.to_be_bytes();
-        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot };
-        if let Some(old) = self.pel.insert(&key, fresh) {
-            if old.owner != slot {
-                if let Some(c) = self.consumer_mut(old.owner) {
-                    c.pel.remove(&key);
-                }
-            }
+    /// Moves `key` from consumer `old`'s PEL to `slot`'s (NO_OWNER: none); the
+    /// caller sets the NACK's owner.
+    fn move_owner(&mut self, key: &[u8; 16], old: u32, slot: u32) {
+        if old == slot {
+            return;
+        }
+        if let Some(c) = self.consumer_mut(old) {
+            c.pel.remove(key);
         }
         if let Some(c) = self.consumer_mut(slot) {
-            c.pel.insert(&key, ());
+            c.pel.insert(key, ());
+        }
+    }
+
+    /// The common step of every move in the time list, with one PEL lookup when
+    /// `pos` is the tail or the zone: the NACK of `id` (which exists, linked or not)
+    /// leaves its place, `update` changes it (owner included: the consumers' PELs
+    /// are the caller's), and it is linked where `pos` says. Returns the NACK
+    /// before and after.
+    fn relocate(&mut self, id: StreamId, pos: Place, update: impl FnOnce(&mut Nack)) -> Option<(Nack, Nack)> {
+        let key = id.to_be_bytes();
+        let Group { pel, time, .. } = self;
+        let n = pel.get_mut(&key)?;
+        let old = *n;
+        let renumbered = old.link != NIL && time.remove(old.link, old.is_unowned());
+        update(n);
+        let new = match pos {
+            Place::Tail => {
+                n.link = time.push_tail(id);
+                *n
+            }
+            Place::Zone => {
+                n.link = time.push_zone(id);
+                *n
+            }
+            Place::Sorted(t) => {
+                n.link = NIL;
+                // The moved NACK is in no node now: the scan never looks it up.
+                let i = time.insert_sorted(id, t, |x| pel.get(&x.to_be_bytes()).map_or(i64::MIN, |m| m.delivery_time));
+                let n = pel.get_mut(&key)?;
+                n.link = i;
+                *n
+            }
+        };
+        if renumbered {
+            self.relink();
+        }
+        Some((old, new))
+    }
+
+    /// Records the delivery of `id` to `slot` by a `>` read (streamReplyWithRange):
+    /// a new NACK, or an existing one (owned or NACKed) moved to this consumer with
+    /// its count reset to 1. It goes to the tail of the time list.
+    pub fn deliver_new(&mut self, id: StreamId, slot: u32, now: i64) -> Nack {
+        let key = id.to_be_bytes();
+        // The common case, a new NACK: one insertion, linked at once.
+        let link = self.time.push_tail(id);
+        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot, link };
+        match self.pel.insert(&key, fresh) {
+            None => {
+                if let Some(c) = self.consumer_mut(slot) {
+                    c.pel.insert(&key, ());
+                }
+            }
+            Some(old) => {
+                // Re-delivered after a SETID: the old node goes (the new one is linked).
+                if old.link != NIL && self.time.remove(old.link, old.is_unowned()) {
+                    self.relink();
+                }
+                self.move_owner(&key, old.owner, slot);
+            }
         }
         fresh
     }
 
+    /// A history re-read of `id` by its owner (XREADGROUP with an ID): delivered
+    /// again now (count + 1: saturating at LLONG_MAX with `saturate`, 8.8; else
+    /// wrapping as the built-in's uint64_t before 8.8), moved to the tail. False
+    /// if not pending.
+    pub fn redeliver(&mut self, id: StreamId, now: i64, saturate: bool) -> bool {
+        self.relocate(id, Place::Tail, |n| {
+            n.delivery_time = now;
+            n.delivery_count = if saturate { count_plus_one(n.delivery_count) } else { n.delivery_count.wrapping_add(1) };
+        })
+        .is_some()
+    }
+
     /// Moves (or keeps) the NACK for `id` to `slot` and applies the claim's
-    /// delivery time and count rule (XCLAIM / XAUTOCLAIM). `create` makes a NACK
-    /// when there is none (FORCE). Returns the updated NACK, or None when there is
-    /// no NACK to claim.
-    pub fn claim(&mut self, id: StreamId, slot: u32, delivery_time: i64, count: ClaimCount, create: bool) -> Option<Nack> {
+    /// delivery time and count rule (XCLAIM / XAUTOCLAIM / CLAIM). `create` makes
+    /// a NACK when there is none (FORCE). Returns the updated NACK, or None when
+    /// there is no NACK to claim. A NACKed entry leaves the zone.
+    pub fn claim(&mut self, id: StreamId, slot: u32, when: DeliveryTime, count: ClaimCount, create: bool) -> Option<Nack> {
         let key = id.to_be_bytes();
-        if self.pel.get(&key).is_none() {
-            if !create {
-                return None;
-            }
-            self.pel.insert(&key, Nack { delivery_time, delivery_count: 1, owner: NO_OWNER });
+        if create && self.pel.get(&key).is_none() {
+            self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: NIL });
         }
-        let nack = self.pel.get_mut(&key)?;
-        let old_owner = nack.owner;
-        nack.delivery_time = delivery_time;
-        match count {
-            ClaimCount::Set(n) => nack.delivery_count = n,
-            ClaimCount::Increment => nack.delivery_count = nack.delivery_count.wrapping_add(1),
-            ClaimCount::Keep => {}
-        }
-        nack.owner = slot;
-        let out = *nack;
-        if old_owner != slot {
-            if let Some(c) = self.consumer_mut(old_owner) {
-                c.pel.remove(&key);
+        let pos = match when {
+            DeliveryTime::Now(_) => Place::Tail,
+            DeliveryTime::At(t) => Place::Sorted(t),
+        };
+        let (old, new) = self.relocate(id, pos, |n| {
+            n.delivery_time = when.ms();
+            n.owner = slot;
+            match count {
+                ClaimCount::Set(c) => n.delivery_count = c,
+                ClaimCount::Increment => n.delivery_count = count_plus_one(n.delivery_count),
+                ClaimCount::IncrementWrapping => n.delivery_count = n.delivery_count.wrapping_add(1),
+                ClaimCount::Keep => {}
             }
-            if let Some(c) = self.consumer_mut(slot) {
-                c.pel.insert(&key, ());
-            }
-        }
-        Some(out)
+        })?;
+        self.move_owner(&key, old.owner, slot);
+        Some(new)
     }
 
-    /// The NACK of `id`, if pending.
-    pub fn nack(&self, id: StreamId) -> Option<&Nack> {
-        self.pel.get(&id.to_be_bytes())
-    }
-
-    /// Name of the owner of a NACK.
-    pub fn owner_name(&self, n: &Nack) -> &[u8] {
-        self.consumer(n.owner).map_or(&[][..], |c| &c.name[..])
+    /// XNACK of one ID (REDIS8.md §6.2): a pending entry (owned or already NACKed)
+    /// loses its owner, gets its count from `rule`, delivery time 0, and goes to
+    /// the end of the NACK zone. Without a NACK, `create` (FORCE, the caller having
+    /// checked that the stream entry exists) makes an unowned one with count 0
+    /// before the rule. Returns whether the ID was NACKed.
+    pub fn nack_entry(&mut self, id: StreamId, rule: NackCount, create: bool) -> bool {
+        let key = id.to_be_bytes();
+        if create && self.pel.get(&key).is_none() {
+            self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: NIL });
+        }
+        let Some((old, _)) = self.relocate(id, Place::Zone, |n| {
+            n.delivery_time = 0;
+            n.owner = NO_OWNER;
+            n.delivery_count = rule.apply(n.delivery_count);
+        }) else {
+            return false;
+        };
+        self.move_owner(&key, old.owner, NO_OWNER);
+        true
     }
 
     // ---- loading (rdb) -------------------------------------------------------
 
-    /// Adds a NACK without owner (loading); false if the ID is already pending.
+    /// Adds a NACK without owner and outside the time list (loading); false if
+    /// the ID is already pending. [`Group::load_finish`] must follow.
     pub fn load_nack(&mut self, id: StreamId, delivery_time: i64, delivery_count: u64) -> bool {
         self.pel
-            .try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER })
+            .try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER, link: NIL })
             .is_ok()
     }
 
@@ -316,7 +562,69 @@ impl Group {
         }
     }
 
-    /// Checks the invariants linking the group PEL and the consumers' PELs.
+    /// Appends the loaded NACK `id` to the NACK zone (after the consumers were
+    /// loaded); false unless it is pending, unowned, with delivery time 0 and
+    /// not yet placed.
+    pub fn load_zone(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
+        match self.pel.get(&id.to_be_bytes()) {
+            Some(n) if n.owner == NO_OWNER && n.link == NIL && n.delivery_time == 0 => {}
+            _ => return false,
+        }
+        self.link(id, Place::Zone);
+        true
+    }
+
+    /// Appends the loaded NACK `id` at the tail of the time list (the saved
+    /// order, after the zone); false unless it is pending, owned and not yet placed.
+    pub fn load_time(&mut self, id: StreamId) -> bool {
+        self.load_reserve();
+        match self.pel.get(&id.to_be_bytes()) {
+            Some(n) if n.owner != NO_OWNER && n.link == NIL => {}
+            _ => return false,
+        }
+        self.link(id, Place::Tail);
+        true
+    }
+
+    /// Before the first node of a load: the slab sized for the loaded PEL (which
+    /// exists), so that it does not end up to twice that by doubling.
+    fn load_reserve(&mut self) {
+        if self.time.slab_len() == 0 {
+            self.time.reserve_exact(self.pel.len());
+        }
+    }
+
+    /// Ends the loading of a group: with `rebuild` (a payload without the order:
+    /// encoding 1, the built-in's formats) the NACKs not placed yet are put in
+    /// order as sorted insertions in ID order would (a stable sort by delivery
+    /// time); without, every NACK must have been placed. Then [`Group::check`].
+    pub fn load_finish(&mut self, rebuild: bool) -> Result<(), &'static str> {
+        if self.time.len() != self.pel.len() {
+            if !rebuild {
+                return Err("PEL entry missing from the time order");
+            }
+            self.load_reserve();
+            // Sized by the PEL, which exists.
+            let mut rest: Vec<(i64, StreamId)> = Vec::new();
+            let mut it = self.pel.iter();
+            while let Some((k, n)) = it.next() {
+                if n.link == NIL {
+                    rest.push((n.delivery_time, StreamId::from_be_bytes(k).unwrap_or_default()));
+                }
+            }
+            drop(it);
+            rest.sort_by_key(|&(t, _)| t);
+            // Placed after what is already in the list (the zone): times from a
+            // payload may be anything, so no sorted insertion against the zone.
+            for (_, id) in rest {
+                self.link(id, Place::Tail);
+            }
+        }
+        self.check()
+    }
+
+    /// Checks the invariants of the module documentation.
     pub fn check(&self) -> Result<(), &'static str> {
         let mut owned = 0usize;
         let mut it = self.consumers.iter();
@@ -333,7 +641,36 @@ impl Group {
                 }
             }
         }
-        if owned != self.pel.len() {
+        // The time list: each node's NACK points back at it, the zone is a prefix
+        // of unowned NACKs with time 0, the rest are owned, every NACK is linked once.
+        if self.time.len() != self.pel.len() {
+            return Err("time list and PEL sizes differ");
+        }
+        let mut seen = 0usize;
+        let mut prev = NIL;
+        let mut zone_left = self.time.nacked();
+        let mut last_zone = NIL;
+        for (i, id) in self.time.iter() {
+            let n = self.pel.get(&id.to_be_bytes()).ok_or("time list entry not in the PEL")?;
+            if n.link != i || self.time.prev(i) != prev {
+                return Err("time list links inconsistent");
+            }
+            if zone_left > 0 {
+                if n.owner != NO_OWNER || n.delivery_time != 0 {
+                    return Err("NACK zone entry owned or with a delivery time");
+                }
+                zone_left -= 1;
+                last_zone = i;
+            } else if n.owner == NO_OWNER {
+                return Err("unowned PEL entry outside the NACK zone");
+            }
+            prev = i;
+            seen += 1;
+        }
+        if seen != self.pel.len() || self.time.tail() != prev || zone_left != 0 || self.time.nack_tail() != last_zone {
+            return Err("time list links inconsistent");
+        }
+        if owned + self.time.nacked() != self.pel.len() {
             return Err("group PEL entry without owner");
         }
         Ok(())
@@ -343,6 +680,7 @@ impl Group {
     pub fn mem_bytes(&self) -> usize {
         let mut total = std::mem::size_of::<Group>()
             + self.pel.mem_bytes()
+            + self.time.mem_bytes()
             + self.consumers.mem_bytes()
             + self.slots.capacity() * std::mem::size_of::<Option<Consumer>>()
             + self.free_slots.capacity() * 4;
@@ -358,10 +696,35 @@ impl Group {
 pub enum ClaimCount {
     /// RETRYCOUNT n.
     Set(u64),
-    /// The default: one more delivery.
+    /// The default: one more delivery, saturating at LLONG_MAX (8.8).
     Increment,
+    /// One more delivery, wrapping as the built-in's uint64_t before 8.8 (the
+    /// compat levels below `latest`, so that replies match the host's).
+    IncrementWrapping,
     /// JUSTID: unchanged.
     Keep,
+}
+
+/// Where [`Group::link`] puts a NACK.
+#[derive(Clone, Copy)]
+enum Place {
+    Tail,
+    Zone,
+    Sorted(i64),
+}
+
+/// Iterator over a group's pending entries in time-list order ([`Group::by_time`]).
+pub struct ByTime<'a> {
+    g: &'a Group,
+    it: super::timelist::TimeIter<'a>,
+}
+
+impl<'a> Iterator for ByTime<'a> {
+    type Item = (StreamId, &'a Nack);
+    fn next(&mut self) -> Option<(StreamId, &'a Nack)> {
+        let (_, id) = self.it.next()?;
+        Some((id, self.g.pel.get(&id.to_be_bytes())?))
+    }
 }
 
 /// Iterator over a group's consumers in name order.

@@ -16,13 +16,16 @@
 #![forbid(unsafe_code)]
 
 pub mod census;
+pub mod claim;
 pub mod group;
 pub mod id;
 pub mod node;
 pub mod policy;
+pub mod timelist;
 pub mod validate;
+pub mod wake;
 
-pub use group::{ClaimCount, Consumer, Group, Groups, Nack, ENTRIES_READ_INVALID};
+pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, ENTRIES_READ_INVALID, NO_OWNER};
 pub use id::{SeqGiven, StreamId};
 pub use policy::{DelOutcome, RefPolicy};
 
@@ -739,13 +742,14 @@ impl Stream {
         start: StreamId,
         count: u64,
         now: i64,
+        saturate: bool,
         mut emit: impl FnMut(StreamId, Option<Entry<'_>>) -> bool,
     ) -> u64 {
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
         let Some(c) = g.consumer(slot) else { return 0 };
         // IDs first (bounded by the consumer's PEL), then entries and NACK updates.
         let mut ids = Vec::new();
-        let mut it = group::pel_from(&c.pel, start);
+        let mut it = group::pel_from(c.pel(), start);
         while let Some((k, _)) = it.next() {
             if count != 0 && ids.len() as u64 == count {
                 break;
@@ -757,10 +761,7 @@ impl Stream {
         for &id in &ids {
             let entry = RangeIter::new(&self.rax, id, id, false, true).next_entry();
             if entry.is_some() {
-                if let Some(nack) = g.pel.get_mut(&id.to_be_bytes()) {
-                    nack.delivery_time = now;
-                    nack.delivery_count = nack.delivery_count.wrapping_add(1);
-                }
+                g.redeliver(id, now, saturate);
             }
             n += 1;
             if !emit(id, entry) {
@@ -980,6 +981,8 @@ impl<'a> Iterator for RangeIter<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod timelist_tests;

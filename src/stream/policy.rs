@@ -69,7 +69,7 @@ pub fn is_referenced(groups: &Option<Box<Groups>>, min_last: Option<StreamId>, i
     }
     // The value slab, not a walk of the tree: the order does not matter here.
     let key = id.to_be_bytes();
-    groups.values().any(|g| g.pel.get(&key).is_some())
+    groups.values().any(|g| g.pel().get(&key).is_some())
 }
 
 /// streamCleanupEntryCGroupRefs: removes `id` from every group's PEL (and its

@@ -109,7 +109,7 @@ fn check(s: &Stream, m: &M, what: &str) {
         let g = s.group(name.as_bytes()).unwrap_or_else(|| panic!("{what}: group {name} missing"));
         assert_eq!(g.last_id, mg.last_id, "{what}: last id of {name}");
         let mut pel = Vec::new();
-        let mut it = g.pel.iter();
+        let mut it = g.pel().iter();
         while let Some((k, n)) = it.next() {
             pel.push((StreamId::from_be_bytes(k).unwrap(), String::from_utf8_lossy(g.owner_name(n)).into_owned()));
         }
@@ -311,7 +311,7 @@ fn check_replayed(s: &Stream, mut replica: Stream, done: Trimmed, p: RefPolicy, 
         let pel = |s: &Stream| {
             s.group(g.as_bytes()).map(|g| {
                 let mut v = Vec::new();
-                let mut it = g.pel.iter();
+                let mut it = g.pel().iter();
                 while let Some((k, _)) = it.next() {
                     v.push(k.to_vec());
                 }
@@ -358,7 +358,7 @@ fn vt_trims_in_nodes_of_two() {
     let t = Trim { strategy: TrimStrategy::MinId(StreamId::new(5, 0)), approx: true, limit: 200 };
     assert_eq!(s.trim_with(&t, RefPolicy::DelRef).deleted, 4);
     assert_eq!(ids(&s), [5]);
-    assert_eq!(s.group(b"g").unwrap().pel.len(), 0);
+    assert_eq!(s.group(b"g").unwrap().pel().len(), 0);
     // LIMIT is checked per node: a limit of 3 stops before the second node of two.
     let mut s = setup(4, &[]);
     let t = Trim { strategy: TrimStrategy::MinId(StreamId::new(5, 0)), approx: true, limit: 3 };

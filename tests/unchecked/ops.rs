@@ -85,7 +85,7 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
             while let Some((_, g)) = it.next() {
                 sink = sink.wrapping_add(meta.lag(g).unwrap_or(0) as u64);
                 // XS.PENDING / XS.INFO STREAM FULL: each pending entry looked up.
-                let mut p = g.pel.iter();
+                let mut p = g.pel().iter();
                 while let Some((k, _)) = p.next() {
                     if let Some(id) = StreamId::from_be_bytes(k) {
                         for e in s.range(id, id, false) {
@@ -206,7 +206,7 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
             true
         });
         sink = sink.wrapping_add(n);
-        let n = t.read_group_history(name, slot, StreamId::MIN, 100, 12, |id, e| {
+        let n = t.read_group_history(name, slot, StreamId::MIN, 100, 12, true, |id, e| {
             sink = sink.wrapping_add(id.seq);
             if let Some(e) = e {
                 consume(&e, &mut sink);
@@ -219,7 +219,7 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         let pending: Vec<StreamId> = match t.group(name) {
             Some(g) => {
                 let mut v = Vec::new();
-                let mut p = g.pel.iter();
+                let mut p = g.pel().iter();
                 while let Some((k, _)) = p.next() {
                     if let Some(id) = StreamId::from_be_bytes(k) {
                         v.push(id);
@@ -235,9 +235,13 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
         let exists: Vec<bool> = pending.iter().map(|&id| t.contains(id)).collect();
         let Some(g) = t.group_mut(name) else { continue };
         let Some(other) = g.lookup_consumer(b"d", Some(20)).or_else(|| g.create_consumer(b"d", 20)) else { continue };
+        // XS.NACK of every other pending ID (ghosts too), FORCE on the probes.
+        for &id in pending.iter().step_by(2) {
+            sink = sink.wrapping_add(g.nack_entry(id, xstream::stream::NackCount::Silent, false) as u64);
+        }
         for (&id, &live) in pending.iter().zip(&exists) {
             if live {
-                sink = sink.wrapping_add(g.claim(id, other, 30, ClaimCount::Increment, false).is_some() as u64);
+                sink = sink.wrapping_add(g.claim(id, other, xstream::stream::DeliveryTime::Now(30), ClaimCount::Increment, false).is_some() as u64);
             } else {
                 sink = sink.wrapping_add(g.ack(id) as u64);
             }
