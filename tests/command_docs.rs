@@ -46,7 +46,8 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     };
     let theirs = tokens(their_args);
     let extras: &[&str] = match what {
-        "xs.read" | "xs.readgroup" => &["MAXCOUNT", "MAXSIZE"],
+        "xs.read" => &["MAXCOUNT", "MAXSIZE"],
+        "xs.readgroup" => &["MAXCOUNT", "MAXSIZE", "CLAIM"],
         "xs.add" | "xs.trim" => &["KEEPREF"],
         _ => &[],
     };
@@ -152,6 +153,9 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.import", &["key"]),
         ("xs.export", &["key"]),
     ];
+    if docs(&mut c, "xnack").is_none() {
+        expect.push(("xs.nack", &["key", "group", "mode", "ids", "count", "force"]));
+    }
     if docs(&mut c, "xdelex").is_none() {
         expect.push(("xs.delex", &["key", "condition", "ids"]));
         expect.push(("xs.ackdel", &["key", "group", "condition", "ids"]));

@@ -107,6 +107,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     c.reply_int(count as i64);
     if count > 0 {
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_nacked, count);
         c.replicate_verbatim();
         c.add_dirty(count - 1);
         c.signal_ready(1);

@@ -335,6 +335,18 @@ pub fn own_doc(name: &str) -> Option<Doc> {
             "O(1) for each entry ID processed.",
             vec![ArgDoc::key("key"), ArgDoc::string("group"), policy(), ids_block()],
         ),
+        "xs.nack" => doc(
+            "Returns pending entries of a consumer group to the group without acknowledging them.",
+            "O(1) for each entry ID processed.",
+            vec![
+                ArgDoc::key("key"),
+                ArgDoc::string("group"),
+                ArgDoc::group("mode", "oneof", vec![ArgDoc::pure("SILENT"), ArgDoc::pure("FAIL"), ArgDoc::pure("FATAL")]),
+                ids_block(),
+                ArgDoc::integer("count").token("RETRYCOUNT").optional(),
+                ArgDoc::pure("FORCE").optional(),
+            ],
+        ),
         _ => return None,
     };
     Some(d)
@@ -360,6 +372,9 @@ pub fn extend_twin_doc(name: &str, d: &mut Doc) {
                 let count_at = d.args.iter().position(|a| a.name == "count").map_or(0, |i| i + 1);
                 d.args.insert(count_at, ArgDoc::integer("maxcount").token("MAXCOUNT").optional().since("8.10.0"));
                 d.args.insert(count_at + 1, ArgDoc::integer("maxsize").token("MAXSIZE").optional().since("8.10.0"));
+            }
+            if name.eq_ignore_ascii_case("xs.readgroup") && !has(d, "CLAIM") {
+                insert(d, ArgDoc::integer("min-idle-time").token("CLAIM").optional().since("8.4.0"), "noack");
             }
         }
         "xs.add" => {

@@ -84,6 +84,7 @@ pub struct Events {
     pub entries_redelivered: AtomicU64,
     pub entries_acked: AtomicU64,
     pub entries_claimed: AtomicU64,
+    pub entries_nacked: AtomicU64,
     pub streams_adopted: AtomicU64,
     pub streams_imported: AtomicU64,
     pub streams_exported: AtomicU64,
@@ -98,6 +99,7 @@ pub static EVENTS: Events = Events {
     entries_redelivered: AtomicU64::new(0),
     entries_acked: AtomicU64::new(0),
     entries_claimed: AtomicU64::new(0),
+    entries_nacked: AtomicU64::new(0),
     streams_adopted: AtomicU64::new(0),
     streams_imported: AtomicU64::new(0),
     streams_exported: AtomicU64::new(0),
@@ -135,7 +137,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 18] = [
+        let ints: [(&str, i64); 19] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -150,6 +152,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_redelivered", e(&EVENTS.entries_redelivered)),
             ("entries_acked", e(&EVENTS.entries_acked)),
             ("entries_claimed", e(&EVENTS.entries_claimed)),
+            ("entries_nacked", e(&EVENTS.entries_nacked)),
             ("streams_adopted", e(&EVENTS.streams_adopted)),
             ("streams_imported", e(&EVENTS.streams_imported)),
             ("streams_exported", e(&EVENTS.streams_exported)),
