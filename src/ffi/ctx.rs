@@ -126,8 +126,9 @@ pub struct Key<'c> {
     key: *mut raw::RedisModuleKey,
     /// What the key holds, asked once (two API calls) and updated when we set a value.
     kind: Cell<Option<KeyKind>>,
-    /// Whether `stream_mut` lent the stream out: the INFO totals follow it when the key closes.
-    touched: Cell<bool>,
+    /// The stream `stream_mut` lent out, if it did: the INFO totals follow it when the key
+    /// closes (src/ffi/stats.rs).
+    touched: Cell<*mut Stream>,
 }
 
 impl Ctx {
@@ -264,7 +265,7 @@ impl Ctx {
         };
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }
     }
 
     // ---- replies ----------------------------------------------------------
@@ -635,7 +636,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }.type_of()
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }.type_of()
     }
 
     /// Whether the key named `name` holds a stream, built-in or ours (looked up
@@ -646,7 +647,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(false) }).type_of() {
+        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }).type_of() {
             TypeOf::Ours => true,
             TypeOf::Builtin(name) => name == c"stream",
             TypeOf::OtherModule => false,
@@ -910,9 +911,11 @@ impl Key<'_> {
         if self.kind() != KeyKind::Stream {
             return None;
         }
-        self.touched.set(true);
         // SAFETY: as in stream(); the key is open for writing and we hold it exclusively.
-        unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>().as_mut() }
+        let p = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>() };
+        self.touched.set(p);
+        // SAFETY: as above; p is null or the key's live value.
+        unsafe { p.as_mut() }
     }
 
     /// Stores a new stream in an empty key and returns it.
@@ -920,6 +923,7 @@ impl Key<'_> {
         let mut s = Box::new(s);
         super::stats::born(&mut s);
         let b = Box::into_raw(s);
+        self.touched.set(std::ptr::null_mut());
         // SAFETY: ownership of the box passes to Redis, which frees it through our free callback.
         let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
         if rc != raw::REDISMODULE_OK as c_int {
@@ -962,6 +966,7 @@ impl Key<'_> {
         let mut s = Box::new(s);
         super::stats::born(&mut s);
         let b = Box::into_raw(s);
+        self.touched.set(std::ptr::null_mut());
         // SAFETY: as in create_stream; SetValue deletes the old value first.
         let rc = unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, super::types::stream_type(), b.cast()) };
         if rc != raw::REDISMODULE_OK as c_int {
@@ -977,10 +982,11 @@ impl Key<'_> {
 
 impl Drop for Key<'_> {
     fn drop(&mut self) {
-        if self.touched.get() {
-            if let Some(s) = self.stream_mut() {
-                super::stats::account(s);
-            }
+        // SAFETY: the value stream_mut lent out; the key is still open (closed below), so the
+        // value is the key's, alive, and no borrow of it outlives the command's use of the key.
+        // A value replaced meanwhile (create / replace_with_stream) resets the pointer first.
+        if let Some(s) = unsafe { self.touched.get().as_mut() } {
+            super::stats::account(s);
         }
         if !self.key.is_null() {
             // SAFETY: opened by Ctx::key, closed once.

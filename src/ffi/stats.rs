@@ -59,12 +59,22 @@ pub fn born(s: &mut Stream) {
     apply(&s.accounted, 1);
 }
 
-/// A live stream after a write: the totals follow its new census.
+/// A live stream after a write: the totals follow its new census (one atomic add per field
+/// that changed; usually one or two).
 pub fn account(s: &mut Stream) {
     let now = Census::of(s);
-    if now != s.accounted {
-        apply(&s.accounted, -1);
-        apply(&now, 1);
+    let was = s.accounted;
+    if now != was {
+        let d = |a: &AtomicI64, new: u64, old: u64| {
+            if new != old {
+                a.fetch_add(new as i64 - old as i64, Relaxed);
+            }
+        };
+        d(&TOTALS.entries, now.entries, was.entries);
+        d(&TOTALS.nodes, now.nodes, was.nodes);
+        d(&TOTALS.groups, now.groups, was.groups);
+        d(&TOTALS.consumers, now.consumers, was.consumers);
+        d(&TOTALS.pending, now.pending, was.pending);
         s.accounted = now;
     }
 }

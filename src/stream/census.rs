@@ -15,10 +15,12 @@ pub struct Census {
 }
 
 impl Census {
+    #[inline]
     pub fn of(s: &Stream) -> Census {
         let mut c = Census { entries: s.length, nodes: s.rax_keys() as u64, groups: s.group_count() as u64, ..Census::default() };
-        if let Some(mut it) = s.groups_iter() {
-            while let Some((_, g)) = it.next() {
+        // The value slab, not a walk of the tree: the order does not matter here.
+        if let Some(gs) = s.groups.as_deref() {
+            for g in gs.values() {
                 c.consumers += g.consumer_count() as u64;
                 c.pending += g.pel().len() as u64;
             }

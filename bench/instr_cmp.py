@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Instructions per command, module build A vs build B (or XS.* vs X*), under callgrind.
+
+Wall-clock ratios on a busy 2-core machine move by several percent between runs; instruction
+counts do not. This runs redis-server under `valgrind --tool=callgrind --instr-atstart=no`, loads
+the module, prepares the keys, switches instrumentation on for exactly the measured commands
+(callgrind_control -i on/off), and reads the instruction total (Ir) of that window. Each workload
+is run once per module build; the figure is instructions per command (server and module
+together, so a ratio is what a client pays per command in CPU work).
+
+    bench/instr_cmp.py --module A.so --module B.so [--ops 5000] [--workload NAME ...]
+
+Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
+5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
+claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), builtin_add (XADD, as a yardstick).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
+
+
+def prepare(r, name, ops):
+    r.flushall()
+    if name in ("readack", "claim"):
+        pipe = r.pipeline(transaction=False)
+        for i in range(ops * 10):
+            pipe.execute_command("XS.ADD", "s", "*", "f", "v")
+        pipe.execute()
+        r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
+
+
+def run(r, name, ops):
+    pipe = r.pipeline(transaction=False)
+    if name == "add":
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "*", "f", "v")
+    elif name == "builtin_add":
+        for _ in range(ops):
+            pipe.execute_command("XADD", "b", "*", "f", "v")
+    elif name == "add5":
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "*", *FIVE)
+    elif name == "idmpauto5":
+        for i in range(ops):
+            pipe.execute_command("XS.ADD", "s", "IDMPAUTO", "p", "*", "n", str(i), *FIVE[2:])
+        # The same with distinct content per entry (every entry is new: no duplicate shortcut).
+    elif name in ("readack", "claim"):
+        extra = ["CLAIM", "0"] if name == "claim" else []
+        for _ in range(ops):
+            ids = r.execute_command("XS.READGROUP", "GROUP", "g", "c", *extra, "COUNT", "10", "STREAMS", "s", ">")
+            got = [e[0] for e in ids[0][1]] if ids else []
+            r.execute_command("XS.ACK", "s", "g", *got)
+        return ops * 2
+    pipe.execute()
+    return ops
+
+
+def measure(server, module, workloads, ops):
+    d = tempfile.mkdtemp(prefix="xstream-instr-")
+    port = free_port()
+    out = os.path.join(d, "callgrind.out")
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                          server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
+                          "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = redis.Redis(port=port)
+    for _ in range(600):
+        try:
+            r.ping()
+            break
+        except Exception:
+            time.sleep(0.1)
+    res = {}
+    try:
+        for w in workloads:
+            prepare(r, w, ops)
+            subprocess.run(["callgrind_control", "-z", str(p.pid)], capture_output=True)
+            subprocess.run(["callgrind_control", "-i", "on", str(p.pid)], capture_output=True)
+            n = run(r, w, ops)
+            subprocess.run(["callgrind_control", "-i", "off", str(p.pid)], capture_output=True)
+            dump = subprocess.run(["callgrind_control", "-d", f"w-{w}", str(p.pid)], capture_output=True, text=True)
+            time.sleep(0.5)
+            files = sorted(f for f in os.listdir(d) if f.startswith("callgrind.out") and f"w-{w}" in open(os.path.join(d, f), errors="ignore").read(4000))
+            total = None
+            for f in files:
+                m = re.search(r"^totals:\s+(\d+)", open(os.path.join(d, f), errors="ignore").read(), re.M)
+                if m:
+                    total = int(m.group(1))
+            res[w] = total / n if total else None
+    finally:
+        try:
+            r.shutdown(nosave=True)
+        except Exception:
+            pass
+        p.wait(timeout=60)
+        keep = os.environ.get("XSTREAM_INSTR_KEEP")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for f in os.listdir(d):
+                if f.startswith("callgrind.out"):
+                    shutil.copy(os.path.join(d, f), os.path.join(keep, os.path.basename(os.path.dirname(os.path.dirname(module))) + "-" + f))
+        shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--module", action="append", required=True)
+    ap.add_argument("--server", default="redis-server")
+    ap.add_argument("--ops", type=int, default=5000)
+    ap.add_argument("--workload", action="append")
+    a = ap.parse_args()
+    workloads = a.workload or ["add", "add5", "readack", "builtin_add"]
+    results = [measure(a.server, m, workloads, a.ops) for m in a.module]
+    print(f"{'workload':<12}" + "".join(f"{os.path.basename(os.path.dirname(os.path.dirname(m)))[:18]:>20}" for m in a.module) + "     B/A")
+    for w in workloads:
+        vals = [r.get(w) for r in results]
+        ratio = f"{vals[1] / vals[0]:.4f}" if len(vals) > 1 and vals[0] and vals[1] else ""
+        print(f"{w:<12}" + "".join(f"{(v or 0):>20.0f}" for v in vals) + f"   {ratio}")
+
+
+if __name__ == "__main__":
+    main()
