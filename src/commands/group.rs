@@ -103,7 +103,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             StreamId::parse(arg, 0, true, false).ok_or(Error::InvalidId)?.0
         };
         if key.kind() == KeyKind::Empty {
-            key.create_stream(Stream::new()).ok_or(Error::Err("cannot create the stream"))?;
+            key.create_stream(Stream::new_with_idmp(crate::config::idmp_window())).ok_or(Error::Err("cannot create the stream"))?;
             c.signal_modified(2);
         }
         let s = key.stream_mut().ok_or(Error::WrongType)?;

@@ -38,8 +38,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-/// (standard name, module name), upper case: the 17 stream commands (15 of
-/// Redis 7.0, XDELEX and XACKDEL of 8.2, served also where the host lacks them),
+/// (standard name, module name), upper case: the 19 stream commands (15 of
+/// Redis 7.0, XDELEX and XACKDEL of 8.2, XCFGSET and XIDMPRECORD of 8.6, served
+/// also where the host lacks them),
 /// then TYPE and SCAN. The index is the command's slot in the tables below.
 pub const NAMES: &[(&CStr, &CStr)] = &[
     (c"XADD", c"XS.ADD"),
@@ -59,19 +60,21 @@ pub const NAMES: &[(&CStr, &CStr)] = &[
     (c"XSETID", c"XS.SETID"),
     (c"XDELEX", c"XS.DELEX"),
     (c"XACKDEL", c"XS.ACKDEL"),
+    (c"XCFGSET", c"XS.CFGSET"),
+    (c"XIDMPRECORD", c"XS.IDMPRECORD"),
     (c"TYPE", c"XS.TYPE"),
     (c"SCAN", c"XS.SCAN"),
 ];
 
 /// Slots: the stream commands are 0..STREAM_SLOTS.
-const STREAM_SLOTS: usize = 17;
-const TYPE_SLOT: usize = 17;
-const SCAN_SLOT: usize = 18;
-const SLOTS: usize = 19;
+const STREAM_SLOTS: usize = 19;
+const TYPE_SLOT: usize = 19;
+const SCAN_SLOT: usize = 20;
+const SLOTS: usize = 21;
 
 /// Shortest and longest standard name.
 const NAME_LEN_MIN: usize = 4;
-const NAME_LEN_MAX: usize = 10;
+const NAME_LEN_MAX: usize = 11;
 
 /// The module name for a standard stream command name, if it is one.
 pub fn module_name_for(arg0: &[u8]) -> Option<&'static CStr> {
