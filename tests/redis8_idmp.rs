@@ -453,6 +453,9 @@ fn xcfgset_clears_history_only_on_change() {
         assert_eq!(add(c, &["XS.ADD", "s", "IDMP", "p1", "req-2", "*", "field", "dup3"]), id2);
         assert_eq!(xlen(c, "s"), 2);
         assert_eq!(counters(c, "s"), (1, 2, 2, 3));
+        // A duplicate is dirty (it is propagated).
+        assert_eq!(dirty(c), d0 + 2);
+        let d0 = dirty(c);
         // A change clears the producers, keeps the counters and the entries.
         assert_eq!(c.cmd(&["XS.CFGSET", "s", "IDMP-DURATION", "5"]), ok());
         assert_eq!(dirty(c), d0 + 1);
@@ -542,6 +545,7 @@ fn xadd_idmp_persists_in_rdb_and_aof() {
     assert_eq!(xlen(&mut c, "m"), 3);
     assert_eq!(add(&mut c, &["XS.ADD", "m", "IDMP", "p1", "persist-1", "*", "field", "new"]), id1);
     let before = digest(&mut c);
+    assert_eq!(c.cmd(&["SAVE"]), ok());
     s.restart();
     let mut c = s.conn();
     assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", "latest"]), ok());
@@ -694,4 +698,85 @@ fn idmpexpire_command() {
     assert_eq!(c.cmd(&["XS.IDMPEXPIRE", "missing", "4000", "LIMIT", "1"]), Reply::Array(vec![Reply::Int(0), Reply::Nil, Reply::Nil]));
     assert_eq!(c.cmd(&["XS.IDMPEXPIRE", "x", "4000", "LIMIT", "0"]), err("ERR The LIMIT argument must be >= 1."));
     assert_eq!(c.cmd(&["XS.IDMPEXPIRE", "x", "4000", "BOGUS", "1"]), err("ERR syntax error"));
+}
+
+// ---- propagation -----------------------------------------------------------------------------
+
+/// A random IDMP workload (IDMP and IDMPAUTO with repeats, plain adds, trims with policies, XS.DEL,
+/// XS.CFGSET, streams created under a non-default `idmp-duration` that only the primary has,
+/// iids expiring by the primary's timer while it runs) ends with the same keys (DEBUG DIGEST,
+/// which covers the maps in order and the counters) on the primary, on its replica, after DEBUG
+/// LOADAOF of the logged commands, after a BGREWRITEAOF (XS.CFGSET / XS.IDMPRECORD) and a
+/// restart from it.
+#[test]
+fn idmp_random_workload_replica_and_aof() {
+    let mut primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let replica = Server::replica_of(&primary);
+    let (mut c, mut rc) = (primary.conn(), replica.conn());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.idmp-duration", "50"]), ok());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.idmp-maxsize", "20"]), ok());
+    let mut rng = Rng::from_env("idmp_random_workload");
+    let keys = ["k0", "k1", "k2", "k3", "short0", "short1"];
+    let t0 = std::time::Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < Duration::from_millis(3000) {
+        let key = *rng.pick(&keys);
+        let pid = format!("p{}", rng.below(4));
+        let iid = format!("i{}", rng.below(40));
+        let val = rng.below(6).to_string();
+        let mut cmd: Vec<String> = vec!["XS.ADD".into(), key.into()];
+        match rng.weighted(&[40, 25, 10, 6, 4, 3, 3]) {
+            0 => cmd.extend(["IDMP".into(), pid, iid]),
+            1 => cmd.extend(["IDMPAUTO".into(), pid]),
+            2 => {}
+            3 => cmd.extend(["IDMP".into(), pid, iid, "MAXLEN".into(), "~".into(), "30".into()]),
+            4 => cmd.extend(["DELREF".into(), "IDMPAUTO".into(), pid, "MAXLEN".into(), "=".into(), "25".into()]),
+            5 => {
+                let r = c.cmd(&["XS.CFGSET", key, "IDMP-MAXSIZE", &rng.range(2, 12).to_string()]);
+                assert!(r == ok() || r == err("ERR no such key"), "{r}");
+                continue;
+            }
+            _ => {
+                let first = c.cmd(&["XS.RANGE", key, "-", "+", "COUNT", "1"]);
+                if let Some(e) = first.as_array().first() {
+                    c.cmd(&["XS.DEL", key, &e.as_array()[0].text()]);
+                }
+                continue;
+            }
+        }
+        cmd.extend(["*".into(), "f".into(), val]);
+        let r = c.cmd(&cmd);
+        assert!(is_id(&r), "{}: {r}", cmd.join(" "));
+        if key.starts_with("short") && n % 50 == 0 {
+            // Short windows: their iids expire (by the primary's timer) while this runs.
+            c.cmd(&["XS.CFGSET", key, "IDMP-DURATION", "1"]);
+        }
+        n += 1;
+    }
+    // Every short-window iid is gone after 1 s; the others stay for 50 s: stable from here.
+    std::thread::sleep(Duration::from_millis(2500));
+    wait_synced(&mut c, &mut rc);
+    let d = c.cmd(&["DEBUG", "DIGEST"]);
+    assert_eq!(rc.cmd(&["DEBUG", "DIGEST"]), d, "the replica differs");
+    for k in keys {
+        assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), rc.cmd(&["DEBUG", "DIGEST-VALUE", k]), "{k}");
+    }
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    let aof: Vec<u8> = std::fs::read_dir(primary.dir().join("appendonlydir"))
+        .expect("appendonlydir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".incr."))
+        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
+        .collect();
+    let count = |w: &[u8]| aof.windows(w.len()).filter(|x| x == &w).count();
+    let (expires, cfgsets) = (count(b"XS.IDMPEXPIRE"), count(b"XS.CFGSET"));
+    assert!(expires > 0 && cfgsets > 0, "{expires} XS.IDMPEXPIRE, {cfgsets} XS.CFGSET in the AOF");
+    assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), ok());
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d, "the AOF, loaded again, differs");
+    assert!(!c.cmd(&["BGREWRITEAOF"]).is_error());
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    primary.restart();
+    let mut c = primary.conn();
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d, "the rewritten AOF, after a restart, differs");
+    report(&format!("{n} commands, {expires} XS.IDMPEXPIRE and {cfgsets} XS.CFGSET in the AOF; digests equal on primary, replica, AOF reload, rewrite + restart"));
 }

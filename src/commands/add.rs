@@ -190,6 +190,9 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
 
     let mut key = c.key(1, true);
+    // A window other than the default given to a stream created here, which the
+    // replicas must be told (commands::idmp::propagate_window).
+    let mut new_window = None;
     match key.kind() {
         KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Empty if args.no_mkstream => {
@@ -199,7 +202,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Empty => {
             // Created before the append, as the built-in: a failed append leaves
             // an empty stream behind.
-            key.create_stream(Stream::new_with_idmp(config::idmp_window())).ok_or(Error::Err("cannot create the stream"))?;
+            let w = super::idmp::creation_window(c);
+            key.create_stream(Stream::new_with_idmp(w)).ok_or(Error::Err("cannot create the stream"))?;
+            new_window = Some(w).filter(|&w| w != crate::stream::idmp::DEFAULT_WINDOW);
         }
         KeyKind::Stream => {}
     }
@@ -318,6 +323,9 @@ pub fn run(c: &Ctx) -> Result<()> {
             n += 1;
         }
         c.replicate_with(c"XS.ADD", &changes[..n]);
+    }
+    if let Some(w) = new_window {
+        super::idmp::propagate_window(c, 1, w, idmp.map(|(p, i)| (p, i, id)));
     }
     // Blocked readers of this key are served after this command.
     c.signal_ready(1);

@@ -87,6 +87,35 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// The IDMP window for a stream this command creates: the configs' (§5.6), except for a
+/// command from the AOF or a primary, which always creates with the default window:
+/// the configs are not replicated, so a primary whose configs are not the defaults
+/// follows its creation with [`propagate_window`], and the result is the same on any
+/// replica whatever its own configs.
+pub fn creation_window(c: &Ctx) -> (u32, u32) {
+    if c.must_obey() {
+        idmp::DEFAULT_WINDOW
+    } else {
+        crate::config::idmp_window()
+    }
+}
+
+/// After a command that created key argument `key_i` with a window that is not the
+/// default (and propagated itself first): `XS.CFGSET key IDMP-DURATION d IDMP-MAXSIZE m`,
+/// then, when that command also recorded an iid (XS.ADD IDMP, which the CFGSET clears on
+/// the replica), `XS.IDMPRECORD key pid iid id` and `XS.CFGSET key IIDS-ADDED n
+/// IIDS-DUPLICATES n` so the replica ends with the primary's map and counters.
+pub fn propagate_window(c: &Ctx, key_i: usize, window: (u32, u32), record: Option<(&[u8], &[u8], StreamId)>) {
+    use crate::ffi::ctx::Arg;
+    let (d, m) = (window.0.to_string(), window.1.to_string());
+    c.replicate(c"XS.CFGSET", &[Arg::Orig(key_i), Arg::New(b"IDMP-DURATION"), Arg::New(d.as_bytes()), Arg::New(b"IDMP-MAXSIZE"), Arg::New(m.as_bytes())]);
+    if let Some((pid, iid, id)) = record {
+        let id = id.to_bytes();
+        c.replicate(c"XS.IDMPRECORD", &[Arg::Orig(key_i), Arg::New(pid), Arg::New(iid), Arg::New(&id)]);
+        c.replicate(c"XS.CFGSET", &[Arg::Orig(key_i), Arg::New(b"IIDS-ADDED"), Arg::New(b"1"), Arg::New(b"IIDS-DUPLICATES"), Arg::New(b"0")]);
+    }
+}
+
 /// XS.IDMPRECORD key pid iid stream-id
 ///
 /// Records a mapping (AOF rewrite writes one per tracked iid, in insertion order).
