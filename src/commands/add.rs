@@ -268,7 +268,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         let m = s.idmp_mut();
         m.record(pid, iid, id);
         let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
-        crate::ffi::idmp_expiry::register(c, 1, due);
+        super::idmp::note_due(c, 1, m, due);
     }
     c.signal_modified(1);
     c.notify(c"xadd", 1);

@@ -17,6 +17,16 @@ use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::idmp::{self, Recorded};
 use crate::stream::StreamId;
 
+/// An iid was recorded in key argument `key_i` whose stream state is `m`, due at
+/// `due_ms`: registered with the expiry index unless the index already holds the key
+/// for that time or earlier (one comparison on the common path).
+pub fn note_due(c: &Ctx, key_i: usize, m: &mut idmp::Idmp, due_ms: u64) {
+    if m.indexed_due_ms == 0 || due_ms < m.indexed_due_ms {
+        crate::ffi::idmp_expiry::register(c, key_i, due_ms);
+        m.indexed_due_ms = due_ms;
+    }
+}
+
 /// XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n]
 ///
 /// Propagates itself verbatim only when a value changed (which also clears the
@@ -150,7 +160,7 @@ pub fn run_idmprecord(c: &Ctx) -> Result<()> {
         Recorded::Conflict(_) => return Err(Error::Err("IID already exists for this producer with a different stream ID")),
         Recorded::New => {
             let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
-            crate::ffi::idmp_expiry::register(c, 1, due);
+            note_due(c, 1, m, due);
             c.signal_modified(1);
             c.replicate_verbatim();
         }
@@ -206,6 +216,8 @@ pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
     };
     let e = m.expire(cutoff, from, work.unwrap_or(i64::MAX) as u64);
     let next_due_ms = if e.resume_from.is_some() { None } else { m.due_ms() };
+    // What the primary's timer indexes next for this key (see note_due).
+    m.indexed_due_ms = if e.resume_from.is_some() { now_ms as u64 } else { next_due_ms.unwrap_or(0) };
     if e.removed > 0 {
         c.signal_modified(1);
     }

@@ -22,6 +22,47 @@
 
 use super::StreamId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, OnceLock};
+
+/// The iid hash tables' hasher: one-shot XXH3-64 per written slice, seeded once per
+/// process at random (std's RandomState), so that the buckets of attacker-chosen iids
+/// cannot be predicted from outside. Cheaper than std's SipHash on the lookup every
+/// IDMP add does (measured in docs/redis8.md).
+#[derive(Clone, Copy, Debug)]
+pub struct IidHasher(u64);
+
+impl Default for IidHasher {
+    fn default() -> Self {
+        static SEED: OnceLock<u64> = OnceLock::new();
+        IidHasher(*SEED.get_or_init(|| std::collections::hash_map::RandomState::new().build_hasher().finish()))
+    }
+}
+
+impl BuildHasher for IidHasher {
+    type Hasher = IidHashState;
+    fn build_hasher(&self) -> IidHashState {
+        IidHashState(self.0)
+    }
+}
+
+/// The running state of [`IidHasher`].
+pub struct IidHashState(u64);
+
+impl Hasher for IidHashState {
+    fn write(&mut self, b: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(b, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// An iid, shared by a producer's hash table and its insertion list (one allocation).
+type Iid = Arc<[u8]>;
 
 /// Range and default of the idempotency window, in seconds (stream-idmp-duration).
 pub const DURATION_S_MIN: i64 = 1;
@@ -34,17 +75,23 @@ pub const MAX_ENTRIES_DEFAULT: i64 = 100;
 /// (duration s, max entries) of a stream created under the default configs.
 pub const DEFAULT_WINDOW: (u32, u32) = (DURATION_S_DEFAULT as u32, MAX_ENTRIES_DEFAULT as u32);
 
+/// A field-value pair up to this size (with its 8-byte length) is hashed from the stack.
+const AUTO_PAIR_INLINE_BYTES: usize = 240;
+
 /// Length of an IDMPAUTO iid: the 16 bytes of an XXH128_hash_t (low64, high64).
 pub const AUTO_IID_BYTES: usize = 16;
+
+/// The two reference counts in front of an iid's bytes.
+const IID_OVERHEAD: usize = 2 * std::mem::size_of::<usize>();
 
 /// One producer's recorded iids.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Producer {
     /// iid -> stream ID, for the dedup lookup.
-    map: HashMap<Box<[u8]>, StreamId>,
+    map: HashMap<Iid, StreamId, IidHasher>,
     /// The same pairs in insertion order (head = oldest).
-    order: VecDeque<(Box<[u8]>, StreamId)>,
-    /// Bytes of the iids (both copies), for MEMORY USAGE.
+    order: VecDeque<(Iid, StreamId)>,
+    /// Bytes of the iids (with their reference counts), for MEMORY USAGE.
     iid_bytes: usize,
 }
 
@@ -69,14 +116,15 @@ impl Producer {
     fn pop_front(&mut self) -> Option<StreamId> {
         let (k, id) = self.order.pop_front()?;
         self.map.remove(&k);
-        self.iid_bytes = self.iid_bytes.saturating_sub(2 * k.len());
+        self.iid_bytes = self.iid_bytes.saturating_sub(IID_OVERHEAD + k.len());
         Some(id)
     }
 
     fn push(&mut self, iid: &[u8], id: StreamId) {
-        self.map.insert(iid.into(), id);
-        self.order.push_back((iid.into(), id));
-        self.iid_bytes += 2 * iid.len();
+        let k: Iid = Arc::from(iid);
+        self.map.insert(k.clone(), id);
+        self.order.push_back((k, id));
+        self.iid_bytes += IID_OVERHEAD + iid.len();
     }
 
     /// The ms of the oldest entry's stream ID.
@@ -85,7 +133,7 @@ impl Producer {
     }
 
     fn mem_bytes(&self) -> usize {
-        let pair = std::mem::size_of::<(Box<[u8]>, StreamId)>();
+        let pair = std::mem::size_of::<(Iid, StreamId)>();
         // Hash table: slots of one pair plus a control byte, at 8/7 load.
         self.iid_bytes + self.order.capacity() * pair + self.map.capacity() * (pair + 1) * 8 / 7
     }
@@ -105,6 +153,10 @@ pub struct Idmp {
     pub iids_duplicates: u64,
     /// Sum of the producers' sizes (XINFO iids-tracked).
     tracked: usize,
+    /// The expiry index holds this stream for this due time or earlier (0: not known
+    /// to be indexed). Kept by the command layer so that an IDMP add registers with the
+    /// index only when its due time is earlier (src/ffi/idmp_expiry.rs). Not persisted.
+    pub indexed_due_ms: u64,
 }
 
 /// What [`Idmp::record`] did.
@@ -131,7 +183,7 @@ pub struct Expired {
 impl Idmp {
     /// A new state with the given window (the configs at stream creation).
     pub fn new(duration_s: u32, max_entries: u32) -> Self {
-        Idmp { duration_s, max_entries, producers: BTreeMap::new(), iids_added: 0, iids_duplicates: 0, tracked: 0 }
+        Idmp { duration_s, max_entries, producers: BTreeMap::new(), iids_added: 0, iids_duplicates: 0, tracked: 0, indexed_due_ms: 0 }
     }
 
     /// XINFO pids-tracked.
@@ -316,6 +368,11 @@ impl Idmp {
     /// Loading: appends `iid` -> `id` at the producer's tail without eviction or
     /// counting. False if the iid is already there (the payload is refused).
     pub fn load_entry(&mut self, pid: &[u8], iid: &[u8], id: StreamId) -> bool {
+        if let Some(p) = self.producers.get(pid) {
+            if p.map.contains_key(iid) {
+                return false;
+            }
+        }
         let p = self.producers.entry(pid.into()).or_default();
         if p.map.contains_key(iid) {
             return false;
@@ -332,14 +389,27 @@ impl Idmp {
 /// halves), returned as the in-memory XXH128_hash_t (low64 then high64, little-endian).
 pub fn auto_iid(fields: &[&[u8]]) -> [u8; AUTO_IID_BYTES] {
     let (mut sum_lo, mut sum_hi, mut xor_lo, mut xor_hi) = (0u64, 0u64, 0u64, 0u64);
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    // A pair that fits is hashed in one shot from a stack buffer (XXH3's short-input
+    // paths: a third of the streaming hasher's instructions on 5 small pairs); a longer
+    // one through the streaming hasher. The same bytes give the same hash either way.
+    let mut buf = [0u8; AUTO_PAIR_INLINE_BYTES];
+    let mut h: Option<xxhash_rust::xxh3::Xxh3> = None;
     for pair in fields.chunks_exact(2) {
         let (f, v) = (pair[0], pair[1]);
-        h.reset();
-        h.update(f);
-        h.update(&(f.len() as u64).to_le_bytes());
-        h.update(v);
-        let d = h.digest128();
+        let len = f.len() + 8 + v.len();
+        let d = if len <= AUTO_PAIR_INLINE_BYTES {
+            buf[..f.len()].copy_from_slice(f);
+            buf[f.len()..f.len() + 8].copy_from_slice(&(f.len() as u64).to_le_bytes());
+            buf[f.len() + 8..len].copy_from_slice(v);
+            xxhash_rust::xxh3::xxh3_128(&buf[..len])
+        } else {
+            let h = h.get_or_insert_with(xxhash_rust::xxh3::Xxh3::new);
+            h.reset();
+            h.update(f);
+            h.update(&(f.len() as u64).to_le_bytes());
+            h.update(v);
+            h.digest128()
+        };
         let (lo, hi) = (d as u64, (d >> 64) as u64);
         sum_lo = sum_lo.wrapping_add(lo);
         sum_hi = sum_hi.wrapping_add(hi);
@@ -372,6 +442,20 @@ mod tests {
         assert_eq!(hex(&auto_iid(&[b"", b""])), "1a9f7ebbaea1d61d30b6b8daa3e38da7");
         let long = [b'x'; 100];
         assert_eq!(hex(&auto_iid(&[b"field", &long, b"k", b""])), "a6779ad2394872a585e978ca4cfc780a");
+        // Pairs on both sides of the stack-buffer limit (streaming hasher above it): the
+        // one-shot and the streaming hash of the same bytes agree.
+        for n in [200usize, 226, 227, 228, 300, 5000] {
+            let v = vec![b'y'; n];
+            let mut whole = b"field".to_vec();
+            whole.extend_from_slice(&5u64.to_le_bytes());
+            whole.extend_from_slice(&v);
+            let d = xxhash_rust::xxh3::xxh3_128(&whole);
+            let (lo, hi) = (d as u64, (d >> 64) as u64);
+            let mut want = [0u8; 16];
+            want[..8].copy_from_slice(&(lo ^ hi.rotate_left(1)).to_le_bytes());
+            want[8..].copy_from_slice(&(hi ^ lo.rotate_left(1)).to_le_bytes());
+            assert_eq!(auto_iid(&[b"field", &v]), want, "value of {n} bytes");
+        }
         // XXH3_128("") itself (the published value 99aa06d3014798d86001c324468d497f).
         let d = xxhash_rust::xxh3::xxh3_128(b"");
         assert_eq!(format!("{d:032x}"), "99aa06d3014798d86001c324468d497f");
