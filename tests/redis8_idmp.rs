@@ -780,3 +780,27 @@ fn idmp_random_workload_replica_and_aof() {
     assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d, "the rewritten AOF, after a restart, differs");
     report(&format!("{n} commands, {expires} XS.IDMPEXPIRE and {cfgsets} XS.CFGSET in the AOF; digests equal on primary, replica, AOF reload, rewrite + restart"));
 }
+
+/// Takeover mode: the standard names (XADD IDMP / IDMPAUTO, XCFGSET, XIDMPRECORD, XINFO) are
+/// served by the module on every host, and replicate.
+#[test]
+fn takeover_serves_xcfgset_and_xidmprecord() {
+    let primary = Server::builder().module_args(&["takeover", "yes"]).start();
+    let replica = Server::builder().module_args(&["takeover", "yes"]).start();
+    let (mut c, mut rc) = (primary.conn(), replica.conn());
+    assert_eq!(rc.cmd(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]), ok());
+    replica.wait_link_up(Duration::from_secs(10));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", "latest"]), ok());
+    let a = add(&mut c, &["XADD", "s", "IDMP", "p", "i1", "*", "f", "v"]);
+    assert_eq!(add(&mut c, &["XADD", "s", "IDMP", "p", "i1", "*", "f", "w"]), a);
+    let b = add(&mut c, &["XADD", "s", "IDMPAUTO", "q", "*", "f", "v"]);
+    assert_eq!(add(&mut c, &["XADD", "s", "IDMPAUTO", "q", "*", "f", "v"]), b);
+    assert_eq!(c.cmd(&["XCFGSET", "s", "IDMP-MAXSIZE", "5"]), ok());
+    assert_eq!(c.cmd(&["XIDMPRECORD", "s", "p", "i1", &a]), ok());
+    assert_eq!(c.cmd(&["XIDMPRECORD", "s", "p", "i1", &b]), err("ERR IID already exists for this producer with a different stream ID"));
+    assert_eq!(c.cmd(&["XCFGSET", "missing", "IDMP-MAXSIZE", "5"]), err("ERR no such key"));
+    assert_eq!(c.cmd(&["XINFO", "STREAM", "s"]).field("iids-added").map(Reply::as_int), Some(3));
+    assert_eq!(c.cmd(&["XINFO", "STREAM", "s"]).field("idmp-maxsize").map(Reply::as_int), Some(5));
+    wait_synced(&mut c, &mut rc);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "s"]), rc.cmd(&["DEBUG", "DIGEST-VALUE", "s"]));
+}
