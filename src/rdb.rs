@@ -390,8 +390,9 @@ mod tests {
         assert_eq!(s.idmp, t.idmp);
         let m = t.idmp.as_deref().unwrap();
         assert_eq!((m.duration_s, m.max_entries, m.iids_added, m.iids_duplicates, m.iids_tracked()), (30, 3, 5, 4, 4));
-        let order: Vec<_> = m.producers().flat_map(|(p, pr)| pr.entries().map(move |(i, id)| (p.to_vec(), i.to_vec(), id.ms))).collect();
-        assert_eq!(order, [(b"p1".to_vec(), b"b".to_vec(), 7), (b"p1".to_vec(), b"c".to_vec(), 9), (b"p1".to_vec(), b"d".to_vec(), 10), (b"p2".to_vec(), b"a".to_vec(), 8)]);
+        let order: Vec<String> =
+            m.producers().flat_map(|(p, pr)| pr.entries().map(move |(i, id)| format!("{}/{}/{}", p.escape_ascii(), i.escape_ascii(), id.ms))).collect();
+        assert_eq!(order, ["p1/b/7", "p1/c/9", "p1/d/10", "p2/a/8"]);
         // A stream that never used IDMP comes back without an Idmp.
         let mut plain = Stream::new();
         plain.append(&[b"f", b"v"], IdSpec::Explicit(StreamId::new(1, 0)), 0, NodeLimits::default()).unwrap();
@@ -407,7 +408,7 @@ mod tests {
         save(&s, &mut io);
         let items = io.items.clone();
         // The IDMP section is the tail: 5 counters/window items, then 2 producers.
-        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 1 * 3);
+        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3);
         let v1 = load(1, &mut VecIo { items: items[..at].to_vec(), pos: 0 }, Check::Deep).unwrap();
         assert!(v1.idmp.is_none());
         let mutate = |i: usize, v: VecItem| {

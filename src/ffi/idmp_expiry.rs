@@ -291,9 +291,13 @@ fn due_of(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> Op
 
 /// End of a load: indexes every stream with iids, once, when the load brought some.
 pub fn loading_ended(ctx: *mut raw::RedisModuleCtx) {
-    if !LOADED_IIDS.swap(false, Ordering::Relaxed) {
-        return;
+    if LOADED_IIDS.swap(false, Ordering::Relaxed) {
+        index_all(ctx);
     }
+}
+
+/// Indexes every stream of ours with iids, in every DB (the loading event's context).
+fn index_all(ctx: *mut raw::RedisModuleCtx) {
     // SAFETY: the event's context has a temporary client whose DB we select and restore.
     let home = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
     for db in 0.. {
