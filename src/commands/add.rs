@@ -43,9 +43,12 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     while i < argc {
         let moreargs = argc - 1 - i;
         let opt = c.arg(i);
+        // The keywords' first letter, to skip the comparisons that cannot match (each
+        // is_kw is a NUL scan and a case-insensitive compare).
+        let c0 = opt.first().map_or(0, u8::to_ascii_lowercase);
         if xadd && cstr(opt) == b"*" {
             break;
-        } else if (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
+        } else if c0 == b'm' && (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
             let maxlen = is_kw(opt, "maxlen");
             if strategy.is_some() {
                 return Err(Error::Err("syntax error, MAXLEN and MINID options at the same time are not compatible"));
@@ -70,16 +73,16 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             }
             i += 1;
             a.trim_arg_idx = i;
-        } else if is_kw(opt, "limit") && moreargs > 0 {
+        } else if c0 == b'l' && is_kw(opt, "limit") && moreargs > 0 {
             limit = parse_ll(c.arg(i + 1))?;
             if limit < 0 {
                 return Err(Error::Err("The LIMIT argument must be >= 0."));
             }
             limit_given = true;
             i += 1;
-        } else if xadd && is_kw(opt, "nomkstream") {
+        } else if xadd && c0 == b'n' && is_kw(opt, "nomkstream") {
             a.no_mkstream = true;
-        } else if xadd && moreargs >= 2 && is_kw(opt, "idmp") {
+        } else if xadd && c0 == b'i' && moreargs >= 2 && is_kw(opt, "idmp") {
             if a.idmp.is_some() {
                 return Err(Error::Err("syntax error, IDMP/IDMPAUTO specified multiple times"));
             }
@@ -91,7 +94,7 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             }
             a.idmp = Some((i + 1, Some(i + 2)));
             i += 2;
-        } else if xadd && moreargs >= 1 && is_kw(opt, "idmpauto") {
+        } else if xadd && c0 == b'i' && moreargs >= 1 && is_kw(opt, "idmpauto") {
             if a.idmp.is_some() {
                 return Err(Error::Err("syntax error, IDMP/IDMPAUTO specified multiple times"));
             }
@@ -100,7 +103,11 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             }
             a.idmp = Some((i + 1, None));
             i += 1;
-        } else if let Some(p) = RefPolicy::from_keyword(cstr(opt)).filter(|_| !policy_given) {
+        } else if let Some(p) = matches!(c0, b'k' | b'd' | b'a')
+            .then(|| RefPolicy::from_keyword(cstr(opt)))
+            .flatten()
+            .filter(|_| !policy_given)
+        {
             // A second policy is not an option: XADD reads it as the ID, XTRIM
             // answers a syntax error (the branches below).
             a.policy = p;
