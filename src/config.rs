@@ -1,4 +1,5 @@
 //! Module configuration: `xstream.node-max-entries`, `xstream.node-max-bytes`,
+//! `idmp-duration`, `idmp-maxsize`,
 //! `takeover`, `acl-twin`, `adopt` (CONFIG GET/SET, or `loadmodule ... node-max-entries 100`
 //! arguments).
 //!
@@ -43,6 +44,24 @@ pub static ADOPT: AtomicBool = AtomicBool::new(true);
 /// (ffi::ctx::replicate_with); `no` always builds a new command with
 /// RedisModule_Replicate (slower, same replicas and AOF).
 pub static ARGV_REWRITE: AtomicBool = AtomicBool::new(true);
+
+/// `xstream.idmp-duration` / `xstream.idmp-maxsize` (the server's `stream-idmp-duration`
+/// / `stream-idmp-maxsize` of 8.6, REDIS8.md §5.6): the IDMP window of streams created
+/// from now on (seconds, iids per producer). Existing streams keep theirs (XS.CFGSET
+/// changes one stream). Not replicated: a replica seeds its streams from its own
+/// configs only for streams it creates itself, which it never does (every creation
+/// comes from the primary's command; see docs/redis8.md for the consequence).
+pub static IDMP_DURATION: AtomicI64 = AtomicI64::new(crate::stream::idmp::DURATION_S_DEFAULT);
+pub static IDMP_MAXSIZE: AtomicI64 = AtomicI64::new(crate::stream::idmp::MAX_ENTRIES_DEFAULT);
+
+/// The IDMP window a new stream gets now (duration s, max entries), clamped to the
+/// ranges (CONFIG SET refuses values outside them anyway).
+pub fn idmp_window() -> (u32, u32) {
+    use crate::stream::idmp::*;
+    let d = IDMP_DURATION.load(Ordering::Relaxed).clamp(DURATION_S_MIN, DURATION_S_MAX);
+    let m = IDMP_MAXSIZE.load(Ordering::Relaxed).clamp(MAX_ENTRIES_MIN, MAX_ENTRIES_MAX);
+    (d as u32, m as u32)
+}
 
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);

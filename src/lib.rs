@@ -53,6 +53,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }
+    if let Err(e) = ffi::idmp_expiry::start(ctx) {
+        ctx.log_warning(&format!("xstream: {e}"));
+        return Status::Err;
+    }
     if let Err(e) = ffi::loading::start(ctx) {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
@@ -83,6 +87,8 @@ redis_module! {
         i64: [
             ["node-max-entries", &config::NODE_MAX_ENTRIES, stream::NODE_ENTRIES_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
+            ["idmp-duration", &config::IDMP_DURATION, stream::idmp::DURATION_S_DEFAULT, stream::idmp::DURATION_S_MIN, stream::idmp::DURATION_S_MAX, ConfigurationFlags::DEFAULT, None],
+            ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, None],

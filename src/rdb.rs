@@ -15,6 +15,7 @@
 
 use crate::listpack::Listpack;
 use crate::stream::validate::validate_stream;
+use crate::stream::idmp::{self, Idmp};
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
@@ -98,7 +99,11 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 ///     v2: u64 nack-zone-count ; nack-zone-count × { bytes id (16) }   (unowned, in zone order)
 ///     v2: u64 time-count ; time-count × { bytes id (16) }   (the other NACKs, in time-list order)
 ///   }
-/// (v2: stream-level sections may follow here, in later versions or under `version >= 2`.)
+/// -- version 2 on: the IDMP state (8.6), after the groups --
+/// u64 idmp-duration (s) ; u64 idmp-max-entries ; u64 iids-added ; u64 iids-duplicates
+/// u64 producer-count
+///   producer-count × { bytes pid ; u64 iid-count ; iid-count × { bytes iid ; u64 id.ms ; u64 id.seq } }
+///   (producers in pid order, iids in insertion order, oldest first)
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
@@ -148,9 +153,78 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
             }
         }
     }
+    save_idmp(s, out);
+}
+
+/// The IDMP section (version 2): always written, the defaults and zeros for a stream
+/// that never used IDMP.
+fn save_idmp(s: &Stream, out: &mut impl RdbOut) {
+    let (duration, max) = s.idmp_window();
+    out.put_u64(u64::from(duration));
+    out.put_u64(u64::from(max));
+    let Some(m) = s.idmp.as_deref() else {
+        for _ in 0..3 {
+            out.put_u64(0);
+        }
+        return;
+    };
+    out.put_u64(m.iids_added);
+    out.put_u64(m.iids_duplicates);
+    out.put_u64(m.pids_tracked() as u64);
+    for (pid, p) in m.producers() {
+        out.put_bytes(pid);
+        out.put_u64(p.len() as u64);
+        for (iid, id) in p.entries() {
+            out.put_bytes(iid);
+            put_id(out, id);
+        }
+    }
+}
+
+/// Reads the IDMP section. Checked either way (it is small and nothing else reads
+/// it totally): window in range, producers non-empty and within the max, no pid or
+/// iid twice. Loops run on what is read, never preallocated from a count.
+fn load_idmp(s: &mut Stream, inp: &mut impl RdbIn) -> Result<(), LoadError> {
+    let invalid = |m: &str| LoadError::Invalid(m.to_string());
+    let duration = inp.get_u64()?;
+    let max = inp.get_u64()?;
+    if !(idmp::DURATION_S_MIN as u64..=idmp::DURATION_S_MAX as u64).contains(&duration)
+        || !(idmp::MAX_ENTRIES_MIN as u64..=idmp::MAX_ENTRIES_MAX as u64).contains(&max)
+    {
+        return Err(invalid("IDMP window out of range"));
+    }
+    let mut m = Idmp::new(duration as u32, max as u32);
+    m.iids_added = inp.get_u64()?;
+    m.iids_duplicates = inp.get_u64()?;
+    let producers = inp.get_u64()?;
+    for _ in 0..producers {
+        let pid = inp.get_bytes()?;
+        if pid.is_empty() || m.has_producer(&pid) {
+            return Err(invalid("IDMP producer ID empty or repeated"));
+        }
+        let n = inp.get_u64()?;
+        if n == 0 || n > max {
+            return Err(invalid("IDMP producer size out of range"));
+        }
+        for _ in 0..n {
+            let iid = inp.get_bytes()?;
+            let id = get_id(inp)?;
+            if iid.is_empty() || !m.load_entry(&pid, &iid, id) {
+                return Err(invalid("IDMP iid empty or repeated in a producer"));
+            }
+        }
+    }
+    m.check().map_err(invalid)?;
+    if !m.is_default() {
+        s.idmp = Some(Box::new(m));
+    }
+    Ok(())
 }
 
 /// Reads a stream written with encoding `encver`, checking it as `check` says.
+///
+/// One function for every version: version 2 adds sections (the IDMP state after the
+/// groups), read only when `version >= 2`.
 pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
     if !(1..=ENCVER).contains(&encver) {
         return Err(LoadError::Version(encver));
@@ -235,6 +309,9 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         // Encoding 1 has no order: rebuilt as sorted insertions in ID order.
         g.load_finish(version < 2).map_err(invalid)?;
     }
+    if version >= 2 {
+        load_idmp(&mut s, inp)?;
+    }
     if deep {
         validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
     }
@@ -312,6 +389,13 @@ mod tests {
         // The NACK zone: 7-0 NACKed, 10-0 created by FORCE.
         g.nack_entry(StreamId::new(7, 0), NackCount::Fail, false);
         g.nack_entry(StreamId::new(10, 0), NackCount::Set(3), true);
+        // IDMP: a non-default window, two producers (one with an evicted iid), counters.
+        let m = s.idmp_mut();
+        m.configure(Some(30), Some(3));
+        for (pid, iid, n) in [(&b"p1"[..], &b"a"[..], 6), (b"p1", b"b", 7), (b"p2", b"a", 8), (b"p1", b"c", 9), (b"p1", b"d", 10)] {
+            m.record(pid, iid, StreamId::new(n, 0));
+        }
+        m.iids_duplicates = 4;
         s
     }
 
@@ -345,6 +429,52 @@ mod tests {
         assert_eq!(order(ga).iter().map(|x| x.0.ms).collect::<Vec<_>>(), want);
         assert_eq!(order(ga), order(gb));
         assert_eq!(gb.nacked_count(), 2);
+        assert_eq!(s.idmp, t.idmp);
+        let m = t.idmp.as_deref().unwrap();
+        assert_eq!((m.duration_s, m.max_entries, m.iids_added, m.iids_duplicates, m.iids_tracked()), (30, 3, 5, 4, 4));
+        let order: Vec<String> =
+            m.producers().flat_map(|(p, pr)| pr.entries().map(move |(i, id)| format!("{}/{}/{}", p.escape_ascii(), i.escape_ascii(), id.ms))).collect();
+        assert_eq!(order, ["p1/b/7", "p1/c/9", "p1/d/10", "p2/a/8"]);
+        // A stream that never used IDMP comes back without an Idmp.
+        let mut plain = Stream::new();
+        plain.append(&[b"f", b"v"], IdSpec::Explicit(StreamId::new(1, 0)), 0, NodeLimits::default()).unwrap();
+        let mut io = VecIo::default();
+        save(&plain, &mut io);
+        assert!(load(ENCVER, &mut io, Check::Deep).unwrap().idmp.is_none());
+    }
+
+    #[test]
+    fn version_1_has_no_idmp_section_and_bad_idmp_sections_are_refused() {
+        let s = sample();
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        let items = io.items.clone();
+        // The IDMP section is the tail: 5 counters/window items, then 2 producers.
+        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3);
+        // Version 1: the same stream without its groups (whose version-2 sections version 1
+        // does not have) and without the IDMP tail loads with no IDMP state.
+        let mut groupless = s.clone();
+        groupless.groups = None;
+        let mut io1 = VecIo::default();
+        save(&groupless, &mut io1);
+        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3);
+        let v1 = load(1, &mut VecIo { items: io1.items[..cut].to_vec(), pos: 0 }, Check::Deep).unwrap();
+        assert!(v1.idmp.is_none());
+        assert_eq!(v1.length, s.length);
+        let mutate = |i: usize, v: VecItem| {
+            let mut m = items.clone();
+            m[i] = v;
+            load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Shallow).err()
+        };
+        let bad = |m: &str| Some(LoadError::Invalid(m.into()));
+        assert_eq!(mutate(at, VecItem::U64(0)), bad("IDMP window out of range"));
+        assert_eq!(mutate(at + 1, VecItem::U64(10_001)), bad("IDMP window out of range"));
+        // A producer larger than the max, a repeated iid, a repeated pid.
+        assert_eq!(mutate(at + 6, VecItem::U64(4)), bad("IDMP producer size out of range"));
+        assert_eq!(mutate(at + 10, VecItem::Bytes(b"b".to_vec())), bad("IDMP iid empty or repeated in a producer"));
+        assert_eq!(mutate(at + 16, VecItem::Bytes(b"p1".to_vec())), bad("IDMP producer ID empty or repeated"));
+        // A producer count far beyond the input: refused on the first missing item.
+        assert_eq!(mutate(at + 4, VecItem::U64(u64::MAX)), Some(LoadError::Io));
     }
 
     #[test]

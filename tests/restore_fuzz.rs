@@ -339,6 +339,20 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
             s(&mut i, &mut r, Role::Id16("time-id"))?;
         }
     }
+    // Version 2: the IDMP state (8.6).
+    for name in ["idmp-duration", "idmp-max-entries", "iids-added", "iids-duplicates"] {
+        u(&mut i, &mut r, Role::Num(name))?;
+    }
+    let producers = u(&mut i, &mut r, Role::Count("producer-count"))?;
+    for _ in 0..producers {
+        s(&mut i, &mut r, Role::Name("producer-id"))?;
+        let n = u(&mut i, &mut r, Role::Count("iid-count"))?;
+        for _ in 0..n {
+            s(&mut i, &mut r, Role::Name("iid"))?;
+            u(&mut i, &mut r, Role::Num("iid-id.ms"))?;
+            u(&mut i, &mut r, Role::Num("iid-id.seq"))?;
+        }
+    }
     if i != items.len() {
         return Err(format!("{} items, the layout ends at {i}", items.len()));
     }
@@ -923,6 +937,21 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
     c.cmd(&[b"XS.GROUP".as_slice(), b"CREATE", b"srclzf", b"g\x00\xff", b"0"]);
     c.cmd(&[b"XS.READGROUP".as_slice(), b"GROUP", b"g\x00\xff", &"n".repeat(300).into_bytes(), b"STREAMS", b"srclzf", b">"]);
     keys.push("srclzf".into());
+    // IDMP: a window of its own, producers with iids (binary, IDMPAUTO), evictions, duplicates,
+    // an iid of a deleted entry.
+    c.cmd(&["XS.ADD", "srcidmp", "IDMP", "p0", "first", "*", "f", "v"]);
+    c.cmd(&["XS.CFGSET", "srcidmp", "IDMP-DURATION", "3000", "IDMP-MAXSIZE", "4"]);
+    for i in 0..14 {
+        let pid = format!("p{}", i % 3);
+        c.cmd(&["XS.ADD", "srcidmp", "IDMP", &pid, &format!("iid-{i}"), "*", "f", &i.to_string()]);
+        c.cmd(&["XS.ADD", "srcidmp", "IDMPAUTO", &pid, "*", "f", &(i % 5).to_string()]);
+    }
+    c.cmd(&[b"XS.ADD".as_slice(), b"srcidmp", b"IDMP", b"\x00\xff", b"\x01\x02", b"*", b"f", b"v"]);
+    let first = c.cmd(&["XS.RANGE", "srcidmp", "-", "+", "COUNT", "1"]);
+    if let Some(e) = first.as_array().first() {
+        c.cmd(&["XS.DEL", "srcidmp", &e.as_array()[0].text()]);
+    }
+    keys.push("srcidmp".into());
     set_node_limits(c, 100, 4096, true);
     keys.into_iter()
         .map(|k| {
@@ -1252,11 +1281,16 @@ fn gen_traffic(rng: &mut Rng, key: &str, k: &Known) -> Vec<Vec<u8>> {
             }
         },
         17 => vec![b("XS.READ"), b("COUNT"), count(rng), b("STREAMS"), kb, if rng.pct(50) { b("0") } else { rand_id(rng, k) }],
-        _ => match rng.below(4) {
+        _ => match rng.below(8) {
             0 => vec![b("XS.SETID"), kb, rand_id(rng, k)],
             1 => vec![b("MEMORY"), b("USAGE"), kb],
             2 => vec![b("XS.GROUP"), b("DESTROY"), kb, g],
-            _ => vec![b("XS.INFO"), b("GROUPS"), kb],
+            3 => vec![b("XS.INFO"), b("GROUPS"), kb],
+            // IDMP (8.6): records, duplicates, the window, the propagated expiry.
+            4 => vec![b("XS.ADD"), kb, b("IDMP"), format!("p{}", rng.below(3)).into_bytes(), format!("iid-{}", rng.below(16)).into_bytes(), b("*"), b("f"), b("v")],
+            5 => vec![b("XS.ADD"), kb, b("IDMPAUTO"), format!("p{}", rng.below(3)).into_bytes(), b("*"), b("f"), rng.below(6).to_string().into_bytes()],
+            6 => vec![b("XS.CFGSET"), kb, b("IDMP-MAXSIZE"), rng.range(1, 6).to_string().into_bytes()],
+            _ => vec![b("XS.IDMPEXPIRE"), kb, rng.next_u64().to_string().into_bytes(), b("LIMIT"), rng.range(1, 8).to_string().into_bytes()],
         },
     }
 }
@@ -1342,7 +1376,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 2, "{name}: encver 1");
+        assert_eq!(f.module_id & 1023, 2, "{name}: encver 2");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));

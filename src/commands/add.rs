@@ -1,7 +1,9 @@
-//! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [IDMP pid iid | IDMPAUTO pid]
+//!        [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
 //!
 //! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply). The
-//! options come in any order before the ID; the reference policy (8.2) once.
+//! options come in any order before the ID; the reference policy (8.2) once, the
+//! idempotency option (8.6, REDIS8.md §5.2) once.
 
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
@@ -23,6 +25,9 @@ pub struct AddTrimArgs {
     pub policy: RefPolicy,
     /// Index of the threshold argument (rewritten when an approximate trim is propagated).
     pub trim_arg_idx: usize,
+    /// IDMP / IDMPAUTO (8.6): the argument indexes of the producer ID and, for IDMP,
+    /// of the iid (None: IDMPAUTO, the iid is the fields' hash).
+    pub idmp: Option<(usize, Option<usize>)>,
 }
 
 /// Parses options from argument 2 on. For XADD returns the index of the ID argument.
@@ -38,9 +43,12 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     while i < argc {
         let moreargs = argc - 1 - i;
         let opt = c.arg(i);
+        // The keywords' first letter, to skip the comparisons that cannot match (each
+        // is_kw is a NUL scan and a case-insensitive compare).
+        let c0 = opt.first().map_or(0, u8::to_ascii_lowercase);
         if xadd && cstr(opt) == b"*" {
             break;
-        } else if (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
+        } else if c0 == b'm' && (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
             let maxlen = is_kw(opt, "maxlen");
             if strategy.is_some() {
                 return Err(Error::Err("syntax error, MAXLEN and MINID options at the same time are not compatible"));
@@ -65,16 +73,41 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             }
             i += 1;
             a.trim_arg_idx = i;
-        } else if is_kw(opt, "limit") && moreargs > 0 {
+        } else if c0 == b'l' && is_kw(opt, "limit") && moreargs > 0 {
             limit = parse_ll(c.arg(i + 1))?;
             if limit < 0 {
                 return Err(Error::Err("The LIMIT argument must be >= 0."));
             }
             limit_given = true;
             i += 1;
-        } else if xadd && is_kw(opt, "nomkstream") {
+        } else if xadd && c0 == b'n' && is_kw(opt, "nomkstream") {
             a.no_mkstream = true;
-        } else if let Some(p) = RefPolicy::from_keyword(cstr(opt)).filter(|_| !policy_given) {
+        } else if xadd && c0 == b'i' && moreargs >= 2 && is_kw(opt, "idmp") {
+            if a.idmp.is_some() {
+                return Err(Error::Err("syntax error, IDMP/IDMPAUTO specified multiple times"));
+            }
+            if c.arg(i + 1).is_empty() {
+                return Err(Error::Err("syntax error, IDMP requires a non-empty producer ID"));
+            }
+            if c.arg(i + 2).is_empty() {
+                return Err(Error::Err("syntax error, IDMP requires a non-empty idempotent ID"));
+            }
+            a.idmp = Some((i + 1, Some(i + 2)));
+            i += 2;
+        } else if xadd && c0 == b'i' && moreargs >= 1 && is_kw(opt, "idmpauto") {
+            if a.idmp.is_some() {
+                return Err(Error::Err("syntax error, IDMP/IDMPAUTO specified multiple times"));
+            }
+            if c.arg(i + 1).is_empty() {
+                return Err(Error::Err("syntax error, IDMPAUTO requires a non-empty producer ID"));
+            }
+            a.idmp = Some((i + 1, None));
+            i += 1;
+        } else if let Some(p) = matches!(c0, b'k' | b'd' | b'a')
+            .then(|| RefPolicy::from_keyword(cstr(opt)))
+            .flatten()
+            .filter(|_| !policy_given)
+        {
             // A second policy is not an option: XADD reads it as the ID, XTRIM
             // answers a syntax error (the branches below).
             a.policy = p;
@@ -93,6 +126,11 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     }
     if !xadd && strategy.is_none() {
         return Err(Error::Err("syntax error, XTRIM must be called with a trimming strategy"));
+    }
+    // Only `*` with IDMP, except from the primary or the AOF, which receive the
+    // concrete ID the propagation put in its place.
+    if a.idmp.is_some() && a.id.is_some() && !c.must_obey() {
+        return Err(Error::Err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"));
     }
     if c.must_obey() {
         // From the primary or the AOF: the threshold was rewritten exact; no work cap.
@@ -159,6 +197,9 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
 
     let mut key = c.key(1, true);
+    // A window other than the default given to a stream created here, which the
+    // replicas must be told (commands::idmp::propagate_window).
+    let mut new_window = None;
     match key.kind() {
         KeyKind::Other => return Err(key.wrong_type()),
         KeyKind::Empty if args.no_mkstream => {
@@ -168,13 +209,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Empty => {
             // Created before the append, as the built-in: a failed append leaves
             // an empty stream behind.
-            key.create_stream(Stream::new()).ok_or(Error::Err("cannot create the stream"))?;
+            let w = super::idmp::creation_window(c);
+            key.create_stream(Stream::new_with_idmp(w)).ok_or(Error::Err("cannot create the stream"))?;
+            new_window = Some(w).filter(|&w| w != crate::stream::idmp::DEFAULT_WINDOW);
         }
         KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
-    if s.last_id == StreamId::MAX {
-        return Err(Error::Err("The stream has exhausted the last possible ID, unable to add more items"));
     }
     // Up to 8 field-value pairs live on the stack (no allocation on the hot path).
     let mut small: [&[u8]; ARGS_INLINE] = [&[]; ARGS_INLINE];
@@ -188,6 +227,32 @@ pub fn run(c: &Ctx) -> Result<()> {
         heap = (field_pos..c.argc()).map(|i| c.arg(i)).collect();
         &heap
     };
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    // IDMP: the (pid, iid) of this add; the IDMPAUTO iid is hashed from the fields.
+    let auto_iid: [u8; crate::stream::idmp::AUTO_IID_BYTES];
+    let idmp: Option<(&[u8], &[u8])> = match args.idmp {
+        None => None,
+        Some((p, Some(i))) => Some((c.arg(p), c.arg(i))),
+        Some((p, None)) => {
+            auto_iid = crate::stream::idmp::auto_iid(fields);
+            Some((c.arg(p), &auto_iid[..]))
+        }
+    };
+    if let Some((pid, iid)) = idmp {
+        if let Some(old) = s.idmp.as_deref_mut().and_then(|m| m.lookup(pid, iid).map(|id| (m, id))) {
+            // A duplicate: the recorded ID, whether or not that entry still exists. No
+            // append, trim, event or wake-up. Propagated unchanged (still `*`): the
+            // replica answers from its own map and counts the duplicate too (§5.9).
+            let (m, id) = old;
+            m.iids_duplicates = m.iids_duplicates.wrapping_add(1);
+            c.reply_id(id);
+            c.replicate_verbatim();
+            return Ok(());
+        }
+    }
+    if s.last_id == StreamId::MAX {
+        return Err(Error::Err("The stream has exhausted the last possible ID, unable to add more items"));
+    }
     let spec = match args.id {
         None => IdSpec::Auto,
         Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
@@ -204,6 +269,14 @@ pub fn run(c: &Ctx) -> Result<()> {
     let id_len = id.write_to_slice(&mut id_buf);
     let id_text = &id_buf[..id_len];
     c.reply_bulk(id_text);
+    if let Some((pid, iid)) = idmp {
+        // A new ID cannot be recorded already; a conflict (an AOF replaying an
+        // XS.IDMPRECORD for this very ID first) leaves the map as it is.
+        let m = s.idmp_mut();
+        m.record(pid, iid, id);
+        let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
+        super::idmp::note_due(c, 1, m, due);
+    }
     c.signal_modified(1);
     c.notify(c"xadd", 1);
     crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_added, 1);
@@ -233,6 +306,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         // policy MAXLEN = 0] id field value ...`.
         let th = policy_threshold(&done);
         let mut argv: Vec<Arg> = vec![Arg::Orig(1)];
+        // The IDMP option goes along (the replica records the same mapping).
+        if let Some((p, iid)) = args.idmp {
+            argv.extend([Arg::Orig(p - 1), Arg::Orig(p)]);
+            argv.extend(iid.map(Arg::Orig));
+        }
         if done.deleted > 0 {
             argv.extend([Arg::New(policy_word(args.policy)), Arg::New(th.0), Arg::New(b"="), Arg::New(&th.1)]);
         }
@@ -254,6 +332,9 @@ pub fn run(c: &Ctx) -> Result<()> {
             n += 1;
         }
         c.replicate_with(c"XS.ADD", &changes[..n]);
+    }
+    if let Some(w) = new_window {
+        super::idmp::propagate_window(c, 1, w, idmp.map(|(p, i)| (p, i, id)));
     }
     // Blocked readers of this key are served after this command.
     c.signal_ready(1);

@@ -102,8 +102,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         } else {
             StreamId::parse(arg, 0, true, false).ok_or(Error::InvalidId)?.0
         };
+        let mut window = None;
         if key.kind() == KeyKind::Empty {
-            key.create_stream(Stream::new()).ok_or(Error::Err("cannot create the stream"))?;
+            let w = super::idmp::creation_window(c);
+            key.create_stream(Stream::new_with_idmp(w)).ok_or(Error::Err("cannot create the stream"))?;
+            window = Some(w).filter(|&w| w != crate::stream::idmp::DEFAULT_WINDOW);
             c.signal_modified(2);
         }
         let s = key.stream_mut().ok_or(Error::WrongType)?;
@@ -112,6 +115,9 @@ pub fn run(c: &Ctx) -> Result<()> {
             c.reply_ok();
             c.notify(c"xgroup-create", 2);
             c.replicate_verbatim();
+            if let Some(w) = window {
+                super::idmp::propagate_window(c, 2, w, None);
+            }
         } else {
             return Err(Error::Full("BUSYGROUP Consumer Group name already exists".into()));
         }

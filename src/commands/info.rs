@@ -149,7 +149,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
             }
             full = true;
         }
-        c.reply_map(if full { 9 } else { 10 });
+        // 8.6: the IDMP fields, on every stream (§5.7), at the latest level only.
+        let idmp = crate::config::level() == Level::Latest;
+        let extra = if idmp { 6 } else { 0 };
+        c.reply_map(if full { 9 } else { 10 } + extra);
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -164,6 +167,23 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         c.reply_int(s.entries_added as i64);
         c.reply_bulk(b"recorded-first-entry-id");
         c.reply_id(s.first_id);
+        if idmp {
+            let (d, m) = s.idmp_window();
+            let (pids, iids, added, dups) = s.idmp.as_deref().map_or((0, 0, 0, 0), |m| {
+                (m.pids_tracked() as i64, m.iids_tracked() as i64, m.iids_added as i64, m.iids_duplicates as i64)
+            });
+            for (name, v) in [
+                (&b"idmp-duration"[..], i64::from(d)),
+                (b"idmp-maxsize", i64::from(m)),
+                (b"pids-tracked", pids),
+                (b"iids-tracked", iids),
+                (b"iids-added", added),
+                (b"iids-duplicates", dups),
+            ] {
+                c.reply_bulk(name);
+                c.reply_int(v);
+            }
+        }
         if !full {
             c.reply_bulk(b"groups");
             c.reply_int(s.group_count() as i64);

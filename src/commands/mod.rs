@@ -15,6 +15,7 @@ pub mod claim;
 pub mod del;
 pub mod delex;
 pub mod group;
+pub mod idmp;
 pub mod info;
 pub mod keyspace;
 pub mod len;
@@ -38,6 +39,9 @@ command_entry!(xs_del, del::run);
 command_entry!(xs_delex, delex::run_delex);
 command_entry!(xs_ackdel, delex::run_ackdel);
 command_entry!(xs_trim, trim::run);
+command_entry!(xs_cfgset, idmp::run_cfgset);
+command_entry!(xs_idmprecord, idmp::run_idmprecord);
+command_entry!(xs_idmpexpire, idmp::run_idmpexpire);
 command_entry!(xs_setid, setid::run);
 command_entry!(xs_info_stream, info::run_stream);
 command_entry!(xs_info_groups, info::run_groups);
@@ -128,6 +132,11 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.ackdel", func: Some(xs_ackdel), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },
     // Redis 8.8 (xnack.json): arity -7, WRITE FAST, RW UPDATE.
     Command { name: "xs.nack", func: Some(xs_nack), flags: "write fast", arity: -7, key: key1(RW_UPDATE), subcommands: &[] },
+    // Redis 8.6 (xcfgset.json, xidmprecord.json); XS.IDMPEXPIRE is ours (the propagated
+    // form of the primary's time-driven IDMP expiry, src/commands/idmp.rs).
+    Command { name: "xs.cfgset", func: Some(xs_cfgset), flags: "write fast", arity: -2, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.idmprecord", func: Some(xs_idmprecord), flags: "write deny-oom fast", arity: 5, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.idmpexpire", func: Some(xs_idmpexpire), flags: "write fast", arity: -5, key: key1(RW_DELETE), subcommands: &[] },
     Command { name: "xs.pending", func: Some(xs_pending), flags: "readonly", arity: -3, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.claim", func: Some(xs_claim), flags: "write fast", arity: -6, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.autoclaim", func: Some(xs_autoclaim), flags: "write fast", arity: -6, key: key1(RW_DELETE), subcommands: &[] },

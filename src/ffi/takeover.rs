@@ -38,9 +38,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-/// (standard name, module name), upper case: the 18 stream commands (15 of
-/// Redis 7.0, XDELEX and XACKDEL of 8.2, XNACK of 8.8, served also where the host
-/// lacks them),
+/// (standard name, module name), upper case: the 21 stream commands (15 of
+/// Redis 7.0, XDELEX and XACKDEL of 8.2, XCFGSET and XIDMPRECORD of 8.6, XNACK of
+/// 8.8, served also where the host lacks them),
 /// then TYPE and SCAN. The index is the command's slot in the tables below.
 pub const NAMES: &[(&CStr, &CStr)] = &[
     (c"XADD", c"XS.ADD"),
@@ -61,19 +61,21 @@ pub const NAMES: &[(&CStr, &CStr)] = &[
     (c"XDELEX", c"XS.DELEX"),
     (c"XACKDEL", c"XS.ACKDEL"),
     (c"XNACK", c"XS.NACK"),
+    (c"XCFGSET", c"XS.CFGSET"),
+    (c"XIDMPRECORD", c"XS.IDMPRECORD"),
     (c"TYPE", c"XS.TYPE"),
     (c"SCAN", c"XS.SCAN"),
 ];
 
 /// Slots: the stream commands are 0..STREAM_SLOTS.
-const STREAM_SLOTS: usize = 18;
-const TYPE_SLOT: usize = 18;
-const SCAN_SLOT: usize = 19;
-const SLOTS: usize = 20;
+const STREAM_SLOTS: usize = 20;
+const TYPE_SLOT: usize = 20;
+const SCAN_SLOT: usize = 21;
+const SLOTS: usize = 22;
 
 /// Shortest and longest standard name.
 const NAME_LEN_MIN: usize = 4;
-const NAME_LEN_MAX: usize = 10;
+const NAME_LEN_MAX: usize = 11;
 
 /// The module name for a standard stream command name, if it is one.
 pub fn module_name_for(arg0: &[u8]) -> Option<&'static CStr> {

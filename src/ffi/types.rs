@@ -111,6 +111,10 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         let check = unsafe { super::loading::check_for(rdb) };
         match rdb::load(encver, &mut IoIn(rdb), check) {
             Ok(s) => {
+                if s.idmp.as_ref().is_some_and(|m| m.pids_tracked() > 0) {
+                    // Indexed for expiry at the end of the load (RESTORE: by its keyspace event).
+                    super::idmp_expiry::LOADED_IIDS.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 let mut s = Box::new(s);
                 super::stats::born(&mut s);
                 Box::into_raw(s).cast()
@@ -205,6 +209,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         let added = s.entries_added.to_string();
         let maxdel = s.max_deleted_entry_id.to_bytes();
         emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
+        aof_rewrite_idmp(aof, key, s);
         // Groups: XS.GROUP CREATE with ENTRIESREAD; XS.GROUP CREATECONSUMER for
         // consumers without pending entries; one XS.CLAIM ... TIME t RETRYCOUNT n
         // JUSTID FORCE per owned pending entry, in the group's time order (each
@@ -275,6 +280,30 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
 /// IDs per XS.NACK line of an AOF rewrite (REDIS8.md §6.4).
 const NACK_BATCH: usize = 64;
 
+/// The IDMP state: `XS.CFGSET key IDMP-DURATION d IDMP-MAXSIZE m` when the window is
+/// not the default (the replay created the stream with the default window: a stream
+/// created by a command from the AOF or a primary always is, see add.rs), then one
+/// `XS.IDMPRECORD key pid iid id` per iid, producers in pid order, iids oldest first,
+/// which restores the lists in insertion order; then the lifetime counters with
+/// `XS.CFGSET key IIDS-ADDED n IIDS-DUPLICATES n`, options accepted only from the AOF
+/// or a primary (the records counted themselves; the counters are set after them).
+fn aof_rewrite_idmp(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, s: &Stream) {
+    let Some(m) = s.idmp.as_deref().filter(|m| !m.is_default()) else { return };
+    let (d, x) = (m.duration_s, m.max_entries);
+    if (d, x) != crate::stream::idmp::DEFAULT_WINDOW {
+        let (d, x) = (d.to_string(), x.to_string());
+        emit(aof, c"XS.CFGSET", key, &[b"IDMP-DURATION", d.as_bytes(), b"IDMP-MAXSIZE", x.as_bytes()]);
+    }
+    for (pid, p) in m.producers() {
+        for (iid, id) in p.entries() {
+            let id = id.to_bytes();
+            emit(aof, c"XS.IDMPRECORD", key, &[pid, iid, &id]);
+        }
+    }
+    let (a, d) = (m.iids_added.to_string(), m.iids_duplicates.to_string());
+    emit(aof, c"XS.CFGSET", key, &[b"IIDS-ADDED", a.as_bytes(), b"IIDS-DUPLICATES", d.as_bytes()]);
+}
+
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     fence::guard("mem_usage", 0, || {
         // SAFETY: Redis passes a value of our type.
@@ -321,6 +350,22 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         }
         // SAFETY: valid digest handle.
         unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        // IDMP: the window, the counters, every producer's iids in insertion order.
+        // Nothing for a stream that never used it (its digest stays what it was).
+        if let Some(m) = s.idmp.as_deref().filter(|m| !m.is_default()) {
+            for v in [u64::from(m.duration_s), u64::from(m.max_entries), m.iids_added, m.iids_duplicates] {
+                add(&v.to_be_bytes());
+            }
+            for (pid, p) in m.producers() {
+                add(pid);
+                for (iid, id) in p.entries() {
+                    add(iid);
+                    add(&id.to_be_bytes());
+                }
+            }
+            // SAFETY: valid digest handle.
+            unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        }
         // Groups: names, positions, PELs with owners, consumers with their PELs.
         // Seen/active times are left out: they are not replicated by the built-in
         // either (a replica or an AOF replay sets them to its own clock).

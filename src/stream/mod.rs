@@ -19,6 +19,7 @@ pub mod census;
 pub mod claim;
 pub mod group;
 pub mod id;
+pub mod idmp;
 pub mod node;
 pub mod policy;
 pub mod timelist;
@@ -27,6 +28,7 @@ pub mod wake;
 
 pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, ENTRIES_READ_INVALID, NO_OWNER};
 pub use id::{SeqGiven, StreamId};
+pub use idmp::Idmp;
 pub use policy::{DelOutcome, RefPolicy};
 
 
@@ -131,6 +133,11 @@ pub struct Stream {
     pub entries_added: u64,
     /// Consumer groups by name (allocated with the first group).
     pub groups: Option<Box<Groups>>,
+    /// Idempotent production (8.6). None = the default window (100 s, 100 iids), no
+    /// producers, zero counters: a stream that never used IDMP pays one pointer. A
+    /// stream created while the configs are not the defaults gets its Idmp at once
+    /// ([`Stream::new_with_idmp`]), as the configs seed new streams only (§5.6).
+    pub idmp: Option<Box<Idmp>>,
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
@@ -249,6 +256,26 @@ impl Stream {
         Stream::default()
     }
 
+    /// A new stream with the IDMP window the configs give now (duration s, max
+    /// entries); the defaults allocate nothing.
+    pub fn new_with_idmp(window: (u32, u32)) -> Self {
+        let mut s = Stream::default();
+        if window != idmp::DEFAULT_WINDOW {
+            s.idmp = Some(Box::new(Idmp::new(window.0, window.1)));
+        }
+        s
+    }
+
+    /// The IDMP window (duration s, max entries).
+    pub fn idmp_window(&self) -> (u32, u32) {
+        self.idmp.as_ref().map_or(idmp::DEFAULT_WINDOW, |m| (m.duration_s, m.max_entries))
+    }
+
+    /// The IDMP state, allocated with the default window on first use.
+    pub fn idmp_mut(&mut self) -> &mut Idmp {
+        self.idmp.get_or_insert_with(|| Box::new(Idmp::new(idmp::DEFAULT_WINDOW.0, idmp::DEFAULT_WINDOW.1)))
+    }
+
     pub fn len(&self) -> u64 {
         self.length
     }
@@ -290,6 +317,9 @@ impl Stream {
         let mut it = self.rax.iter();
         while let Some((_, lp)) = it.next() {
             total += lp.alloc_bytes();
+        }
+        if let Some(m) = &self.idmp {
+            total += m.mem_bytes();
         }
         total
     }

@@ -1,0 +1,252 @@
+//! Idempotent production commands (Redis 8.6, REDIS8.md §5):
+//!
+//! - `XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n]` (XCFGSET)
+//! - `XS.IDMPRECORD key pid iid stream-id` (XIDMPRECORD, internal: AOF rewrite)
+//! - `XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]` (ours, internal): the time-driven
+//!   expiry as an explicit command. Only the primary's timer decides to run it
+//!   (src/ffi/idmp_expiry.rs); replicas and AOF replay apply it as received and never
+//!   expire on their own clock. `now-ms` is the primary's clock; the cutoff is
+//!   `now-ms - duration*1000` with the stream's own (replicated) duration, so the same
+//!   state and arguments remove the same iids everywhere.
+//!
+//! XS.ADD's IDMP / IDMPAUTO options are in add.rs.
+
+use super::{is_kw, parse_ll};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::stream::idmp::{self, Recorded};
+use crate::stream::StreamId;
+
+/// An iid was recorded in key argument `key_i` whose stream state is `m`, due at
+/// `due_ms`: registered with the expiry index unless the index already holds the key
+/// for that time or earlier (one comparison on the common path).
+pub fn note_due(c: &Ctx, key_i: usize, m: &mut idmp::Idmp, due_ms: u64) {
+    if m.indexed_due_ms == 0 || due_ms < m.indexed_due_ms {
+        crate::ffi::idmp_expiry::register(c, key_i, due_ms);
+        m.indexed_due_ms = due_ms;
+    }
+}
+
+/// XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n]
+///
+/// Propagates itself verbatim only when a value changed (which also clears the
+/// producers); the same values change nothing, are not dirty, go nowhere.
+pub fn run_cfgset(c: &Ctx) -> Result<()> {
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Empty => return Err(Error::NoSuchKey),
+        KeyKind::Other => return Err(key.wrong_type()),
+        KeyKind::Stream => {}
+    }
+    let mut duration: Option<u32> = None;
+    let mut maxsize: Option<u32> = None;
+    // Ours, from the AOF or a primary only (the AOF rewrite restores the lifetime
+    // counters with them); a client gets the built-in's syntax error.
+    let mut counters: [Option<u64>; 2] = [None, None];
+    let obey = c.must_obey();
+    let mut i = 2;
+    while i < c.argc() {
+        let moreargs = c.argc() - 1 - i;
+        let opt = c.arg(i);
+        if is_kw(opt, "IDMP-DURATION") && moreargs > 0 {
+            if duration.is_some() {
+                return Err(Error::Err("IDMP-DURATION specified multiple times"));
+            }
+            let v = parse_ll(c.arg(i + 1))?;
+            if !(idmp::DURATION_S_MIN..=idmp::DURATION_S_MAX).contains(&v) {
+                return Err(Error::Err("IDMP-DURATION must be between 1 and 86400 seconds"));
+            }
+            duration = Some(v as u32);
+        } else if is_kw(opt, "IDMP-MAXSIZE") && moreargs > 0 {
+            if maxsize.is_some() {
+                return Err(Error::Err("IDMP-MAXSIZE specified multiple times"));
+            }
+            let v = parse_ll(c.arg(i + 1))?;
+            if !(idmp::MAX_ENTRIES_MIN..=idmp::MAX_ENTRIES_MAX).contains(&v) {
+                return Err(Error::Err("IDMP-MAXSIZE must be between 1 and 10000 entries"));
+            }
+            maxsize = Some(v as u32);
+        } else if obey && moreargs > 0 && (is_kw(opt, "IIDS-ADDED") || is_kw(opt, "IIDS-DUPLICATES")) {
+            let v = parse_ll(c.arg(i + 1))?;
+            counters[usize::from(is_kw(opt, "IIDS-DUPLICATES"))] = Some(v as u64);
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    if duration.is_none() && maxsize.is_none() && counters == [None, None] {
+        return Err(Error::Err("At least one parameter must be specified"));
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let cur = s.idmp_window();
+    let mut changes = duration.is_some_and(|d| d != cur.0) || maxsize.is_some_and(|m| m != cur.1);
+    if changes {
+        s.idmp_mut().configure(duration, maxsize);
+    }
+    if counters != [None, None] {
+        let m = s.idmp_mut();
+        m.iids_added = counters[0].unwrap_or(m.iids_added);
+        m.iids_duplicates = counters[1].unwrap_or(m.iids_duplicates);
+        changes = true;
+    }
+    if changes {
+        c.signal_modified(1);
+        c.replicate_verbatim();
+    }
+    c.reply_ok();
+    Ok(())
+}
+
+/// The IDMP window for a stream this command creates: the configs' (§5.6), except for a
+/// command from the AOF or a primary, which always creates with the default window:
+/// the configs are not replicated, so a primary whose configs are not the defaults
+/// follows its creation with [`propagate_window`], and the result is the same on any
+/// replica whatever its own configs.
+pub fn creation_window(c: &Ctx) -> (u32, u32) {
+    if c.must_obey() {
+        idmp::DEFAULT_WINDOW
+    } else {
+        crate::config::idmp_window()
+    }
+}
+
+/// After a command that created key argument `key_i` with a window that is not the
+/// default (and propagated itself first): `XS.CFGSET key IDMP-DURATION d IDMP-MAXSIZE m`,
+/// then, when that command also recorded an iid (XS.ADD IDMP, which the CFGSET clears on
+/// the replica), `XS.IDMPRECORD key pid iid id` and `XS.CFGSET key IIDS-ADDED n
+/// IIDS-DUPLICATES n` so the replica ends with the primary's map and counters.
+pub fn propagate_window(c: &Ctx, key_i: usize, window: (u32, u32), record: Option<(&[u8], &[u8], StreamId)>) {
+    use crate::ffi::ctx::Arg;
+    let (d, m) = (window.0.to_string(), window.1.to_string());
+    c.replicate(c"XS.CFGSET", &[Arg::Orig(key_i), Arg::New(b"IDMP-DURATION"), Arg::New(d.as_bytes()), Arg::New(b"IDMP-MAXSIZE"), Arg::New(m.as_bytes())]);
+    if let Some((pid, iid, id)) = record {
+        let id = id.to_bytes();
+        c.replicate(c"XS.IDMPRECORD", &[Arg::Orig(key_i), Arg::New(pid), Arg::New(iid), Arg::New(&id)]);
+        c.replicate(c"XS.CFGSET", &[Arg::Orig(key_i), Arg::New(b"IIDS-ADDED"), Arg::New(b"1"), Arg::New(b"IIDS-DUPLICATES"), Arg::New(b"0")]);
+    }
+}
+
+/// XS.IDMPRECORD key pid iid stream-id
+///
+/// Records a mapping (AOF rewrite writes one per tracked iid, in insertion order).
+/// Propagated verbatim when it recorded something.
+pub fn run_idmprecord(c: &Ctx) -> Result<()> {
+    let (id, _) = StreamId::parse(c.arg(4), 0, true, false).ok_or(Error::InvalidId)?;
+    let (pid, iid) = (c.arg(2), c.arg(3));
+    if pid.is_empty() {
+        return Err(Error::Err("producer ID must be non-empty"));
+    }
+    if iid.is_empty() {
+        return Err(Error::Err("idempotent ID must be non-empty"));
+    }
+    let mut key = c.key(1, true);
+    match key.kind() {
+        KeyKind::Empty => return Err(Error::NoSuchKey),
+        KeyKind::Other => return Err(key.wrong_type()),
+        KeyKind::Stream => {}
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    // From a client the entry must exist. From the AOF (or a primary) an iid whose
+    // entry was deleted or trimmed since is kept, as the map it was written from kept
+    // it (a duplicate answers its ID whether or not the entry exists, §5.2): any ID
+    // the stream has generated.
+    let exists = if c.must_obey() { !id.is_zero() && id <= s.last_id } else { s.contains(id) };
+    if !exists {
+        return Err(Error::Err("No such message in stream"));
+    }
+    let m = s.idmp_mut();
+    match m.record(pid, iid, id) {
+        Recorded::Same => {}
+        Recorded::Conflict(_) => return Err(Error::Err("IID already exists for this producer with a different stream ID")),
+        Recorded::New => {
+            let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
+            note_due(c, 1, m, due);
+            c.signal_modified(1);
+            c.replicate_verbatim();
+        }
+    }
+    c.reply_ok();
+    Ok(())
+}
+
+/// What an expiry pass on one key did.
+pub struct ExpireOutcome {
+    pub removed: u64,
+    /// Resume here (the work limit was reached).
+    pub resume_from: Option<Vec<u8>>,
+    /// When the oldest remaining iid becomes due (None: nothing left).
+    pub next_due_ms: Option<u64>,
+}
+
+/// Parses `key now-ms LIMIT work [FROM pid]` (arguments 1..) and runs the pass.
+/// None when the key holds no stream of ours (the timer drops its index entry).
+pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
+    let now_ms = parse_ll(c.arg(2))?;
+    if now_ms < 0 {
+        return Err(Error::NotInteger);
+    }
+    let mut work: Option<i64> = None;
+    let mut from: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < c.argc() {
+        let moreargs = c.argc() - 1 - i;
+        if is_kw(c.arg(i), "LIMIT") && moreargs > 0 && work.is_none() {
+            let n = parse_ll(c.arg(i + 1))?;
+            if n < 1 {
+                return Err(Error::Err("The LIMIT argument must be >= 1."));
+            }
+            work = Some(n);
+        } else if is_kw(c.arg(i), "FROM") && moreargs > 0 && from.is_none() {
+            from = Some(c.arg(i + 1));
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    let mut key = c.key(1, true);
+    if key.kind() != KeyKind::Stream {
+        return Ok(None);
+    }
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let Some(m) = s.idmp.as_deref_mut() else {
+        return Ok(Some(ExpireOutcome { removed: 0, resume_from: None, next_due_ms: None }));
+    };
+    let Some(cutoff) = m.cutoff_ms(now_ms as u64) else {
+        return Ok(Some(ExpireOutcome { removed: 0, resume_from: None, next_due_ms: m.due_ms() }));
+    };
+    let e = m.expire(cutoff, from, work.unwrap_or(i64::MAX) as u64);
+    let next_due_ms = if e.resume_from.is_some() { None } else { m.due_ms() };
+    // What the primary's timer indexes next for this key (see note_due).
+    m.indexed_due_ms = if e.resume_from.is_some() { now_ms as u64 } else { next_due_ms.unwrap_or(0) };
+    if e.removed > 0 {
+        c.signal_modified(1);
+    }
+    Ok(Some(ExpireOutcome { removed: e.removed, resume_from: e.resume_from, next_due_ms }))
+}
+
+/// XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]
+///
+/// Replies `[removed, resume-from or nil, next-due-ms or nil]`; a key without a
+/// stream of ours answers `[0, nil, nil]`. Propagated verbatim when it removed
+/// something.
+pub fn run_idmpexpire(c: &Ctx) -> Result<()> {
+    let out = expire_key(c)?;
+    let (removed, resume, due) = match out {
+        Some(o) => (o.removed, o.resume_from, o.next_due_ms),
+        None => (0, None, None),
+    };
+    if removed > 0 {
+        c.replicate_verbatim();
+    }
+    c.reply_array(3);
+    c.reply_int(removed as i64);
+    match resume {
+        Some(p) => c.reply_bulk(&p),
+        None => c.reply_null(),
+    }
+    match due {
+        Some(d) => c.reply_int(d as i64),
+        None => c.reply_null(),
+    }
+    Ok(())
+}
