@@ -48,7 +48,8 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     let extras: &[&str] = match what {
         "xs.read" => &["MAXCOUNT", "MAXSIZE"],
         "xs.readgroup" => &["MAXCOUNT", "MAXSIZE", "CLAIM"],
-        "xs.add" | "xs.trim" => &["KEEPREF"],
+        "xs.add" => &["KEEPREF", "IDMP", "IDMPAUTO"],
+        "xs.trim" => &["KEEPREF"],
         _ => &[],
     };
     let missing: Vec<&str> = extras.iter().copied().filter(|x| !theirs.iter().any(|t| t == x)).collect();
@@ -153,6 +154,11 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.import", &["key"]),
         ("xs.export", &["key"]),
     ];
+    if docs(&mut c, "xcfgset").is_none() {
+        expect.push(("xs.cfgset", &["key", "duration", "maxsize"]));
+        expect.push(("xs.idmprecord", &["key", "pid", "iid", "stream-id"]));
+    }
+    expect.push(("xs.idmpexpire", &["key", "now-ms", "work", "pid"]));
     if docs(&mut c, "xnack").is_none() {
         expect.push(("xs.nack", &["key", "group", "mode", "ids", "count", "force"]));
     }

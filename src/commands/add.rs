@@ -245,6 +245,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             // replica answers from its own map and counts the duplicate too (§5.9).
             let (m, id) = old;
             m.iids_duplicates = m.iids_duplicates.wrapping_add(1);
+            crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.idmp_duplicates, 1);
             c.reply_id(id);
             c.replicate_verbatim();
             return Ok(());

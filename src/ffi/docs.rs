@@ -347,6 +347,30 @@ pub fn own_doc(name: &str) -> Option<Doc> {
                 ArgDoc::pure("FORCE").optional(),
             ],
         ),
+        "xs.cfgset" => doc(
+            "Sets the idempotent-production window of a stream (how long, and how many, producer IDs are remembered).",
+            "O(1); O(N) when a change clears the N tracked iids.",
+            vec![
+                ArgDoc::key("key"),
+                ArgDoc::integer("duration").token("IDMP-DURATION").optional(),
+                ArgDoc::integer("maxsize").token("IDMP-MAXSIZE").optional(),
+            ],
+        ),
+        "xs.idmprecord" => doc(
+            "Records that an idempotent ID of a producer produced a given entry (used by AOF rewrite).",
+            "O(1)",
+            vec![ArgDoc::key("key"), ArgDoc::string("pid"), ArgDoc::string("iid"), ArgDoc::string("stream-id")],
+        ),
+        "xs.idmpexpire" => doc(
+            "Removes the idempotent IDs whose window has passed (internal: the primary's expiry, as replicated).",
+            "O(N) with N the iids removed, at most the LIMIT.",
+            vec![
+                ArgDoc::key("key"),
+                ArgDoc::integer("now-ms"),
+                ArgDoc::integer("work").token("LIMIT"),
+                ArgDoc::string("pid").token("FROM").optional(),
+            ],
+        ),
         _ => return None,
     };
     Some(d)
@@ -380,6 +404,19 @@ pub fn extend_twin_doc(name: &str, d: &mut Doc) {
         "xs.add" => {
             if !has(d, "KEEPREF") {
                 insert(d, policy(), "trim");
+            }
+            if !has(d, "IDMP") {
+                let idmp = ArgDoc::group(
+                    "idempotency",
+                    "oneof",
+                    vec![
+                        ArgDoc::group("idmp", "block", vec![ArgDoc::string("pid"), ArgDoc::string("iid")]).token("IDMP"),
+                        ArgDoc::string("pid").token("IDMPAUTO"),
+                    ],
+                )
+                .optional()
+                .since("8.6.0");
+                insert(d, idmp, "trim");
             }
         }
         "xs.trim" => {

@@ -95,6 +95,7 @@ pub struct Events {
     pub entries_acked: AtomicU64,
     pub entries_claimed: AtomicU64,
     pub entries_nacked: AtomicU64,
+    pub idmp_duplicates: AtomicU64,
     pub streams_adopted: AtomicU64,
     pub streams_imported: AtomicU64,
     pub streams_exported: AtomicU64,
@@ -110,6 +111,7 @@ pub static EVENTS: Events = Events {
     entries_acked: AtomicU64::new(0),
     entries_claimed: AtomicU64::new(0),
     entries_nacked: AtomicU64::new(0),
+    idmp_duplicates: AtomicU64::new(0),
     streams_adopted: AtomicU64::new(0),
     streams_imported: AtomicU64::new(0),
     streams_exported: AtomicU64::new(0),
@@ -147,7 +149,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 19] = [
+        let ints: [(&str, i64); 20] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -163,6 +165,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_acked", e(&EVENTS.entries_acked)),
             ("entries_claimed", e(&EVENTS.entries_claimed)),
             ("entries_nacked", e(&EVENTS.entries_nacked)),
+            ("idmp_duplicates", e(&EVENTS.idmp_duplicates)),
             ("streams_adopted", e(&EVENTS.streams_adopted)),
             ("streams_imported", e(&EVENTS.streams_imported)),
             ("streams_exported", e(&EVENTS.streams_exported)),
