@@ -17,6 +17,7 @@
 
 pub mod census;
 pub mod claim;
+pub mod compact;
 pub mod group;
 pub mod id;
 pub mod node;
