@@ -44,6 +44,30 @@ pub static ADOPT: AtomicBool = AtomicBool::new(true);
 /// RedisModule_Replicate (slower, same replicas and AOF).
 pub static ARGV_REWRITE: AtomicBool = AtomicBool::new(true);
 
+/// `xstream.compact-deleted`: a node whose deleted entries reach this percentage of
+/// its entries is rewritten without them (and merged with neighbours that fit) by the
+/// write that deleted them; 0 = never. -1 (the default) = `auto`: 0 while
+/// `xstream.compat` is a host level (the built-in's node boundaries, which `~` trims
+/// follow, are the reference there), [`COMPACT_AUTO_LATEST`] at `latest`. An explicit
+/// value applies at every level.
+pub static COMPACT_DELETED: AtomicI64 = AtomicI64::new(-1);
+/// The threshold `auto` means at level `latest`.
+pub const COMPACT_AUTO_LATEST: u8 = 50;
+
+/// The compaction threshold in force (0 = off).
+pub fn compact_deleted() -> u8 {
+    match COMPACT_DELETED.load(Ordering::Relaxed) {
+        v if v < 0 => {
+            if level() == Level::Latest {
+                COMPACT_AUTO_LATEST
+            } else {
+                0
+            }
+        }
+        v => v.min(100) as u8,
+    }
+}
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

@@ -82,6 +82,7 @@ redis_module! {
     configurations: [
         i64: [
             ["node-max-entries", &config::NODE_MAX_ENTRIES, stream::NODE_ENTRIES_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["compact-deleted", &config::COMPACT_DELETED, -1, -1, 100, ConfigurationFlags::DEFAULT, None],
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
         ],
         string: [

@@ -149,7 +149,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
             }
             full = true;
         }
-        c.reply_map(if full { 9 } else { 10 });
+        // With compaction on (xstream.compact-deleted), the tombstones the nodes still hold:
+        // what compaction has left to free. Absent when off, so replies stay the built-in's.
+        let compacting = crate::config::compact_deleted() > 0;
+        c.reply_map(if full { 9 } else { 10 } + usize::from(compacting));
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -164,6 +167,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         c.reply_int(s.entries_added as i64);
         c.reply_bulk(b"recorded-first-entry-id");
         c.reply_id(s.first_id);
+        if compacting {
+            c.reply_bulk(b"deleted-entries");
+            c.reply_int(i64::try_from(s.deleted_entries()).unwrap_or(i64::MAX));
+        }
         if !full {
             c.reply_bulk(b"groups");
             c.reply_int(s.group_count() as i64);

@@ -36,7 +36,7 @@ pub struct Compacted {
 }
 
 impl Compacted {
-    fn add(&mut self, o: Compacted) {
+    pub fn add(&mut self, o: Compacted) {
         self.nodes_rewritten += o.nodes_rewritten;
         self.nodes_merged += o.nodes_merged;
         self.tombstones_dropped += o.tombstones_dropped;
