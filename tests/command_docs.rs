@@ -152,6 +152,7 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.scan", &["cursor", "pattern", "count", "type"]),
         ("xs.import", &["key"]),
         ("xs.export", &["key"]),
+        ("xs.compact", &["key", "nodes"]),
     ];
     if docs(&mut c, "xnack").is_none() {
         expect.push(("xs.nack", &["key", "group", "mode", "ids", "count", "force"]));
