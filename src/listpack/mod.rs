@@ -174,9 +174,76 @@ impl std::fmt::Display for LpError {
 impl std::error::Error for LpError {}
 
 /// An owned, always-valid listpack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It may be stored LZ4-compressed ([`Listpack::pack`]: a sealed stream node with
+/// `xstream.compression lz4`). Readers then see the bytes decompressed once into a cache
+/// kept with the listpack until [`Listpack::release_cache`] (so one command never
+/// decompresses a node twice); a mutation decompresses it for good.
+#[derive(Debug)]
 pub struct Listpack {
+    /// The bytes; empty (no allocation) while packed.
     buf: Vec<u8>,
+    /// The compressed form, while packed.
+    z: Option<Box<Packed>>,
+}
+
+#[derive(Debug)]
+struct Packed {
+    /// LZ4 block of the listpack's bytes.
+    data: Box<[u8]>,
+    /// Bytes once decompressed.
+    plain_len: usize,
+    /// The decompressed bytes, while a reader needs them.
+    cache: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl Clone for Listpack {
+    fn clone(&self) -> Self {
+        // A clone starts without a cache (the fill count stays exact).
+        let z = self.z.as_ref().map(|p| {
+            Box::new(Packed { data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
+        });
+        Listpack { buf: self.buf.clone(), z }
+    }
+}
+
+impl Drop for Listpack {
+    fn drop(&mut self) {
+        if self.z.as_ref().is_some_and(|p| p.cache.get().is_some()) {
+            fills_sub(1);
+        }
+    }
+}
+
+impl PartialEq for Listpack {
+    fn eq(&self, other: &Self) -> bool {
+        self.b() == other.b()
+    }
+}
+impl Eq for Listpack {}
+
+thread_local! {
+    /// Decompressed caches filled and not yet released (see `stream::release_caches`).
+    static CACHE_FILLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Caches filled and not yet released on this thread.
+pub fn cache_fills() -> u64 {
+    CACHE_FILLS.with(|c| c.get())
+}
+
+fn fills_sub(n: u64) {
+    CACHE_FILLS.with(|c| c.set(c.get().saturating_sub(n)));
+}
+
+/// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
+/// an empty listpack.
+fn unpack_block(p: &Packed) -> Vec<u8> {
+    let mut out = vec![0u8; p.plain_len];
+    match lz4_flex::block::decompress_into(&p.data, &mut out) {
+        Ok(n) if n == p.plain_len && validate(&out, false).is_ok() => out,
+        _ => EMPTY.to_vec(),
+    }
 }
 
 impl Default for Listpack {
@@ -201,16 +268,14 @@ fn checked_total(cur: usize, remove: usize, add: usize) -> Result<usize, LpError
 impl Listpack {
     /// An empty listpack (lpNew(0)).
     pub fn new() -> Self {
-        Listpack {
-            buf: EMPTY.to_vec(),
-        }
+        Listpack { buf: EMPTY.to_vec(), z: None }
     }
 
     /// An empty listpack with room for `bytes` total bytes (lpNew(capacity)).
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(EMPTY_BYTES));
         buf.extend_from_slice(&EMPTY);
-        Listpack { buf }
+        Listpack { buf, z: None }
     }
 
     /// Takes ownership of `buf` after [`validate`]. With `deep = false` only
@@ -219,36 +284,99 @@ impl Listpack {
     /// walk advances), but may yield garbage values (see `encoding::GARBAGE`).
     pub fn from_vec(buf: Vec<u8>, deep: bool) -> Result<Self, LpError> {
         validate(&buf, deep)?;
-        Ok(Listpack { buf })
+        Ok(Listpack { buf, z: None })
     }
 
     /// The serialised listpack, exactly as Redis would store it.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf
+        &self.b()
     }
 
-    pub fn into_vec(self) -> Vec<u8> {
-        self.buf
+    pub fn into_vec(mut self) -> Vec<u8> {
+        self.unpack();
+        std::mem::take(&mut self.buf)
+    }
+
+    /// The bytes, decompressed (once, into the cache) if packed.
+    #[inline]
+    fn b(&self) -> &[u8] {
+        match &self.z {
+            None => &self.buf,
+            Some(p) => p.cache.get_or_init(|| {
+                CACHE_FILLS.with(|c| c.set(c.get() + 1));
+                unpack_block(p)
+            }),
+        }
+    }
+
+    /// Stored compressed?
+    pub fn is_packed(&self) -> bool {
+        self.z.is_some()
+    }
+
+    /// Compresses the listpack when that saves at least an eighth of it; returns whether it
+    /// is packed now. (Sealed stream nodes: the tail, which takes appends, never is.)
+    pub fn pack(&mut self) -> bool {
+        if self.z.is_some() {
+            return true;
+        }
+        let plain_len = self.buf.len();
+        let data = lz4_flex::block::compress(&self.buf);
+        if data.len() + plain_len / 8 > plain_len {
+            return false;
+        }
+        self.z = Some(Box::new(Packed { data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
+        self.buf = Vec::new();
+        true
+    }
+
+    /// Decompresses for good (before a mutation).
+    fn unpack(&mut self) {
+        if let Some(mut p) = self.z.take() {
+            self.buf = match p.cache.take() {
+                Some(v) => {
+                    fills_sub(1);
+                    v
+                }
+                None => unpack_block(&p),
+            };
+        }
+    }
+
+    /// Drops the decompressed cache of a packed listpack; returns whether there was one.
+    pub fn release_cache(&mut self) -> bool {
+        let Some(p) = &mut self.z else { return false };
+        if p.cache.take().is_some() {
+            fills_sub(1);
+            true
+        } else {
+            false
+        }
     }
 
     /// Total bytes (lpBytes); equals the header's total-bytes field.
     pub fn bytes_len(&self) -> usize {
-        self.buf.len()
+        self.b().len()
     }
 
-    /// Allocated bytes (the Vec's capacity), for memory accounting.
+    /// Allocated bytes (the Vec's capacity; packed: the compressed block, its header and
+    /// the cache if filled), for memory accounting.
     pub fn alloc_bytes(&self) -> usize {
-        self.buf.capacity()
+        match &self.z {
+            None => self.buf.capacity(),
+            Some(p) => std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.capacity()),
+        }
     }
 
     /// Releases unused capacity (lpShrinkToFit).
     pub fn shrink_to_fit(&mut self) {
+        // (Packed: the buffer is already empty.)
         self.buf.shrink_to_fit();
     }
 
     /// The raw header count; NUMELE_UNKNOWN (65535) when not known.
     pub fn header_count(&self) -> u16 {
-        u16::from_le_bytes([self.buf[4], self.buf[5]])
+        u16::from_le_bytes([self.b()[4], self.b()[5]])
     }
 
     fn set_header_count(&mut self, n: u16) {
@@ -264,7 +392,7 @@ impl Listpack {
 
     /// Offset of the terminator.
     fn eof_offset(&self) -> usize {
-        self.buf.len() - 1
+        self.b().len() - 1
     }
 
     /// Number of elements (lpLength): the header count, or a walk when it is
@@ -289,7 +417,7 @@ impl Listpack {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.get(HDR_SIZE).is_none_or(|&b| b == EOF)
+        self.b().get(HDR_SIZE).is_none_or(|&b| b == EOF)
     }
 
     /// Bytes that appending `v` adds: encoding + data + backlen (a `Str` that
@@ -309,6 +437,7 @@ impl Listpack {
     /// Appends `v`; a `Str` that is a canonical integer (lpStringToInt64) is
     /// stored with an integer encoding, as lpAppend does.
     pub fn try_append(&mut self, v: Value) -> Result<(), LpError> {
+        self.unpack();
         let e = Encoded::new(v);
         let add = e.total_len();
         checked_total(self.buf.len(), 0, add)?;
@@ -340,6 +469,7 @@ impl Listpack {
     where
         I: Iterator<Item = Value<'v>> + Clone,
     {
+        self.unpack();
         // An upper bound of the bytes added: a string takes at most a 5-byte
         // header and a 5-byte backlen, an integer at most 9 + 1.
         let (mut bound, mut n) = (0usize, 0usize);
@@ -395,7 +525,7 @@ impl Listpack {
     /// Total size (encoding + data + backlen) of the entry at `off`, or None
     /// if `off` is not a readable entry.
     pub fn entry_size(&self, off: usize) -> Option<usize> {
-        let head = encoding::read_head(&self.buf, off, self.eof_offset()).ok()?;
+        let head = encoding::read_head(&self.b(), off, self.eof_offset()).ok()?;
         head.enc_len
             .checked_add(encoding::backlen_size(head.enc_len))
     }
@@ -428,12 +558,12 @@ impl Listpack {
         if off <= HDR_SIZE || off > self.eof_offset() {
             return None;
         }
-        let last = self.buf[off - 1];
+        let last = self.b()[off - 1];
         let p = if last & 0x80 == 0 {
             // Fast path: a 1-byte backlen (entries of up to 127 bytes).
             (off - 1).checked_sub(usize::from(last))?
         } else {
-            let l = encoding::decode_backlen(&self.buf, off)?;
+            let l = encoding::decode_backlen(&self.b(), off)?;
             off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
         };
         if p < HDR_SIZE { None } else { Some(p) }
@@ -466,13 +596,13 @@ impl Listpack {
     /// The element at `off` (lpGet). Total: if `off` is not an element (only
     /// possible in a listpack taken with `from_vec(.., false)`), an empty string.
     pub fn get(&self, off: usize) -> Value<'_> {
-        encoding::decode(&self.buf, off).0
+        encoding::decode(&self.b(), off).0
     }
 
     /// The element at `off` and the offset of the next one (None after the
     /// last), from one decode: the walk of a whole node in one pass.
     pub fn get_next(&self, off: usize) -> (Value<'_>, Option<usize>) {
-        let (v, enc_len) = encoding::decode(&self.buf, off);
+        let (v, enc_len) = encoding::decode(&self.b(), off);
         let n = off + enc_len + encoding::backlen_size(enc_len);
         (v, if n >= self.eof_offset() { None } else { Some(n) })
     }
@@ -495,7 +625,7 @@ impl Listpack {
     /// 0, and `*off` stays None) or a string (0, and `*off` moves on).
     pub fn next_int(&self, off: &mut Option<usize>) -> i64 {
         let Some(o) = *off else { return 0 };
-        let (v, enc_len) = encoding::decode(&self.buf, o);
+        let (v, enc_len) = encoding::decode(&self.b(), o);
         let v = v.as_int().unwrap_or(0);
         let n = o + enc_len + encoding::backlen_size(enc_len);
         *off = if n >= self.eof_offset() {
@@ -517,6 +647,7 @@ impl Listpack {
     }
 
     pub fn try_replace(&mut self, off: usize, v: Value) -> Result<(), LpError> {
+        self.unpack();
         // The element must end before the terminator (`skip` checks it: in a
         // listpack that was not deep-checked, an encoding may claim more bytes
         // than there are).
@@ -550,6 +681,7 @@ impl Listpack {
     /// an entry); fewer if the listpack ends first. Like lpDeleteRange, the
     /// header count ends up exact when it fits (an unknown count is recounted).
     pub fn delete_range(&mut self, off: usize, count: usize) {
+        self.unpack();
         if count == 0 || off < HDR_SIZE || off >= self.eof_offset() {
             return;
         }
@@ -605,7 +737,7 @@ impl<'a> Iterator for Iter<'a> {
         if self.front >= self.back {
             return None;
         }
-        let (v, enc_len) = encoding::decode(&self.lp.buf, self.front);
+        let (v, enc_len) = encoding::decode(self.lp.b(), self.front);
         self.front += enc_len + encoding::backlen_size(enc_len);
         Some(v)
     }

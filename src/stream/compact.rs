@@ -189,8 +189,12 @@ impl Stream {
         let Ok(mut dropped) = b.push_node(lp0, first) else { return (1, Compacted::default()) };
         let mut freed_from = lp0.alloc_bytes();
         let mut consumed = 1usize;
+        let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
         for &k in &keys[1..] {
             let Some(lp) = self.rax.get(&k.to_be_bytes()) else { break };
+            if lp.is_packed() {
+                super::touch(owner, &k.to_be_bytes());
+            }
             let (count, _) = node::counts(lp);
             if limits.entries_max > 0 && b.live.saturating_add(count.max(0)) > limits.entries_max {
                 break;
@@ -209,7 +213,12 @@ impl Stream {
         if consumed == 1 && deleted0 <= 0 {
             return (1, Compacted::default());
         }
-        let new = b.finish();
+        let mut new = b.finish();
+        // Sealed (not the last node): compressed like any sealed node.
+        let last_consumed = keys[consumed - 1].to_be_bytes();
+        if super::compression() && self.rax.seek(SeekOp::Gt, &last_consumed).next().is_some() {
+            new.pack();
+        }
         let after = new.alloc_bytes();
         for &k in &keys[1..consumed] {
             self.rax.remove(&k.to_be_bytes());
@@ -232,10 +241,14 @@ impl Stream {
             return Compacted::default();
         }
         let bound = id.to_be_bytes();
+        let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
         let (k, over) = {
             // (prev(): a Le / Lt seek that finds nothing ends there, next() would restart at the first key.)
             let mut it = self.rax.seek(SeekOp::Le, &bound);
             let Some((k, lp)) = it.prev() else { return Compacted::default() };
+            if lp.is_packed() {
+                super::touch(owner, k);
+            }
             let (count, deleted) = node::counts(lp);
             (StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), over_threshold(count, deleted, pct))
         };
@@ -243,7 +256,12 @@ impl Stream {
             return Compacted::default();
         }
         let kb = k.to_be_bytes();
-        let prev = self.rax.seek(SeekOp::Lt, &kb).prev().map(|(p, lp)| (StreamId::from_be_bytes(p).unwrap_or(StreamId::MIN), node::counts(lp).0));
+        let prev = self.rax.seek(SeekOp::Lt, &kb).prev().map(|(p, lp)| {
+            if lp.is_packed() {
+                super::touch(owner, p);
+            }
+            (StreamId::from_be_bytes(p).unwrap_or(StreamId::MIN), node::counts(lp).0)
+        });
         let next = self.rax.seek(SeekOp::Gt, &kb).next().map(|(n, _)| StreamId::from_be_bytes(n).unwrap_or(StreamId::MIN));
         let mut keys: Vec<StreamId> = Vec::with_capacity(3);
         if let Some((p, pcount)) = prev {
@@ -342,6 +360,53 @@ mod tests {
 
     fn dump(s: &Stream) -> Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
         s.range(StreamId::MIN, StreamId::MAX, false).map(|e| (e.id(), e.fields())).collect()
+    }
+
+    #[test]
+    fn model_random_ops_with_compaction_and_compression() {
+        crate::stream::set_compression(true);
+        let base = seed();
+        for i in 0..40 {
+            run_model_with(base.wrapping_add(1000 + i), 600, true);
+        }
+        crate::stream::set_compression(false);
+        assert_eq!(crate::listpack::cache_fills(), 0);
+    }
+
+    #[test]
+    fn sealed_nodes_are_packed_and_read_back() {
+        crate::stream::set_compression(true);
+        let limits = NodeLimits::default();
+        let mut s = Stream::new();
+        let mut plain = Stream::new();
+        for i in 1..=1000u64 {
+            let v = format!("{{\"user\":\"u{}\",\"action\":\"click\",\"ts\":{}}}", i % 13, 1700000000000u64 + i);
+            let f: [&[u8]; 4] = [b"data", v.as_bytes(), b"kind", b"event"];
+            s.append(&f, IdSpec::Explicit(StreamId::new(i, 0)), 0, limits).unwrap();
+            crate::stream::set_compression(false);
+            plain.append(&f, IdSpec::Explicit(StreamId::new(i, 0)), 0, limits).unwrap();
+            crate::stream::set_compression(true);
+        }
+        assert_eq!(s.rax_keys(), plain.rax_keys());
+        let sealed = s.rax_keys() as u64 - 1;
+        assert_eq!(s.packed_nodes(), sealed);
+        assert!(s.mem_bytes() * 2 < plain.mem_bytes(), "{} vs {}", s.mem_bytes(), plain.mem_bytes());
+        assert_eq!(dump(&s), dump(&plain));
+        assert_eq!(
+            s.range(StreamId::new(500, 0), StreamId::MAX, true).take(3).map(|e| e.id()).collect::<Vec<_>>(),
+            vec![StreamId::new(1000, 0), StreamId::new(999, 0), StreamId::new(998, 0)]
+        );
+        s.release_caches();
+        assert_eq!(crate::listpack::cache_fills(), 0);
+        // A deletion in a packed node leaves it packed.
+        assert_eq!(s.delete_ids(&[StreamId::new(5, 0)]), 1);
+        assert_eq!(s.packed_nodes(), sealed);
+        s.release_caches();
+        assert_eq!(crate::listpack::cache_fills(), 0);
+        crate::stream::validate::validate_stream(&s).unwrap();
+        s.release_caches();
+        assert_eq!(crate::listpack::cache_fills(), 0);
+        crate::stream::set_compression(false);
     }
 
     #[test]

@@ -360,6 +360,9 @@ impl Stream {
             if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
                 // Sealed: the node will not grow again.
                 lp.shrink_to_fit();
+                if compression() {
+                    lp.pack();
+                }
             } else {
                 use_tail = true;
                 let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
@@ -451,6 +454,7 @@ impl Stream {
         };
         let key = node.to_be_bytes();
         let Some(lp) = self.rax.get_mut(&key) else { return false };
+        let was_packed = lp.is_packed();
         // Fails only on a node that was not deep-checked (flags not an element).
         if lp.try_replace(flags_off, Value::Int(flags | FLAG_DELETED)).is_err() {
             return false;
@@ -460,6 +464,9 @@ impl Stream {
             self.rax.remove(&key);
         } else {
             node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
+            if was_packed {
+                lp.pack();
+            }
         }
         self.length = self.length.saturating_sub(1);
         true
@@ -804,6 +811,89 @@ thread_local! {
     static TAIL_KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+// ---- compression of sealed nodes (`xstream.compression`) ---------------------------------
+
+/// Most packed nodes remembered per thread between two releases (a command reading more
+/// falls back to a walk of its stream's nodes when it ends).
+const TOUCHED_MAX: usize = 256;
+
+thread_local! {
+    /// Whether nodes are compressed when sealed (set from the module config).
+    static COMPRESSION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Packed nodes a reader decompressed: (tree address, node key), released by
+    /// [`Stream::release_caches`] when the command is done with the stream.
+    static TOUCHED: std::cell::RefCell<Vec<(usize, [u8; 16])>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Compress sealed nodes from now on (this thread: the server's main thread).
+pub fn set_compression(on: bool) {
+    COMPRESSION.with(|c| c.set(on));
+}
+
+pub fn compression() -> bool {
+    COMPRESSION.with(|c| c.get())
+}
+
+/// Remembers that a packed node of the tree at `owner` is being read.
+pub(crate) fn touch(owner: usize, key: &[u8]) {
+    let Ok(k) = <[u8; 16]>::try_from(key) else { return };
+    TOUCHED.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() < TOUCHED_MAX && !t.contains(&(owner, k)) {
+            t.push((owner, k));
+        }
+    });
+}
+
+impl Stream {
+    /// Drops the decompressed copies of this stream's packed nodes that readers made (what
+    /// the module calls when a command is done with the key): the nodes read, or every node
+    /// when some were decompressed by a path that does not say which.
+    pub fn release_caches(&mut self) {
+        if crate::listpack::cache_fills() == 0 {
+            return;
+        }
+        let me = &self.rax as *const Rax<Listpack> as usize;
+        let mine: Vec<[u8; 16]> = TOUCHED.with(|t| {
+            let mut t = t.borrow_mut();
+            let mine = t.iter().filter(|(o, _)| *o == me).map(|(_, k)| *k).collect();
+            t.retain(|(o, _)| *o != me);
+            mine
+        });
+        for k in &mine {
+            if let Some(lp) = self.rax.get_mut(k) {
+                lp.release_cache();
+            }
+        }
+        let others = TOUCHED.with(|t| !t.borrow().is_empty());
+        if crate::listpack::cache_fills() > 0 && !others {
+            for lp in self.rax.values_mut() {
+                lp.release_cache();
+            }
+        }
+    }
+
+    /// Compresses every node but the last (after loading, or when turning compression on
+    /// by hand). Returns the nodes packed.
+    pub fn pack_sealed(&mut self) -> u64 {
+        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let mut n = 0;
+        for k in keys.iter().take(keys.len().saturating_sub(1)) {
+            if let Some(lp) = self.rax.get_mut(&k.to_be_bytes()) {
+                if !lp.is_packed() && lp.pack() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Nodes stored compressed.
+    pub fn packed_nodes(&self) -> u64 {
+        self.rax.values().filter(|lp| lp.is_packed()).count() as u64
+    }
+}
+
 /// Iterator over nodes: (master ID, listpack).
 pub struct NodeIter<'a> {
     it: crate::rax::Iter<'a, Listpack>,
@@ -857,6 +947,8 @@ impl<'a> Entry<'a> {
 
 /// Range iteration over entries (streamIteratorStart / streamIteratorGetID).
 pub struct RangeIter<'a> {
+    /// The tree's address: which stream the nodes it decompresses belong to.
+    owner: usize,
     nodes: crate::rax::Iter<'a, Listpack>,
     /// The current node, its master ID and master entry.
     cur: Option<(&'a Listpack, StreamId, Master)>,
@@ -890,7 +982,8 @@ impl<'a> RangeIter<'a> {
         if first.is_none() {
             first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
         }
-        let mut it = RangeIter { nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
+        let owner = rax as *const Rax<Listpack> as usize;
+        let mut it = RangeIter { owner, nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
         match first {
             Some((k, lp)) => it.enter(&k, lp),
             None => it.done = true,
@@ -899,6 +992,9 @@ impl<'a> RangeIter<'a> {
     }
 
     fn enter(&mut self, key: &[u8], lp: &'a Listpack) {
+        if lp.is_packed() {
+            touch(self.owner, key);
+        }
         let master_id = StreamId::from_be_bytes(key).unwrap_or(StreamId::MIN);
         let m = node::master(lp);
         self.pos = if self.rev { lp.last() } else { m.first_entry };
