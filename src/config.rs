@@ -68,6 +68,32 @@ pub fn compact_deleted() -> u8 {
     }
 }
 
+/// `xstream.compression`: `off` (default) or `lz4`: nodes are compressed when sealed (every
+/// node but the tail, which takes appends). Kept per thread in the core
+/// (`stream::set_compression`); configs are set on the main thread. Nodes packed before it
+/// is turned off stay packed (readable) until a write rewrites them.
+pub struct CompressionConfig;
+
+pub static COMPRESSION_CONFIG: CompressionConfig = CompressionConfig;
+
+impl ConfigurationValue<RedisString> for CompressionConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        RedisString::create(None, if crate::stream::compression() { "lz4" } else { "off" })
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let s = val.to_string_lossy();
+        if s.eq_ignore_ascii_case("off") {
+            crate::stream::set_compression(false);
+        } else if s.eq_ignore_ascii_case("lz4") {
+            crate::stream::set_compression(true);
+        } else {
+            return Err(RedisError::Str("xstream.compression must be one of off, lz4"));
+        }
+        Ok(())
+    }
+}
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

@@ -87,6 +87,7 @@ redis_module! {
         ],
         string: [
             ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, None],
+            ["compression", &config::COMPRESSION_CONFIG, "off", ConfigurationFlags::DEFAULT, None],
         ],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],

@@ -234,3 +234,80 @@ fn compacted_stream_round_trips_through_dump_and_export() {
     assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
     assert_eq!(logical_info(&mut c, "XINFO", "m"), logical_info(&mut c, "XINFO", "b"));
 }
+
+/// A JSON-like event of 150-300 bytes, from a fixed seed.
+fn event(rng: &mut Rng, i: u64) -> String {
+    let actions = ["click", "view", "purchase", "login", "logout", "add_to_cart", "search"];
+    let pages = ["/home", "/product/42", "/cart", "/search?q=shoes", "/account/settings", "/checkout"];
+    let a = actions[rng.below(actions.len() as u64) as usize];
+    let p = pages[rng.below(pages.len() as u64) as usize];
+    let extra: String = (0..rng.below(4)).map(|k| format!(",\"tag{k}\":\"t{}\"", rng.below(50))).collect();
+    format!(
+        "{{\"user\":\"user-{}\",\"action\":\"{a}\",\"ts\":{},\"props\":{{\"page\":\"{p}\",\"ref\":\"campaign-{}\",\"device\":\"{}\",\"ms\":{}{extra}}}}}",
+        rng.below(5000),
+        1_700_000_000_000u64 + i * 37,
+        rng.below(20),
+        if rng.pct(60) { "mobile" } else { "desktop" },
+        rng.below(2000)
+    )
+}
+
+/// `xstream.compression lz4`: sealed nodes are stored compressed; every read, deletion, group
+/// read, reload, DUMP / RESTORE and XS.EXPORT gives what the built-in gives.
+#[test]
+fn compressed_nodes_read_as_the_builtin() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), "off");
+    assert!(c.cmd(&["CONFIG", "SET", "xstream.compression", "zip"]).is_error());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]), Reply::Simple("OK".into()));
+    let mut rng = Rng::new(18);
+    let cmds = |cmd: &str, key: &str, rng: &mut Rng| -> Vec<Vec<String>> {
+        (1..=3000u64).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), event(rng, i), "v".into(), "1".into()]).collect()
+    };
+    let m = cmds("XS.ADD", "m", &mut rng);
+    let mut rng = Rng::new(18);
+    let b = cmds("XADD", "b", &mut rng);
+    pipeline(&mut c, &m);
+    pipeline(&mut c, &b);
+    let mm = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+    assert!(mm * 10 < mb * 6, "MEMORY USAGE {mm} vs {mb}");
+    let check = |c: &mut Conn| {
+        assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
+        for start in ["1", "777", "1500-0", "2999"] {
+            assert_eq!(c.cmd(&["XRANGE", "b", start, "+", "COUNT", "100"]), c.cmd(&["XS.RANGE", "m", start, "+", "COUNT", "100"]));
+            assert_eq!(c.cmd(&["XREVRANGE", "b", start, "-", "COUNT", "100"]), c.cmd(&["XS.REVRANGE", "m", start, "-", "COUNT", "100"]));
+        }
+        assert_eq!(logical_info(c, "XINFO", "b"), logical_info(c, "XS.INFO", "m"));
+    };
+    check(&mut c);
+    // Reads leave no decompressed copies behind: memory is what it was.
+    assert_eq!(c.cmd(&["MEMORY", "USAGE", "m"]).as_int(), mm);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 7 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    check(&mut c);
+    c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+    c.cmd(&["XGROUP", "CREATE", "b", "g", "0"]);
+    let rm = c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "500", "STREAMS", "m", ">"]);
+    let rb = c.cmd(&["XREADGROUP", "GROUP", "g", "a", "COUNT", "500", "STREAMS", "b", ">"]);
+    assert_eq!(rm.as_array()[0].as_array()[1], rb.as_array()[0].as_array()[1]);
+    let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), digest);
+    check(&mut c);
+    let after = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    assert!(after * 10 < mb * 6, "after reload: {after} vs {mb}");
+    let payload = c.cmd(&["DUMP", "m"]).as_bytes().unwrap().to_vec();
+    assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["XS.RANGE", "m2", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    // Compaction and compression together.
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "50"]);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 7 != 0 && i % 2 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    assert!(c.cmd(&["XS.COMPACT", "m"]).as_int() >= 0);
+    check(&mut c);
+    assert!(!c.cmd(&["XS.EXPORT", "m"]).is_error());
+    assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "off"]);
+}
