@@ -236,6 +236,16 @@ fn fills_sub(n: u64) {
     CACHE_FILLS.with(|c| c.set(c.get().saturating_sub(n)));
 }
 
+/// The bytes of a packed listpack, decompressed into its cache on first use.
+#[cold]
+#[inline(never)]
+fn packed_bytes(p: &Packed) -> &[u8] {
+    p.cache.get_or_init(|| {
+        CACHE_FILLS.with(|c| c.set(c.get() + 1));
+        unpack_block(p)
+    })
+}
+
 /// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
 /// an empty listpack.
 fn unpack_block(p: &Packed) -> Vec<u8> {
@@ -297,15 +307,13 @@ impl Listpack {
         std::mem::take(&mut self.buf)
     }
 
-    /// The bytes, decompressed (once, into the cache) if packed.
-    #[inline]
+    /// The bytes, decompressed (once, into the cache) if packed. (The packed path is out of
+    /// line, so that this stays a load and a branch in every reader.)
+    #[inline(always)]
     fn b(&self) -> &[u8] {
         match &self.z {
             None => &self.buf,
-            Some(p) => p.cache.get_or_init(|| {
-                CACHE_FILLS.with(|c| c.set(c.get() + 1));
-                unpack_block(p)
-            }),
+            Some(p) => packed_bytes(p),
         }
     }
 
@@ -331,7 +339,16 @@ impl Listpack {
     }
 
     /// Decompresses for good (before a mutation).
+    #[inline(always)]
     fn unpack(&mut self) {
+        if self.z.is_some() {
+            self.unpack_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unpack_slow(&mut self) {
         if let Some(mut p) = self.z.take() {
             self.buf = match p.cache.take() {
                 Some(v) => {
