@@ -176,12 +176,13 @@ impl std::error::Error for LpError {}
 /// An owned, always-valid listpack.
 ///
 /// It may be stored LZ4-compressed ([`Listpack::pack`]: a sealed stream node with
-/// `xstream.compression lz4`). Readers then see the bytes decompressed once into a cache
-/// kept with the listpack until [`Listpack::release_cache`] (so one command never
-/// decompresses a node twice); a mutation decompresses it for good.
+/// `xstream.compression lz4`). Readers then go through [`Listpack::view`], which
+/// decompresses it once into a cache kept with it until [`Listpack::release_cache`] (so one
+/// command never decompresses a node twice); a mutation decompresses it for good. A packed
+/// listpack read without `view` reads as an empty listpack (its own buffer), never garbage.
 #[derive(Debug)]
 pub struct Listpack {
-    /// The bytes; empty (no allocation) while packed.
+    /// The bytes; an empty listpack while packed.
     buf: Vec<u8>,
     /// The compressed form, while packed.
     z: Option<Box<Packed>>,
@@ -193,8 +194,8 @@ struct Packed {
     data: Box<[u8]>,
     /// Bytes once decompressed.
     plain_len: usize,
-    /// The decompressed bytes, while a reader needs them.
-    cache: std::sync::OnceLock<Vec<u8>>,
+    /// The decompressed listpack, while a reader needs it.
+    cache: std::sync::OnceLock<Listpack>,
 }
 
 impl Clone for Listpack {
@@ -217,7 +218,7 @@ impl Drop for Listpack {
 
 impl PartialEq for Listpack {
     fn eq(&self, other: &Self) -> bool {
-        self.b() == other.b()
+        self.view().buf == other.view().buf
     }
 }
 impl Eq for Listpack {}
@@ -236,13 +237,13 @@ fn fills_sub(n: u64) {
     CACHE_FILLS.with(|c| c.set(c.get().saturating_sub(n)));
 }
 
-/// The bytes of a packed listpack, decompressed into its cache on first use.
+/// A packed listpack's plain form, decompressed into its cache on first use.
 #[cold]
 #[inline(never)]
-fn packed_bytes(p: &Packed) -> &[u8] {
+fn packed_view(p: &Packed) -> &Listpack {
     p.cache.get_or_init(|| {
         CACHE_FILLS.with(|c| c.set(c.get() + 1));
-        unpack_block(p)
+        Listpack { buf: unpack_block(p), z: None }
     })
 }
 
@@ -297,9 +298,9 @@ impl Listpack {
         Ok(Listpack { buf, z: None })
     }
 
-    /// The serialised listpack, exactly as Redis would store it.
+    /// The serialised listpack, exactly as Redis would store it (decompressed if packed).
     pub fn as_bytes(&self) -> &[u8] {
-        &self.b()
+        &self.view().buf
     }
 
     pub fn into_vec(mut self) -> Vec<u8> {
@@ -307,13 +308,13 @@ impl Listpack {
         std::mem::take(&mut self.buf)
     }
 
-    /// The bytes, decompressed (once, into the cache) if packed. (The packed path is out of
-    /// line, so that this stays a load and a branch in every reader.)
+    /// The listpack to read: itself, or its decompressed form if packed (decompressed once,
+    /// into the cache). One branch per node for the readers; element reads never branch.
     #[inline(always)]
-    fn b(&self) -> &[u8] {
+    pub fn view(&self) -> &Listpack {
         match &self.z {
-            None => &self.buf,
-            Some(p) => packed_bytes(p),
+            None => self,
+            Some(p) => packed_view(p),
         }
     }
 
@@ -334,13 +335,14 @@ impl Listpack {
             return false;
         }
         self.z = Some(Box::new(Packed { data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
-        self.buf = Vec::new();
+        self.buf = EMPTY.to_vec();
         true
     }
 
-    /// Decompresses for good (before a mutation).
+    /// Decompresses for good (before a mutation; public for callers that read a node they
+    /// are about to change).
     #[inline(always)]
-    fn unpack(&mut self) {
+    pub fn unpack(&mut self) {
         if self.z.is_some() {
             self.unpack_slow();
         }
@@ -351,9 +353,9 @@ impl Listpack {
     fn unpack_slow(&mut self) {
         if let Some(mut p) = self.z.take() {
             self.buf = match p.cache.take() {
-                Some(v) => {
+                Some(mut v) => {
                     fills_sub(1);
-                    v
+                    std::mem::take(&mut v.buf)
                 }
                 None => unpack_block(&p),
             };
@@ -371,9 +373,12 @@ impl Listpack {
         }
     }
 
-    /// Total bytes (lpBytes); equals the header's total-bytes field.
+    /// Total bytes (lpBytes); equals the header's total-bytes field (packed: once decompressed).
     pub fn bytes_len(&self) -> usize {
-        self.b().len()
+        match &self.z {
+            None => self.buf.len(),
+            Some(p) => p.plain_len,
+        }
     }
 
     /// Allocated bytes (the Vec's capacity; packed: the compressed block, its header and
@@ -381,7 +386,9 @@ impl Listpack {
     pub fn alloc_bytes(&self) -> usize {
         match &self.z {
             None => self.buf.capacity(),
-            Some(p) => std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.capacity()),
+            Some(p) => {
+                self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.buf.capacity())
+            }
         }
     }
 
@@ -393,7 +400,7 @@ impl Listpack {
 
     /// The raw header count; NUMELE_UNKNOWN (65535) when not known.
     pub fn header_count(&self) -> u16 {
-        u16::from_le_bytes([self.b()[4], self.b()[5]])
+        u16::from_le_bytes([self.buf[4], self.buf[5]])
     }
 
     fn set_header_count(&mut self, n: u16) {
@@ -409,7 +416,7 @@ impl Listpack {
 
     /// Offset of the terminator.
     fn eof_offset(&self) -> usize {
-        self.b().len() - 1
+        self.buf.len() - 1
     }
 
     /// Number of elements (lpLength): the header count, or a walk when it is
@@ -434,7 +441,7 @@ impl Listpack {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.b().get(HDR_SIZE).is_none_or(|&b| b == EOF)
+        self.buf.get(HDR_SIZE).is_none_or(|&b| b == EOF)
     }
 
     /// Bytes that appending `v` adds: encoding + data + backlen (a `Str` that
@@ -542,7 +549,7 @@ impl Listpack {
     /// Total size (encoding + data + backlen) of the entry at `off`, or None
     /// if `off` is not a readable entry.
     pub fn entry_size(&self, off: usize) -> Option<usize> {
-        let head = encoding::read_head(&self.b(), off, self.eof_offset()).ok()?;
+        let head = encoding::read_head(&self.buf, off, self.eof_offset()).ok()?;
         head.enc_len
             .checked_add(encoding::backlen_size(head.enc_len))
     }
@@ -575,12 +582,12 @@ impl Listpack {
         if off <= HDR_SIZE || off > self.eof_offset() {
             return None;
         }
-        let last = self.b()[off - 1];
+        let last = self.buf[off - 1];
         let p = if last & 0x80 == 0 {
             // Fast path: a 1-byte backlen (entries of up to 127 bytes).
             (off - 1).checked_sub(usize::from(last))?
         } else {
-            let l = encoding::decode_backlen(&self.b(), off)?;
+            let l = encoding::decode_backlen(&self.buf, off)?;
             off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
         };
         if p < HDR_SIZE { None } else { Some(p) }
@@ -613,13 +620,13 @@ impl Listpack {
     /// The element at `off` (lpGet). Total: if `off` is not an element (only
     /// possible in a listpack taken with `from_vec(.., false)`), an empty string.
     pub fn get(&self, off: usize) -> Value<'_> {
-        encoding::decode(&self.b(), off).0
+        encoding::decode(&self.buf, off).0
     }
 
     /// The element at `off` and the offset of the next one (None after the
     /// last), from one decode: the walk of a whole node in one pass.
     pub fn get_next(&self, off: usize) -> (Value<'_>, Option<usize>) {
-        let (v, enc_len) = encoding::decode(&self.b(), off);
+        let (v, enc_len) = encoding::decode(&self.buf, off);
         let n = off + enc_len + encoding::backlen_size(enc_len);
         (v, if n >= self.eof_offset() { None } else { Some(n) })
     }
@@ -642,7 +649,7 @@ impl Listpack {
     /// 0, and `*off` stays None) or a string (0, and `*off` moves on).
     pub fn next_int(&self, off: &mut Option<usize>) -> i64 {
         let Some(o) = *off else { return 0 };
-        let (v, enc_len) = encoding::decode(&self.b(), o);
+        let (v, enc_len) = encoding::decode(&self.buf, o);
         let v = v.as_int().unwrap_or(0);
         let n = o + enc_len + encoding::backlen_size(enc_len);
         *off = if n >= self.eof_offset() {
@@ -727,10 +734,11 @@ impl Listpack {
 
     /// Front-to-back (and, reversed, back-to-front) iteration over values.
     pub fn iter(&self) -> Iter<'_> {
+        let lp = self.view();
         Iter {
-            lp: self,
+            lp,
             front: HDR_SIZE,
-            back: self.eof_offset(),
+            back: lp.eof_offset(),
         }
     }
 }
@@ -754,7 +762,7 @@ impl<'a> Iterator for Iter<'a> {
         if self.front >= self.back {
             return None;
         }
-        let (v, enc_len) = encoding::decode(self.lp.b(), self.front);
+        let (v, enc_len) = encoding::decode(&self.lp.buf, self.front);
         self.front += enc_len + encoding::backlen_size(enc_len);
         Some(v)
     }

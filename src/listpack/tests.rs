@@ -1581,8 +1581,10 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
     assert!(lp.release_cache());
     assert_eq!(super::cache_fills(), before);
     assert!(!lp.release_cache());
+    // Read without view(): an empty listpack, never garbage.
+    assert!(lp.first().is_none());
     // A mutation decompresses for good.
-    let f = lp.first().unwrap();
+    let f = lp.view().first().unwrap();
     lp.replace(f, Value::Int(7));
     assert!(!lp.is_packed());
     assert_eq!(lp.get(f), Value::Int(7));

@@ -173,7 +173,7 @@ impl Builder {
 impl Stream {
     /// Tombstones still held by the nodes (XS.INFO STREAM `deleted-entries`).
     pub fn deleted_entries(&self) -> u64 {
-        self.rax.values().map(|lp| node::counts(lp).1.max(0) as u64).sum()
+        self.rax.values().map(|lp| node::counts(lp.view()).1.max(0) as u64).sum()
     }
 
     /// Rebuilds the run of nodes starting at `keys[0]` into one node, taking the
@@ -183,6 +183,7 @@ impl Stream {
     fn rebuild_run(&mut self, keys: &[StreamId], limits: NodeLimits) -> (usize, Compacted) {
         let Some(&first) = keys.first() else { return (0, Compacted::default()) };
         let Some(lp0) = self.rax.get(&first.to_be_bytes()) else { return (1, Compacted::default()) };
+        let lp0 = lp0.view();
         let (_, deleted0) = node::counts(lp0);
         let cap = bytes_cap(limits);
         let mut b = Builder::new(lp0, first);
@@ -195,6 +196,7 @@ impl Stream {
             if lp.is_packed() {
                 super::touch(owner, &k.to_be_bytes());
             }
+            let lp = lp.view();
             let (count, _) = node::counts(lp);
             if limits.entries_max > 0 && b.live.saturating_add(count.max(0)) > limits.entries_max {
                 break;
@@ -249,7 +251,7 @@ impl Stream {
             if lp.is_packed() {
                 super::touch(owner, k);
             }
-            let (count, deleted) = node::counts(lp);
+            let (count, deleted) = node::counts(lp.view());
             (StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), over_threshold(count, deleted, pct))
         };
         if !over {
@@ -260,12 +262,12 @@ impl Stream {
             if lp.is_packed() {
                 super::touch(owner, p);
             }
-            (StreamId::from_be_bytes(p).unwrap_or(StreamId::MIN), node::counts(lp).0)
+            (StreamId::from_be_bytes(p).unwrap_or(StreamId::MIN), node::counts(lp.view()).0)
         });
         let next = self.rax.seek(SeekOp::Gt, &kb).next().map(|(n, _)| StreamId::from_be_bytes(n).unwrap_or(StreamId::MIN));
         let mut keys: Vec<StreamId> = Vec::with_capacity(3);
         if let Some((p, pcount)) = prev {
-            let kcount = self.rax.get(&kb).map_or(0, |lp| node::counts(lp).0);
+            let kcount = self.rax.get(&kb).map_or(0, |lp| node::counts(lp.view()).0);
             if limits.entries_max <= 0 || pcount.saturating_add(kcount) <= limits.entries_max {
                 keys.push(p);
             }
@@ -303,9 +305,11 @@ impl Stream {
                 i += 1;
                 continue;
             };
+            let lp = lp.view();
             let (count, deleted) = node::counts(lp);
             // Could the next node join? (entries exact, bytes estimated from the live share)
             let joins = keys.get(i + 1).and_then(|n| self.rax.get(&n.to_be_bytes())).is_some_and(|nlp| {
+                let nlp = nlp.view();
                 let (ncount, ndel) = node::counts(nlp);
                 let live_bytes = |l: &Listpack, c: i64, d: i64| {
                     let total = (c.max(0) + d.max(0)).max(1) as usize;

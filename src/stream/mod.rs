@@ -348,6 +348,8 @@ impl Stream {
         let mut flags = 0i64;
         let mut use_tail = false;
         if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
+            // (Only a node that became the tail by deletions or trims can be packed.)
+            lp.unpack();
             let (count_off, count, deleted, master_fields, fields_off) = node::head(lp);
             let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
                 true
@@ -539,7 +541,7 @@ impl Stream {
             }
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
-            let (entries, marked_deleted) = node::counts(lp);
+            let (entries, marked_deleted) = node::counts(lp.view());
             let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             if t.limit != 0 && deleted.saturating_add(entries) > t.limit {
                 frontier = Frontier::At(master_id);
@@ -549,7 +551,7 @@ impl Stream {
                 TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
                 TrimStrategy::MinId(minid) => {
                     // The built-in reads the last entry, tombstone or not.
-                    node::last_entry_id(lp, master_id).unwrap_or(master_id) < minid
+                    node::last_entry_id(lp.view(), master_id).unwrap_or(master_id) < minid
                 }
             };
             if remove_node && policy == RefPolicy::KeepRef {
@@ -569,6 +571,8 @@ impl Stream {
                 break;
             }
             // Mark entries of this node deleted until the condition holds.
+            let was_packed = lp.is_packed();
+            lp.unpack();
             let m = node::master(lp);
             let mut p = m.first_entry;
             let mut deleted_from_lp: i64 = 0;
@@ -611,6 +615,9 @@ impl Stream {
             deleted = deleted.saturating_add(deleted_from_lp);
             let left = entries.wrapping_sub(deleted_from_lp);
             node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
+            if was_packed && left != 0 {
+                lp.pack();
+            }
             if policy == RefPolicy::KeepRef {
                 break;
             }
@@ -903,7 +910,7 @@ impl<'a> Iterator for NodeIter<'a> {
     type Item = (StreamId, &'a Listpack);
     fn next(&mut self) -> Option<Self::Item> {
         let (k, lp) = self.it.next()?;
-        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp))
+        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp.view()))
     }
 }
 
@@ -995,6 +1002,7 @@ impl<'a> RangeIter<'a> {
         if lp.is_packed() {
             touch(self.owner, key);
         }
+        let lp = lp.view();
         let master_id = StreamId::from_be_bytes(key).unwrap_or(StreamId::MIN);
         let m = node::master(lp);
         self.pos = if self.rev { lp.last() } else { m.first_entry };
