@@ -1158,6 +1158,54 @@ class Bench:
         ctl.call("CONFIG", "SET", "dbfilename", "dump.rdb")
 
     # ----------------------------------------------------------------------------------------
+    def compaction_workloads(self) -> None:
+        """Memory that comes back (issue 18): fill n entries, XDEL every other one (or 90% of them),
+        and compare the used_memory delta of what is left with the built-in's (which frees nothing
+        until whole nodes go). The module arm runs with xstream.compact-deleted 50 (rewritten at
+        the XDEL that crosses the threshold); the figures are deterministic, one rep suffices."""
+        cfg = self.cfg
+        sizes = [cfg["mid"]] + ([cfg["big"]] if cfg["big"] != cfg["mid"] else [])
+        for n in sizes:
+            for what, keep in (("half", lambda i: i % 2 == 1), ("90pct", lambda i: i % 10 == 9)):
+                label = f"{n // 1000}k" if n < 1_000_000 else f"{n // 1_000_000}M"
+                wid = f"mem-xdel-{what}-{label}"
+                if not self.wanted(wid):
+                    continue
+                log(f"{wid} ...")
+                data = {}
+                for arm in ARMS:
+                    key = f"xb:{arm}:xdelmem"
+                    self.delete(key)
+                    if arm == "m":
+                        self.ctl.call("CONFIG", "SET", "xstream.compact-deleted", "50")
+                    before = self.used_memory()
+                    self.fill(arm, key, n, "small")
+                    full = self.used_memory()
+                    cmd = C(arm, "XDEL").encode()
+                    kb = key.encode()
+                    conn = Redis(self.port)
+                    try:
+                        dels = [i for i in range(n) if not keep(i)]
+                        for lo in range(0, len(dels), 10_000):
+                            part = dels[lo:lo + 10_000]
+                            conn.send(b"".join(enc(cmd, kb, sid(i)) for i in part))
+                            data_ = conn.read_bytes(4 * len(part))  # :1\r\n each
+                            if data_.count(b":1\r\n") != len(part):
+                                raise RuntimeError(f"{wid}: XDEL replies {data_[:100]!r}")
+                    finally:
+                        conn.close()
+                    after = self.used_memory()
+                    left = int(self.ctl.call(C(arm, "XLEN"), key))
+                    data[arm] = [{"bytes": after - before, "bytes_full": full - before, "len": left}]
+                    if arm == "m":
+                        self.ctl.call("CONFIG", "SET", "xstream.compact-deleted", "-1")
+                    self.delete(key)
+                desc = "every other entry" if what == "half" else "9 entries of 10"
+                self.record(wid, f"used memory after XDEL of {desc}, {n:,} entries (module: compact-deleted 50)",
+                            "memory", "B", data, "memory", metrics=("bytes",),
+                            note="used_memory delta (before the fill -> after the XDELs)")
+
+    # ----------------------------------------------------------------------------------------
     def run_all(self) -> None:
         self.setup_streams()
         self.xadd_workloads()
@@ -1170,6 +1218,8 @@ class Bench:
             self.pel_workloads()
         if self.touches("xtrim", "xdel"):
             self.delete_workloads()
+        if self.touches("mem-xdel"):
+            self.compaction_workloads()
         self.guarded("xread-block", self.block_workload)
         if self.touches("rdb-load", "rdb-save", "rdb-size", "mem-rdb-loaded", "rdb-load-sanitize"):
             self.guarded("rdb", self.rdb_workloads, force=True)

@@ -63,6 +63,52 @@ pub fn idmp_window() -> (u32, u32) {
     (d as u32, m as u32)
 }
 
+/// `xstream.compact-deleted`: a node whose deleted entries reach this percentage of
+/// its entries is rewritten without them (and merged with neighbours that fit) by the
+/// write that deleted them; 0 = never. -1 (the default) = `auto`, which is off at every
+/// level: at a host level the built-in's node boundaries (which `~` trims follow) are the
+/// reference, and `latest` follows the newest Redis release, which compacts nothing
+/// (its XINFO STREAM has no `deleted-entries` and its radix-tree-keys never shrink on
+/// XDEL). An explicit value applies at every level. [`COMPACT_AUTO_LATEST`] is the value
+/// the docs recommend when opting in.
+pub static COMPACT_DELETED: AtomicI64 = AtomicI64::new(-1);
+/// The threshold `auto` means at level `latest`.
+pub const COMPACT_AUTO_LATEST: u8 = 50;
+
+/// The compaction threshold in force (0 = off).
+pub fn compact_deleted() -> u8 {
+    match COMPACT_DELETED.load(Ordering::Relaxed) {
+        v if v < 0 => 0,
+        v => v.min(100) as u8,
+    }
+}
+
+/// `xstream.compression`: `off` (default) or `lz4`: nodes are compressed when sealed (every
+/// node but the tail, which takes appends). Kept per thread in the core
+/// (`stream::set_compression`); configs are set on the main thread. Nodes packed before it
+/// is turned off stay packed (readable) until a write rewrites them.
+pub struct CompressionConfig;
+
+pub static COMPRESSION_CONFIG: CompressionConfig = CompressionConfig;
+
+impl ConfigurationValue<RedisString> for CompressionConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        RedisString::create(None, if crate::stream::compression() { "lz4" } else { "off" })
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let s = val.to_string_lossy();
+        if s.eq_ignore_ascii_case("off") {
+            crate::stream::set_compression(false);
+        } else if s.eq_ignore_ascii_case("lz4") {
+            crate::stream::set_compression(true);
+        } else {
+            return Err(RedisError::Str("xstream.compression must be one of off, lz4"));
+        }
+        Ok(())
+    }
+}
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

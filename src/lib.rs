@@ -86,12 +86,14 @@ redis_module! {
     configurations: [
         i64: [
             ["node-max-entries", &config::NODE_MAX_ENTRIES, stream::NODE_ENTRIES_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["compact-deleted", &config::COMPACT_DELETED, -1, -1, 100, ConfigurationFlags::DEFAULT, None],
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
             ["idmp-duration", &config::IDMP_DURATION, stream::idmp::DURATION_S_DEFAULT, stream::idmp::DURATION_S_MIN, stream::idmp::DURATION_S_MAX, ConfigurationFlags::DEFAULT, None],
             ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, None],
+            ["compression", &config::COMPRESSION_CONFIG, "off", ConfigurationFlags::DEFAULT, None],
         ],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],

@@ -153,6 +153,7 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.scan", &["cursor", "pattern", "count", "type"]),
         ("xs.import", &["key"]),
         ("xs.export", &["key"]),
+        ("xs.compact", &["key", "nodes"]),
     ];
     if docs(&mut c, "xcfgset").is_none() {
         expect.push(("xs.cfgset", &["key", "duration", "maxsize"]));

@@ -24,6 +24,7 @@ fn opts(what: &'static str, ops: &str, ops3: &str, n2: usize, n3: usize) -> Opts
         n2: env_usize(ops, n2),
         n3: env_usize(ops3, n3),
         segments: env_usize("XSTREAM_GDIFF_SEGMENTS", 6),
+        layout_free: false,
     }
 }
 

@@ -29,6 +29,9 @@
 //! XS.READGROUP, XS.ACK, XS.ADD, XS.TRIM, XS.AUTOCLAIM, XS.CLAIM, XS.PENDING, XS.GROUP ...,
 //! DEBUG DIGEST-VALUE, DUMP/RESTORE) with PING answering, and still passes the invariant check.
 //!
+//! `XSTREAM_FUZZ_COMPRESSION=1` runs it with `xstream.compression lz4` and
+//! `xstream.compact-deleted 30` (payloads load into compressed nodes).
+//!
 //! Sizes (env): `XSTREAM_FUZZ_SCALE` (default 1: about 1,200 payloads; `make soak` uses 10),
 //! `XSTREAM_FUZZ_TRAFFIC_MS` (traffic per accepted payload, default 60; soak 1000),
 //! `XSTREAM_SEED` to replay. A crashing payload is saved under target/restore-fuzz-crash-*.bin.
@@ -1419,6 +1422,12 @@ fn structure_aware_restore_fuzz() {
     let mut rng = Rng::from_env("structure_aware_restore_fuzz");
     let mut s = Server::start();
     let mut c = s.conn();
+    // XSTREAM_FUZZ_COMPRESSION=1: accepted payloads are loaded into compressed nodes (and
+    // compacted by the traffic's deletions), so the traffic runs on packed nodes.
+    let compressed = std::env::var_os("XSTREAM_FUZZ_COMPRESSION").is_some();
+    if compressed {
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4", "xstream.compact-deleted", "30"]), Reply::Simple("OK".into()));
+    }
     let src = sources(&mut c, &mut rng);
     let ver = src[0].2;
     let frames: Vec<Frame> = src.iter().map(|(n, b, _)| parse_frame(b).unwrap_or_else(|| panic!("{n}: unparsable"))).collect();

@@ -135,6 +135,7 @@ fn takeover_diff(
         n2: env_usize(env[0], n[0]),
         n3: env_usize(env[1], n[1]),
         segments: env_usize("XSTREAM_TDIFF_SEGMENTS", 3),
+        layout_free: false,
     };
     let done = run(Pair::two(&a, &b), &o);
     assert!(done >= o.n2 + o.n3);

@@ -293,6 +293,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         if t.approx {
             threshold = Some(exact_threshold(s, t));
         }
+        if done.deleted > 0 {
+            // After the threshold: the first node holds the trim's tombstones.
+            let first = s.first_id;
+            super::compact_touched(s, &[first]);
+        }
         trimmed = Some(done);
     }
 

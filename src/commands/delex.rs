@@ -116,6 +116,9 @@ pub fn run_delex(c: &Ctx) -> Result<()> {
     let ids = parse_ids(c, &a)?;
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     let out = s.delete_ex(&ids, a.policy);
+    if out.deleted > 0 {
+        super::compact_touched(s, &ids);
+    }
     reply_outcome(c, &out);
     after(c, &out, 0);
     Ok(())
@@ -138,6 +141,9 @@ pub fn run_ackdel(c: &Ctx) -> Result<()> {
         reply_all(c, a.numids, -1);
         return Ok(());
     };
+    if out.deleted > 0 {
+        super::compact_touched(s, &ids);
+    }
     reply_outcome(c, &out);
     let acks = out.replies.iter().filter(|&&r| r != -1).count() as u64;
     after(c, &out, acks);

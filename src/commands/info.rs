@@ -152,7 +152,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         // 8.6: the IDMP fields, on every stream (§5.7), at the latest level only.
         let idmp = crate::config::level() == Level::Latest;
         let extra = if idmp { 6 } else { 0 };
-        c.reply_map(if full { 9 } else { 10 } + extra);
+        // With compaction on (xstream.compact-deleted), the tombstones the nodes still hold:
+        // what compaction has left to free. Absent when off, so replies stay the built-in's.
+        let compacting = crate::config::compact_deleted() > 0;
+        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting));
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -183,6 +186,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
                 c.reply_bulk(name);
                 c.reply_int(v);
             }
+        }
+        if compacting {
+            c.reply_bulk(b"deleted-entries");
+            c.reply_int(i64::try_from(s.deleted_entries()).unwrap_or(i64::MAX));
         }
         if !full {
             c.reply_bulk(b"groups");

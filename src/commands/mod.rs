@@ -12,6 +12,7 @@ use redis_module::raw;
 pub mod ack;
 pub mod add;
 pub mod claim;
+pub mod compact;
 pub mod del;
 pub mod delex;
 pub mod group;
@@ -42,6 +43,7 @@ command_entry!(xs_trim, trim::run);
 command_entry!(xs_cfgset, idmp::run_cfgset);
 command_entry!(xs_idmprecord, idmp::run_idmprecord);
 command_entry!(xs_idmpexpire, idmp::run_idmpexpire);
+command_entry!(xs_compact, compact::run);
 command_entry!(xs_setid, setid::run);
 command_entry!(xs_info_stream, info::run_stream);
 command_entry!(xs_info_groups, info::run_groups);
@@ -93,6 +95,7 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.revrange", func: Some(xs_revrange), flags: "readonly", arity: -4, key: key1(RO_ACCESS), subcommands: &[] },
     Command { name: "xs.del", func: Some(xs_del), flags: "write fast", arity: -3, key: key1(RW_DELETE), subcommands: &[] },
     Command { name: "xs.trim", func: Some(xs_trim), flags: "write", arity: -4, key: key1(RW_DELETE), subcommands: &[] },
+    Command { name: "xs.compact", func: Some(xs_compact), flags: "write", arity: -2, key: key1(RW_UPDATE), subcommands: &[] },
     Command { name: "xs.setid", func: Some(xs_setid), flags: "write deny-oom fast", arity: -3, key: key1(RW_UPDATE), subcommands: &[] },
     Command {
         name: "xs.info",
@@ -171,4 +174,29 @@ pub fn is_kw(arg: &[u8], kw: &str) -> bool {
 /// getLongLongFromObject: the strict integer form over the whole argument.
 pub fn parse_ll(arg: &[u8]) -> crate::error::Result<i64> {
     crate::stream::id::string2ll(arg).ok_or(crate::error::Error::NotInteger)
+}
+
+/// The on-write compaction step (`xstream.compact-deleted`): after a write deleted
+/// entries, each node holding one of `ids` (or the node an ID would be in) is
+/// rewritten if its share of deleted entries passed the threshold, and merged with
+/// its neighbours where they fit. At most three nodes are read per ID.
+pub fn compact_touched(s: &mut crate::stream::Stream, ids: &[crate::stream::StreamId]) {
+    let pct = crate::config::compact_deleted();
+    if pct == 0 {
+        return;
+    }
+    let limits = crate::config::limits();
+    let mut total = crate::stream::compact::Compacted::default();
+    for &id in ids {
+        total.add(s.compact_at(id, pct, limits));
+    }
+    count_compaction(&total);
+}
+
+/// INFO xstream's compaction counters.
+pub fn count_compaction(d: &crate::stream::compact::Compacted) {
+    use crate::ffi::stats::{bump, EVENTS};
+    bump(&EVENTS.nodes_compacted, d.nodes_rewritten);
+    bump(&EVENTS.nodes_merged, d.nodes_merged);
+    bump(&EVENTS.compacted_bytes_freed, d.bytes_freed);
 }

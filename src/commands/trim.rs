@@ -41,6 +41,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         // The built-in counts one change per entry trimmed.
         c.add_dirty(deleted - 1);
         c.signal_modified(1);
+        // After the threshold above was computed: the first node holds the trim's tombstones.
+        let first = s.first_id;
+        super::compact_touched(s, &[first]);
     }
     c.reply_int(deleted as i64);
     Ok(())

@@ -988,6 +988,17 @@ impl Drop for Key<'_> {
         if let Some(s) = unsafe { self.touched.get().as_mut() } {
             super::stats::account(s);
         }
+        // Compressed nodes a reader opened: their decompressed copies go when the command is
+        // done with the key (read or write).
+        if crate::listpack::cache_fills() > 0 && self.kind.get() == Some(KeyKind::Stream) && !self.key.is_null() {
+            // SAFETY: the key is still open and holds our type; no borrow of the value
+            // outlives the command's use of the key (borrows are tied to &self of this Key).
+            let p = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>() };
+            // SAFETY: p is null or the key's live value.
+            if let Some(s) = unsafe { p.as_mut() } {
+                s.release_caches();
+            }
+        }
         if !self.key.is_null() {
             // SAFETY: opened by Ctx::key, closed once.
             unsafe { api!(RedisModule_CloseKey)(self.key) };

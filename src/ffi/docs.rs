@@ -335,6 +335,11 @@ pub fn own_doc(name: &str) -> Option<Doc> {
             "O(1) for each entry ID processed.",
             vec![ArgDoc::key("key"), ArgDoc::string("group"), policy(), ids_block()],
         ),
+        "xs.compact" => doc(
+            "Rewrites the stream's nodes without their deleted entries and merges neighbouring nodes that fit the node limits; replies with the bytes freed.",
+            "O(N) with N the number of nodes rewritten, bounded by LIMIT.",
+            vec![ArgDoc::key("key"), ArgDoc::integer("nodes").token("LIMIT").optional()],
+        ),
         "xs.nack" => doc(
             "Returns pending entries of a consumer group to the group without acknowledging them.",
             "O(1) for each entry ID processed.",

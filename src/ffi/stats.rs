@@ -100,6 +100,10 @@ pub struct Events {
     pub streams_imported: AtomicU64,
     pub streams_exported: AtomicU64,
     pub restore_rejected: AtomicU64,
+    /// Compaction (xstream.compact-deleted, XS.COMPACT): nodes rewritten, merged away, bytes freed.
+    pub nodes_compacted: AtomicU64,
+    pub nodes_merged: AtomicU64,
+    pub compacted_bytes_freed: AtomicU64,
 }
 
 pub static EVENTS: Events = Events {
@@ -116,6 +120,9 @@ pub static EVENTS: Events = Events {
     streams_imported: AtomicU64::new(0),
     streams_exported: AtomicU64::new(0),
     restore_rejected: AtomicU64::new(0),
+    nodes_compacted: AtomicU64::new(0),
+    nodes_merged: AtomicU64::new(0),
+    compacted_bytes_freed: AtomicU64::new(0),
 };
 
 /// `counter += n`.
@@ -149,7 +156,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 20] = [
+        let ints: [(&str, i64); 23] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -170,6 +177,9 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("streams_imported", e(&EVENTS.streams_imported)),
             ("streams_exported", e(&EVENTS.streams_exported)),
             ("restore_rejected", e(&EVENTS.restore_rejected)),
+            ("nodes_compacted", e(&EVENTS.nodes_compacted)),
+            ("nodes_merged", e(&EVENTS.nodes_merged)),
+            ("compacted_bytes_freed", e(&EVENTS.compacted_bytes_freed)),
         ];
         // SAFETY: ctx is the INFO context Redis passed to this callback; a NULL section name
         // is the module's own section (`# xstream`).

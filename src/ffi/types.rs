@@ -116,6 +116,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
                     super::idmp_expiry::LOADED_IIDS.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 let mut s = Box::new(s);
+                if crate::stream::compression() {
+                    s.pack_sealed();
+                }
                 super::stats::born(&mut s);
                 Box::into_raw(s).cast()
             }
@@ -133,8 +136,10 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     fence::guard("rdb_save", (), || {
         // SAFETY: Redis passes a value of our type.
-        if let Some(s) = unsafe { value.cast::<Stream>().as_ref() } {
+        if let Some(s) = unsafe { value.cast::<Stream>().as_mut() } {
             rdb::save(s, &mut IoOut(rdb));
+            // Packed nodes were decompressed to be written out (the RDB holds plain nodes).
+            s.release_caches();
         }
     })
 }
@@ -185,8 +190,8 @@ fn emit_sub(
 /// ENTRIESADDED and MAXDELETEDID so the metadata comes back exactly.
 unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
     fence::guard("aof_rewrite", (), || {
-        // SAFETY: Redis passes a value of our type.
-        let Some(s) = (unsafe { value.cast::<Stream>().as_ref() }) else { return };
+        // SAFETY: Redis passes a value of our type, not borrowed elsewhere during the callback.
+        let Some(s) = (unsafe { value.cast::<Stream>().as_mut() }) else { return };
         if s.length > 0 {
             let mut owned: Vec<Vec<u8>> = Vec::new();
             for e in s.range(StreamId::MIN, StreamId::MAX, false) {
@@ -221,6 +226,8 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         // Ghosts (pending entries whose stream entry is gone) do not survive: XCLAIM
         // and XNACK FORCE skip missing entries, as the built-in's rewrite (owned
         // ghosts) and 8.8's (NACKed ones) drop them; NACKed ghosts are not emitted.
+        // The entries were read: decompressed copies of packed nodes go.
+        s.release_caches();
         let Some(mut groups) = s.groups_iter() else { return };
         while let Some((gname, g)) = groups.next() {
             let gl = g.last_id.to_bytes();
@@ -316,8 +323,8 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
 /// differently) keep the digest.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     fence::guard("digest", (), || {
-        // SAFETY: Redis passes a value of our type.
-        let Some(s) = (unsafe { value.cast::<Stream>().as_ref() }) else { return };
+        // SAFETY: Redis passes a value of our type, not borrowed elsewhere during the callback.
+        let Some(s) = (unsafe { value.cast::<Stream>().as_mut() }) else { return };
         let add = |b: &[u8]| {
             // SAFETY: valid digest handle; b valid for its length.
             unsafe { api!(RedisModule_DigestAddStringBuffer)(md, b.as_ptr().cast(), b.len()) };
@@ -369,6 +376,8 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         // Groups: names, positions, PELs with owners, consumers with their PELs.
         // Seen/active times are left out: they are not replicated by the built-in
         // either (a replica or an AOF replay sets them to its own clock).
+        // The entries were read: decompressed copies of packed nodes go.
+        s.release_caches();
         let Some(mut groups) = s.groups_iter() else { return };
         while let Some((gname, g)) = groups.next() {
             add(gname);

@@ -174,9 +174,87 @@ impl std::fmt::Display for LpError {
 impl std::error::Error for LpError {}
 
 /// An owned, always-valid listpack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It may be stored LZ4-compressed ([`Listpack::pack`]: a sealed stream node with
+/// `xstream.compression lz4`). Readers then go through [`Listpack::view`], which
+/// decompresses it once into a cache kept with it until [`Listpack::release_cache`] (so one
+/// command never decompresses a node twice); a mutation decompresses it for good. A packed
+/// listpack read without `view` reads as an empty listpack (its own buffer), never garbage.
+#[derive(Debug)]
 pub struct Listpack {
+    /// The bytes; an empty listpack while packed.
     buf: Vec<u8>,
+    /// The compressed form, while packed.
+    z: Option<Box<Packed>>,
+}
+
+#[derive(Debug)]
+struct Packed {
+    /// LZ4 block of the listpack's bytes.
+    data: Box<[u8]>,
+    /// Bytes once decompressed.
+    plain_len: usize,
+    /// The decompressed listpack, while a reader needs it.
+    cache: std::sync::OnceLock<Listpack>,
+}
+
+impl Clone for Listpack {
+    fn clone(&self) -> Self {
+        // A clone starts without a cache (the fill count stays exact).
+        let z = self.z.as_ref().map(|p| {
+            Box::new(Packed { data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
+        });
+        Listpack { buf: self.buf.clone(), z }
+    }
+}
+
+impl Drop for Listpack {
+    fn drop(&mut self) {
+        if self.z.as_ref().is_some_and(|p| p.cache.get().is_some()) {
+            fills_sub(1);
+        }
+    }
+}
+
+impl PartialEq for Listpack {
+    fn eq(&self, other: &Self) -> bool {
+        self.view().buf == other.view().buf
+    }
+}
+impl Eq for Listpack {}
+
+thread_local! {
+    /// Decompressed caches filled and not yet released (see `stream::release_caches`).
+    static CACHE_FILLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Caches filled and not yet released on this thread.
+pub fn cache_fills() -> u64 {
+    CACHE_FILLS.with(|c| c.get())
+}
+
+fn fills_sub(n: u64) {
+    CACHE_FILLS.with(|c| c.set(c.get().saturating_sub(n)));
+}
+
+/// A packed listpack's plain form, decompressed into its cache on first use.
+#[cold]
+#[inline(never)]
+fn packed_view(p: &Packed) -> &Listpack {
+    p.cache.get_or_init(|| {
+        CACHE_FILLS.with(|c| c.set(c.get() + 1));
+        Listpack { buf: unpack_block(p), z: None }
+    })
+}
+
+/// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
+/// an empty listpack.
+fn unpack_block(p: &Packed) -> Vec<u8> {
+    let mut out = vec![0u8; p.plain_len];
+    match lz4_flex::block::decompress_into(&p.data, &mut out) {
+        Ok(n) if n == p.plain_len && validate(&out, false).is_ok() => out,
+        _ => EMPTY.to_vec(),
+    }
 }
 
 impl Default for Listpack {
@@ -201,16 +279,14 @@ fn checked_total(cur: usize, remove: usize, add: usize) -> Result<usize, LpError
 impl Listpack {
     /// An empty listpack (lpNew(0)).
     pub fn new() -> Self {
-        Listpack {
-            buf: EMPTY.to_vec(),
-        }
+        Listpack { buf: EMPTY.to_vec(), z: None }
     }
 
     /// An empty listpack with room for `bytes` total bytes (lpNew(capacity)).
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(EMPTY_BYTES));
         buf.extend_from_slice(&EMPTY);
-        Listpack { buf }
+        Listpack { buf, z: None }
     }
 
     /// Takes ownership of `buf` after [`validate`]. With `deep = false` only
@@ -219,30 +295,106 @@ impl Listpack {
     /// walk advances), but may yield garbage values (see `encoding::GARBAGE`).
     pub fn from_vec(buf: Vec<u8>, deep: bool) -> Result<Self, LpError> {
         validate(&buf, deep)?;
-        Ok(Listpack { buf })
+        Ok(Listpack { buf, z: None })
     }
 
-    /// The serialised listpack, exactly as Redis would store it.
+    /// The serialised listpack, exactly as Redis would store it (decompressed if packed).
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf
+        &self.view().buf
     }
 
-    pub fn into_vec(self) -> Vec<u8> {
-        self.buf
+    pub fn into_vec(mut self) -> Vec<u8> {
+        self.unpack();
+        std::mem::take(&mut self.buf)
     }
 
-    /// Total bytes (lpBytes); equals the header's total-bytes field.
+    /// The listpack to read: itself, or its decompressed form if packed (decompressed once,
+    /// into the cache). One branch per node for the readers; element reads never branch.
+    #[inline(always)]
+    pub fn view(&self) -> &Listpack {
+        match &self.z {
+            None => self,
+            Some(p) => packed_view(p),
+        }
+    }
+
+    /// Stored compressed?
+    pub fn is_packed(&self) -> bool {
+        self.z.is_some()
+    }
+
+    /// Compresses the listpack when that saves at least an eighth of it; returns whether it
+    /// is packed now. (Sealed stream nodes: the tail, which takes appends, never is.)
+    pub fn pack(&mut self) -> bool {
+        if self.z.is_some() {
+            return true;
+        }
+        let plain_len = self.buf.len();
+        let data = lz4_flex::block::compress(&self.buf);
+        if data.len() + plain_len / 8 > plain_len {
+            return false;
+        }
+        self.z = Some(Box::new(Packed { data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
+        self.buf = EMPTY.to_vec();
+        true
+    }
+
+    /// Decompresses for good (before a mutation; public for callers that read a node they
+    /// are about to change).
+    #[inline(always)]
+    pub fn unpack(&mut self) {
+        if self.z.is_some() {
+            self.unpack_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unpack_slow(&mut self) {
+        if let Some(mut p) = self.z.take() {
+            self.buf = match p.cache.take() {
+                Some(mut v) => {
+                    fills_sub(1);
+                    std::mem::take(&mut v.buf)
+                }
+                None => unpack_block(&p),
+            };
+        }
+    }
+
+    /// Drops the decompressed cache of a packed listpack; returns whether there was one.
+    pub fn release_cache(&mut self) -> bool {
+        let Some(p) = &mut self.z else { return false };
+        if p.cache.take().is_some() {
+            fills_sub(1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Total bytes (lpBytes); equals the header's total-bytes field (packed: once decompressed).
     pub fn bytes_len(&self) -> usize {
-        self.buf.len()
+        match &self.z {
+            None => self.buf.len(),
+            Some(p) => p.plain_len,
+        }
     }
 
-    /// Allocated bytes (the Vec's capacity), for memory accounting.
+    /// Allocated bytes (the Vec's capacity; packed: the compressed block, its header and
+    /// the cache if filled), for memory accounting.
     pub fn alloc_bytes(&self) -> usize {
-        self.buf.capacity()
+        match &self.z {
+            None => self.buf.capacity(),
+            Some(p) => {
+                self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.buf.capacity())
+            }
+        }
     }
 
     /// Releases unused capacity (lpShrinkToFit).
     pub fn shrink_to_fit(&mut self) {
+        // (Packed: the buffer is already empty.)
         self.buf.shrink_to_fit();
     }
 
@@ -309,6 +461,7 @@ impl Listpack {
     /// Appends `v`; a `Str` that is a canonical integer (lpStringToInt64) is
     /// stored with an integer encoding, as lpAppend does.
     pub fn try_append(&mut self, v: Value) -> Result<(), LpError> {
+        self.unpack();
         let e = Encoded::new(v);
         let add = e.total_len();
         checked_total(self.buf.len(), 0, add)?;
@@ -340,6 +493,7 @@ impl Listpack {
     where
         I: Iterator<Item = Value<'v>> + Clone,
     {
+        self.unpack();
         // An upper bound of the bytes added: a string takes at most a 5-byte
         // header and a 5-byte backlen, an integer at most 9 + 1.
         let (mut bound, mut n) = (0usize, 0usize);
@@ -517,6 +671,7 @@ impl Listpack {
     }
 
     pub fn try_replace(&mut self, off: usize, v: Value) -> Result<(), LpError> {
+        self.unpack();
         // The element must end before the terminator (`skip` checks it: in a
         // listpack that was not deep-checked, an encoding may claim more bytes
         // than there are).
@@ -550,6 +705,7 @@ impl Listpack {
     /// an entry); fewer if the listpack ends first. Like lpDeleteRange, the
     /// header count ends up exact when it fits (an unknown count is recounted).
     pub fn delete_range(&mut self, off: usize, count: usize) {
+        self.unpack();
         if count == 0 || off < HDR_SIZE || off >= self.eof_offset() {
             return;
         }
@@ -578,10 +734,11 @@ impl Listpack {
 
     /// Front-to-back (and, reversed, back-to-front) iteration over values.
     pub fn iter(&self) -> Iter<'_> {
+        let lp = self.view();
         Iter {
-            lp: self,
+            lp,
             front: HDR_SIZE,
-            back: self.eof_offset(),
+            back: lp.eof_offset(),
         }
     }
 }

@@ -1562,3 +1562,41 @@ fn checked_walk_agrees_with_deep_validate() {
     }
     assert!(valid > 1000 && invalid > 1000, "{valid} valid, {invalid} invalid mutants");
 }
+
+#[test]
+fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
+    let mut lp = Listpack::new();
+    for i in 0..200 {
+        lp.append_str(format!("{{\"user\":\"u{}\",\"action\":\"click\"}}", i % 7).as_bytes());
+        lp.append_int(i);
+    }
+    let plain = lp.clone();
+    assert!(lp.pack());
+    assert!(lp.is_packed());
+    assert!(lp.alloc_bytes() < plain.alloc_bytes() / 2, "{} vs {}", lp.alloc_bytes(), plain.alloc_bytes());
+    let before = super::cache_fills();
+    assert_eq!(lp, plain);
+    assert_eq!(lp.iter().collect::<Vec<_>>(), plain.iter().collect::<Vec<_>>());
+    assert_eq!(super::cache_fills(), before + 1);
+    assert!(lp.release_cache());
+    assert_eq!(super::cache_fills(), before);
+    assert!(!lp.release_cache());
+    // Read without view(): an empty listpack, never garbage.
+    assert!(lp.first().is_none());
+    // A mutation decompresses for good.
+    let f = lp.view().first().unwrap();
+    lp.replace(f, Value::Int(7));
+    assert!(!lp.is_packed());
+    assert_eq!(lp.get(f), Value::Int(7));
+    assert_eq!(super::cache_fills(), before);
+    // Incompressible bytes stay plain.
+    let mut r = Listpack::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..100 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.append_str(&x.to_le_bytes());
+    }
+    assert!(!r.pack());
+}

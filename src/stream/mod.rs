@@ -17,6 +17,7 @@
 
 pub mod census;
 pub mod claim;
+pub mod compact;
 pub mod group;
 pub mod id;
 pub mod idmp;
@@ -377,6 +378,8 @@ impl Stream {
         let mut flags = 0i64;
         let mut use_tail = false;
         if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
+            // (Only a node that became the tail by deletions or trims can be packed.)
+            lp.unpack();
             let (count_off, count, deleted, master_fields, fields_off) = node::head(lp);
             let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
                 true
@@ -389,6 +392,9 @@ impl Stream {
             if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
                 // Sealed: the node will not grow again.
                 lp.shrink_to_fit();
+                if compression() {
+                    lp.pack();
+                }
             } else {
                 use_tail = true;
                 let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
@@ -480,6 +486,7 @@ impl Stream {
         };
         let key = node.to_be_bytes();
         let Some(lp) = self.rax.get_mut(&key) else { return false };
+        let was_packed = lp.is_packed();
         // Fails only on a node that was not deep-checked (flags not an element).
         if lp.try_replace(flags_off, Value::Int(flags | FLAG_DELETED)).is_err() {
             return false;
@@ -489,6 +496,9 @@ impl Stream {
             self.rax.remove(&key);
         } else {
             node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
+            if was_packed {
+                lp.pack();
+            }
         }
         self.length = self.length.saturating_sub(1);
         true
@@ -561,7 +571,7 @@ impl Stream {
             }
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
-            let (entries, marked_deleted) = node::counts(lp);
+            let (entries, marked_deleted) = node::counts(lp.view());
             let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
             if t.limit != 0 && deleted.saturating_add(entries) > t.limit {
                 frontier = Frontier::At(master_id);
@@ -571,7 +581,7 @@ impl Stream {
                 TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
                 TrimStrategy::MinId(minid) => {
                     // The built-in reads the last entry, tombstone or not.
-                    node::last_entry_id(lp, master_id).unwrap_or(master_id) < minid
+                    node::last_entry_id(lp.view(), master_id).unwrap_or(master_id) < minid
                 }
             };
             if remove_node && policy == RefPolicy::KeepRef {
@@ -591,6 +601,8 @@ impl Stream {
                 break;
             }
             // Mark entries of this node deleted until the condition holds.
+            let was_packed = lp.is_packed();
+            lp.unpack();
             let m = node::master(lp);
             let mut p = m.first_entry;
             let mut deleted_from_lp: i64 = 0;
@@ -633,6 +645,9 @@ impl Stream {
             deleted = deleted.saturating_add(deleted_from_lp);
             let left = entries.wrapping_sub(deleted_from_lp);
             node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
+            if was_packed && left != 0 {
+                lp.pack();
+            }
             if policy == RefPolicy::KeepRef {
                 break;
             }
@@ -833,6 +848,89 @@ thread_local! {
     static TAIL_KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+// ---- compression of sealed nodes (`xstream.compression`) ---------------------------------
+
+/// Most packed nodes remembered per thread between two releases (a command reading more
+/// falls back to a walk of its stream's nodes when it ends).
+const TOUCHED_MAX: usize = 256;
+
+thread_local! {
+    /// Whether nodes are compressed when sealed (set from the module config).
+    static COMPRESSION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Packed nodes a reader decompressed: (tree address, node key), released by
+    /// [`Stream::release_caches`] when the command is done with the stream.
+    static TOUCHED: std::cell::RefCell<Vec<(usize, [u8; 16])>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Compress sealed nodes from now on (this thread: the server's main thread).
+pub fn set_compression(on: bool) {
+    COMPRESSION.with(|c| c.set(on));
+}
+
+pub fn compression() -> bool {
+    COMPRESSION.with(|c| c.get())
+}
+
+/// Remembers that a packed node of the tree at `owner` is being read.
+pub(crate) fn touch(owner: usize, key: &[u8]) {
+    let Ok(k) = <[u8; 16]>::try_from(key) else { return };
+    TOUCHED.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() < TOUCHED_MAX && !t.contains(&(owner, k)) {
+            t.push((owner, k));
+        }
+    });
+}
+
+impl Stream {
+    /// Drops the decompressed copies of this stream's packed nodes that readers made (what
+    /// the module calls when a command is done with the key): the nodes read, or every node
+    /// when some were decompressed by a path that does not say which.
+    pub fn release_caches(&mut self) {
+        if crate::listpack::cache_fills() == 0 {
+            return;
+        }
+        let me = &self.rax as *const Rax<Listpack> as usize;
+        let mine: Vec<[u8; 16]> = TOUCHED.with(|t| {
+            let mut t = t.borrow_mut();
+            let mine = t.iter().filter(|(o, _)| *o == me).map(|(_, k)| *k).collect();
+            t.retain(|(o, _)| *o != me);
+            mine
+        });
+        for k in &mine {
+            if let Some(lp) = self.rax.get_mut(k) {
+                lp.release_cache();
+            }
+        }
+        let others = TOUCHED.with(|t| !t.borrow().is_empty());
+        if crate::listpack::cache_fills() > 0 && !others {
+            for lp in self.rax.values_mut() {
+                lp.release_cache();
+            }
+        }
+    }
+
+    /// Compresses every node but the last (after loading, or when turning compression on
+    /// by hand). Returns the nodes packed.
+    pub fn pack_sealed(&mut self) -> u64 {
+        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let mut n = 0;
+        for k in keys.iter().take(keys.len().saturating_sub(1)) {
+            if let Some(lp) = self.rax.get_mut(&k.to_be_bytes()) {
+                if !lp.is_packed() && lp.pack() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Nodes stored compressed.
+    pub fn packed_nodes(&self) -> u64 {
+        self.rax.values().filter(|lp| lp.is_packed()).count() as u64
+    }
+}
+
 /// Iterator over nodes: (master ID, listpack).
 pub struct NodeIter<'a> {
     it: crate::rax::Iter<'a, Listpack>,
@@ -842,7 +940,7 @@ impl<'a> Iterator for NodeIter<'a> {
     type Item = (StreamId, &'a Listpack);
     fn next(&mut self) -> Option<Self::Item> {
         let (k, lp) = self.it.next()?;
-        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp))
+        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp.view()))
     }
 }
 
@@ -886,6 +984,8 @@ impl<'a> Entry<'a> {
 
 /// Range iteration over entries (streamIteratorStart / streamIteratorGetID).
 pub struct RangeIter<'a> {
+    /// The tree's address: which stream the nodes it decompresses belong to.
+    owner: usize,
     nodes: crate::rax::Iter<'a, Listpack>,
     /// The current node, its master ID and master entry.
     cur: Option<(&'a Listpack, StreamId, Master)>,
@@ -919,7 +1019,8 @@ impl<'a> RangeIter<'a> {
         if first.is_none() {
             first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
         }
-        let mut it = RangeIter { nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
+        let owner = rax as *const Rax<Listpack> as usize;
+        let mut it = RangeIter { owner, nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
         match first {
             Some((k, lp)) => it.enter(&k, lp),
             None => it.done = true,
@@ -928,6 +1029,10 @@ impl<'a> RangeIter<'a> {
     }
 
     fn enter(&mut self, key: &[u8], lp: &'a Listpack) {
+        if lp.is_packed() {
+            touch(self.owner, key);
+        }
+        let lp = lp.view();
         let master_id = StreamId::from_be_bytes(key).unwrap_or(StreamId::MIN);
         let m = node::master(lp);
         self.pos = if self.rev { lp.last() } else { m.first_entry };

@@ -110,6 +110,12 @@ fn random_id(r: &mut Rng, m: &Model) -> StreamId {
 }
 
 fn run_model(seed: u64, ops: usize) {
+    run_model_with(seed, ops, false)
+}
+
+/// The model run; with `compact`, deletions and trims are followed by the on-write
+/// compaction step (random thresholds) and XS.COMPACT runs now and then.
+pub(crate) fn run_model_with(seed: u64, ops: usize, compact: bool) {
     let mut r = Rng::new(seed);
     let limits = NodeLimits {
         entries_max: [0, 1, 2, 3, 5, 10, 100][r.below(7) as usize],
@@ -172,6 +178,12 @@ fn run_model(seed: u64, ops: usize) {
                     }
                 }
                 assert_eq!(s.delete_ids(&ids), want);
+                if compact {
+                    let pct = [1u8, 10, 50, 90, 100][r.below(5) as usize];
+                    for id in &ids {
+                        s.compact_at(*id, pct, limits);
+                    }
+                }
             }
             7 => {
                 let approx = r.below(2) == 0;
@@ -205,6 +217,14 @@ fn run_model(seed: u64, ops: usize) {
                     }
                     m.entries.drain(..removed);
                 }
+                if compact {
+                    s.compact_at(s.first_id, [1u8, 50][r.below(2) as usize], limits);
+                }
+            }
+            8 if compact && r.below(3) == 0 => {
+                let nodes = s.rax_keys();
+                let done = s.compact_all(r.below(4), limits);
+                assert_eq!(s.rax_keys() as u64, nodes as u64 - done.nodes_merged);
             }
             8 => {
                 let id = random_id(&mut r, &m);
@@ -217,10 +237,16 @@ fn run_model(seed: u64, ops: usize) {
             }
         }
         check(&s, &m);
+        if compression() {
+            // What the module does when a command is done with the key.
+            s.release_caches();
+            assert_eq!(crate::listpack::cache_fills(), 0);
+        }
     }
     // Full walks both ways at the end.
     assert_eq!(range_stream(&s, StreamId::MIN, StreamId::MAX, false, 0), range_model(&m, StreamId::MIN, StreamId::MAX, false, 0));
     assert_eq!(range_stream(&s, StreamId::MIN, StreamId::MAX, true, 0), range_model(&m, StreamId::MIN, StreamId::MAX, true, 0));
+    s.release_caches();
 }
 
 #[test]

@@ -455,6 +455,10 @@ pub struct Opts {
     pub n3: usize,
     /// Segments: each starts with empty keys and new node limits.
     pub segments: usize,
+    /// Side B may lay its nodes out differently (compaction on): only exact trims are
+    /// generated, and XINFO STREAM is compared without its node-layout fields
+    /// (radix-tree-keys / -nodes, and the module's `deleted-entries`).
+    pub layout_free: bool,
 }
 
 /// One argument of a generated command, rendered per side by [`Pair::render`].

@@ -716,6 +716,21 @@ impl Reply {
         }
     }
     /// Replaces the value of field `name` in a map / flat array (e.g. mask a field).
+    /// Removes field `name` (and its value) from a map or a flat field-value array.
+    pub fn remove_field(&mut self, name: &str) {
+        match self {
+            Reply::Map(kv) => kv.retain(|(k, _)| k.as_bytes() != Some(name.as_bytes())),
+            Reply::Array(v) => {
+                if let Some(i) = (0..v.len()).step_by(2).find(|&i| v[i].as_bytes() == Some(name.as_bytes())) {
+                    if i + 1 < v.len() {
+                        v.drain(i..i + 2);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     pub fn set_field(&mut self, name: &str, val: Reply) {
         match self {
             Reply::Map(kv) => {

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Compression of sealed nodes (issue 18): memory and costs, on one server.
+
+  python3 bench/compression.py [--module target/release/libxstream.so] [--n 1000000] [--reps 3]
+
+1. Memory: N JSON-like event entries (150-300 bytes, fixed seed 18, realistic variety:
+   user, action, ts, props{page, ref, device, ms, tags}) into a built-in stream (XADD), a module
+   stream with `xstream.compression off` and one with `lz4`: used_memory deltas and ratios to the
+   built-in. Deterministic.
+2. Costs, module with compression off vs lz4, interleaved over --reps (A B B A): server time
+   per call (INFO commandstats usec_per_call) of
+   - XS.ADD of 100,000 more entries (pipelined, 100 per batch),
+   - XS.RANGE key <random existing ID> + COUNT 100 (20,000 calls, fixed seed),
+   - RDB load (DEBUG RELOAD) of the N-entry stream, against the built-in's.
+   The machine is shared: read the medians, and repeat.
+
+Reuses bench/xbench.py's server and RESP client.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xbench  # noqa: E402
+from xbench import Redis, Server, enc  # noqa: E402
+
+ACTIONS = ["click", "view", "purchase", "login", "logout", "add_to_cart", "search", "share"]
+PAGES = ["/home", "/product/42", "/product/7731", "/cart", "/search?q=shoes", "/account/settings",
+         "/checkout", "/blog/how-to-pick-running-shoes"]
+COUNTRIES = ["FR", "DE", "US", "GB", "JP", "BR", "IN", "ES", "IT", "NL"]
+
+
+def event(rng: random.Random, i: int) -> bytes:
+    tags = "".join(f',"tag{k}":"t{rng.randrange(50)}"' for k in range(rng.randrange(4)))
+    s = ('{"user":"user-%d","action":"%s","ts":%d,"props":{"page":"%s","ref":"campaign-%d",'
+         '"device":"%s","country":"%s","ms":%d,"session":"%016x"%s}}') % (
+        rng.randrange(50_000), rng.choice(ACTIONS), 1_700_000_000_000 + i * 37 + rng.randrange(30),
+        rng.choice(PAGES), rng.randrange(40), "mobile" if rng.random() < 0.6 else "desktop",
+        rng.choice(COUNTRIES), rng.randrange(5000), rng.getrandbits(64), tags)
+    return s.encode()
+
+
+def fill(port: int, cmd: str, key: str, n: int, start: int = 0, seed: int = 18) -> None:
+    rng = random.Random(seed * 1_000_003 + start)
+    c = Redis(port)
+    try:
+        batch = 2000
+        for lo in range(start, start + n, batch):
+            hi = min(lo + batch, start + n)
+            c.send(b"".join(enc(cmd, key, b"%d-0" % (i + 1), b"event", event(rng, i)) for i in range(lo, hi)))
+            for _ in range(hi - lo):
+                r = c.read_reply()
+                if isinstance(r, Exception):
+                    raise r
+    finally:
+        c.close()
+
+
+def used(c: Redis) -> int:
+    time.sleep(0.05)
+    return int(c.info("memory")["used_memory"])
+
+
+def usec_per_call(c: Redis, name: str) -> float:
+    st = c.info("commandstats").get(f"cmdstat_{name}")
+    if not st:
+        return float("nan")
+    kv = dict(x.split("=") for x in st.split(","))
+    return float(kv["usec"]) / float(kv["calls"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module", default=os.path.join(xbench.ROOT, "target", "release", "libxstream.so"))
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    srv = Server(a.module)
+    srv.start()
+    c = Redis(srv.port)
+    try:
+        sizes = []
+        rng = random.Random(18)
+        for i in range(2000):
+            sizes.append(len(event(rng, i)))
+        print(f"event sizes: min {min(sizes)} median {statistics.median(sizes)} max {max(sizes)} bytes")
+        mem = {}
+        for arm, cmd, comp in (("builtin", "XADD", None), ("module-off", "XS.ADD", "off"), ("module-lz4", "XS.ADD", "lz4")):
+            if comp:
+                c.call("CONFIG", "SET", "xstream.compression", comp)
+            before = used(c)
+            t0 = time.perf_counter()
+            fill(srv.port, cmd, f"mem:{arm}", a.n)
+            mem[arm] = used(c) - before
+            print(f"{arm:12s} {mem[arm]:>13,} B  {mem[arm] / a.n:7.1f} B/entry  fill {time.perf_counter() - t0:5.1f} s")
+        for arm in ("module-off", "module-lz4"):
+            print(f"memory ratio {arm} / builtin: {mem[arm] / mem['builtin']:.3f}")
+
+        def reload_time() -> float:
+            t0 = time.perf_counter()
+            c.call("DEBUG", "RELOAD")
+            return time.perf_counter() - t0
+
+        # Costs: XS.ADD and XS.RANGE COUNT 100 with compression off vs lz4.
+        res = {"off": {"add": [], "range": []}, "lz4": {"add": [], "range": []}}
+        order = []
+        for r in range(a.reps):
+            order += ["off", "lz4"] if r % 2 == 0 else ["lz4", "off"]
+        rng = random.Random(7)
+        starts = [rng.randrange(1, a.n) for _ in range(20_000)]
+        for k, comp in enumerate(order):
+            c.call("CONFIG", "SET", "xstream.compression", comp)
+            key = f"mem:module-{comp}"
+            c.call("CONFIG", "RESETSTAT")
+            fill(srv.port, "XS.ADD", f"add:{comp}:{k}", 100_000, start=0, seed=99)
+            res[comp]["add"].append(usec_per_call(c, "xs.add"))
+            c.call("DEL", f"add:{comp}:{k}")
+            c.call("CONFIG", "RESETSTAT")
+            conn = Redis(srv.port)
+            for lo in range(0, len(starts), 100):
+                conn.send(b"".join(enc("XS.RANGE", key, b"%d" % s, b"+", b"COUNT", b"100") for s in starts[lo:lo + 100]))
+                for _ in starts[lo:lo + 100]:
+                    conn.read_reply()
+            conn.close()
+            res[comp]["range"].append(usec_per_call(c, "xs.range"))
+        for what in ("add", "range"):
+            off, lz4 = statistics.median(res["off"][what]), statistics.median(res["lz4"][what])
+            print(f"{what:6s} usec/call  off {off:7.2f}  lz4 {lz4:7.2f}  ratio {lz4 / off:.3f}   "
+                  f"(reps off {['%.2f' % x for x in res['off'][what]]} lz4 {['%.2f' % x for x in res['lz4'][what]]})")
+
+        # RDB load: DEBUG RELOAD of the built-in and the lz4 module streams together, then of the
+        # module stream alone; the built-in's share is the difference.
+        c.call("DEL", "mem:module-off")
+        c.call("CONFIG", "SET", "xstream.compression", "lz4")
+        both = [reload_time() for _ in range(a.reps)]
+        c.call("DEL", "mem:builtin")
+        alone = [reload_time() for _ in range(a.reps)]
+        m = statistics.median(alone)
+        b = statistics.median(both) - m
+        print(f"DEBUG RELOAD  builtin ~{b:.3f} s  module-lz4 {m:.3f} s  ratio {m / b:.3f}  "
+              f"(both {['%.3f' % x for x in both]}, module alone {['%.3f' % x for x in alone]}; "
+              f"the module stream is saved plain and packed again while loading)")
+    finally:
+        c.close()
+        srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+//! Compaction (issue 18): `xstream.compact-deleted`, the on-write step, XS.COMPACT, XS.INFO
+//! STREAM `deleted-entries`, INFO xstream's counters, and what replicas and the AOF get.
+//! The logical content is compared with a built-in stream given the same commands.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// Sends `cmds` pipelined; returns the replies.
+fn pipeline(c: &mut Conn, cmds: &[Vec<String>]) -> Vec<Reply> {
+    let mut out = Vec::with_capacity(cmds.len());
+    for chunk in cmds.chunks(1000) {
+        for cmd in chunk {
+            c.send(cmd).expect("send");
+        }
+        for _ in chunk {
+            out.push(c.read_reply().expect("reply").0);
+        }
+    }
+    out
+}
+
+fn adds(cmd: &str, key: &str, n: u64) -> Vec<Vec<String>> {
+    (1..=n).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "f".into(), format!("v{i}"), "g".into(), "x".into()]).collect()
+}
+
+fn dels(cmd: &str, key: &str, ids: &[u64]) -> Vec<Vec<String>> {
+    ids.iter().map(|i| vec![cmd.into(), key.into(), format!("{i}-0")]).collect()
+}
+
+/// XINFO STREAM without the node-layout fields (and the module's deleted-entries).
+fn logical_info(c: &mut Conn, cmd: &str, key: &str) -> Reply {
+    let mut r = c.cmd(&[cmd, "STREAM", key]);
+    r.set_field("radix-tree-keys", Reply::Int(0));
+    r.set_field("radix-tree-nodes", Reply::Int(0));
+    r.remove_field("deleted-entries");
+    r
+}
+
+fn info_field(c: &mut Conn, name: &str) -> i64 {
+    let info = c.cmd(&["INFO", "xstream"]).text();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("xstream_{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+}
+
+#[test]
+fn config_auto_and_info_field() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compact-deleted"]).as_array()[1].text(), "-1");
+    assert!(c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "101"]).is_error());
+    assert!(c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "-2"]).is_error());
+    pipeline(&mut c, &adds("XS.ADD", "s", 4));
+    // auto at a host level: off, and XS.INFO STREAM is the built-in's (10 fields).
+    let r = c.cmd(&["XS.INFO", "STREAM", "s"]);
+    assert_eq!(r.as_array().len(), 20);
+    assert!(r.field("deleted-entries").is_none());
+    c.cmd(&["XS.DEL", "s", "1-0", "2-0"]);
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s"]).field("radix-tree-keys"), Some(&Reply::Int(1)));
+    // auto at `latest`: off too (8.x compacts nothing; the 8.8 layout of 16 pairs).
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", "latest"]), Reply::Simple("OK".into()));
+    let r = c.cmd(&["XS.INFO", "STREAM", "s"]);
+    assert_eq!(r.as_array().len(), 32);
+    assert!(r.field("deleted-entries").is_none());
+    // Opting in at `latest`: the field shows the tombstones left (none: 2 of 4 compacted).
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "50"]);
+    c.cmd(&["XS.DEL", "s", "3-0"]);
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s"]).field("deleted-entries"), Some(&Reply::Int(0)));
+    // An explicit 0 turns it off at `latest` too; an explicit value applies at host levels.
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "0"]);
+    assert!(c.cmd(&["XS.INFO", "STREAM", "s"]).field("deleted-entries").is_none());
+    c.cmd(&["CONFIG", "SET", "xstream.compat", "host"]);
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "25"]);
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]).field("deleted-entries"), Some(&Reply::Int(0)));
+    assert_eq!(c.cmd(&["XS.LEN", "s"]), Reply::Int(1));
+}
+
+/// XDEL of every other entry of 1000 with the default node limits (100 entries): each node is
+/// rewritten once half of it is deleted and merged with its compacted neighbour; the content
+/// and XINFO (minus layout) stay the built-in's.
+#[test]
+fn every_other_deleted_matches_the_builtin() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "50"]);
+    pipeline(&mut c, &adds("XADD", "b", 1000));
+    pipeline(&mut c, &adds("XS.ADD", "m", 1000));
+    let ids: Vec<u64> = (1..=1000).step_by(2).collect();
+    let rb = pipeline(&mut c, &dels("XDEL", "b", &ids));
+    let rm = pipeline(&mut c, &dels("XS.DEL", "m", &ids));
+    assert_eq!(rb, rm);
+    assert_eq!(c.cmd(&["XINFO", "STREAM", "b"]).field("radix-tree-keys"), Some(&Reply::Int(10)));
+    let im = c.cmd(&["XS.INFO", "STREAM", "m"]);
+    assert_eq!(im.field("radix-tree-keys"), Some(&Reply::Int(5)));
+    assert_eq!(im.field("deleted-entries"), Some(&Reply::Int(0)));
+    assert_eq!(logical_info(&mut c, "XINFO", "b"), logical_info(&mut c, "XS.INFO", "m"));
+    assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
+    assert_eq!(c.cmd(&["XREVRANGE", "b", "+", "-", "COUNT", "7"]), c.cmd(&["XS.REVRANGE", "m", "+", "-", "COUNT", "7"]));
+    assert_eq!(info_field(&mut c, "nodes_compacted"), 15);
+    assert_eq!(info_field(&mut c, "nodes_merged"), 5);
+    assert!(info_field(&mut c, "compacted_bytes_freed") > 0);
+    // Appends after the merged tail, exact trims and groups go on as with the built-in.
+    for (cmd, key) in [("XADD", "b"), ("XS.ADD", "m")] {
+        c.cmd(&[cmd, key, "2000-0", "f", "z"]);
+    }
+    assert_eq!(c.cmd(&["XTRIM", "b", "MAXLEN", "=", "120"]), c.cmd(&["XS.TRIM", "m", "MAXLEN", "=", "120"]));
+    assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
+    assert_eq!(logical_info(&mut c, "XINFO", "b"), logical_info(&mut c, "XS.INFO", "m"));
+}
+
+#[test]
+fn xs_compact_replies_and_errors() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "0"]);
+    pipeline(&mut c, &adds("XS.ADD", "m", 1000));
+    pipeline(&mut c, &adds("XADD", "b", 1000));
+    c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+    c.cmd(&["XGROUP", "CREATE", "b", "g", "0"]);
+    let rm = c.cmd(&["XS.READGROUP", "GROUP", "g", "alice", "COUNT", "300", "STREAMS", "m", ">"]);
+    let rb = c.cmd(&["XREADGROUP", "GROUP", "g", "alice", "COUNT", "300", "STREAMS", "b", ">"]);
+    assert_eq!(rm.as_array()[0].as_array()[1], rb.as_array()[0].as_array()[1]);
+    let ids: Vec<u64> = (1..=1000).filter(|i| i % 10 != 0).collect();
+    pipeline(&mut c, &dels("XS.DEL", "m", &ids));
+    pipeline(&mut c, &dels("XDEL", "b", &ids));
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("radix-tree-keys"), Some(&Reply::Int(10)));
+    // LIMIT 2: two nodes rewritten into one.
+    let first = c.cmd(&["XS.COMPACT", "m", "LIMIT", "2"]).as_int();
+    // Bytes of node allocations: 2 sealed nodes of 100 entries (10 live each) became one node.
+    assert_eq!(first, 2974);
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("radix-tree-keys"), Some(&Reply::Int(9)));
+    let rest = c.cmd(&["XS.COMPACT", "m"]).as_int();
+    assert_eq!(rest, 14702);
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("radix-tree-keys"), Some(&Reply::Int(1)));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m"]), Reply::Int(0));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m", "LIMIT", "0"]), Reply::Int(0));
+    // INFO xstream's totals follow the new layout.
+    assert_eq!(info_field(&mut c, "nodes"), 1);
+    assert_eq!(info_field(&mut c, "entries"), 100);
+    assert_eq!(info_field(&mut c, "nodes_compacted"), 2 + 9);
+    assert_eq!(info_field(&mut c, "nodes_merged"), 9);
+    assert_eq!(info_field(&mut c, "compacted_bytes_freed"), 2974 + 14702);
+    assert_eq!(c.cmd(&["XS.COMPACT", "missing"]), Reply::Int(0));
+    // Content, metadata, groups and PELs untouched.
+    assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
+    assert_eq!(logical_info(&mut c, "XINFO", "b"), logical_info(&mut c, "XS.INFO", "m"));
+    assert_eq!(c.cmd(&["XPENDING", "b", "g", "-", "+", "1000"]).as_array().len(), 300);
+    let strip_idle = |r: Reply| -> Vec<(String, String, i64)> {
+        r.as_array().iter().map(|e| (e.as_array()[0].text(), e.as_array()[1].text(), e.as_array()[3].as_int())).collect()
+    };
+    assert_eq!(
+        strip_idle(c.cmd(&["XPENDING", "b", "g", "-", "+", "1000"])),
+        strip_idle(c.cmd(&["XS.PENDING", "m", "g", "-", "+", "1000"]))
+    );
+    assert_eq!(c.cmd(&["XINFO", "GROUPS", "b"]), c.cmd(&["XS.INFO", "GROUPS", "m"]));
+    // Errors.
+    c.cmd(&["SET", "str", "x"]);
+    assert_eq!(c.cmd(&["XS.COMPACT", "str"]), Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into()));
+    assert_eq!(c.cmd(&["XS.COMPACT"]), Reply::Error("ERR wrong number of arguments for 'xs.compact' command".into()));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m", "LIMIT"]), Reply::Error("ERR syntax error".into()));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m", "FOO", "1"]), Reply::Error("ERR syntax error".into()));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m", "LIMIT", "x"]), Reply::Error("ERR value is not an integer or out of range".into()));
+    assert_eq!(c.cmd(&["XS.COMPACT", "m", "LIMIT", "-1"]), Reply::Error("ERR The LIMIT argument must be >= 0.".into()));
+}
+
+fn digests(c: &mut Conn, keys: &[&str]) -> Vec<Reply> {
+    keys.iter().map(|k| c.cmd(&["DEBUG", "DIGEST-VALUE", k])).collect()
+}
+
+fn offset(c: &mut Conn) -> String {
+    let info = c.cmd(&["INFO", "replication"]).text();
+    info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
+}
+
+/// The on-write step runs on the primary (compact-deleted 30) and not on the replica (0);
+/// XS.COMPACT is propagated. Digests (layout-independent) agree on the primary, the replica
+/// and after DEBUG LOADAOF; the replica's nodes are compacted by the propagated XS.COMPACT.
+#[test]
+fn compaction_and_replicas() {
+    let primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let replica = Server::replica_of(&primary);
+    let mut c = primary.conn();
+    let mut rc = replica.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "30"]);
+    rc.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "0"]);
+    let mut rng = Rng::from_env("compaction_and_replicas");
+    let keys = ["k1", "k2"];
+    for k in keys {
+        pipeline(&mut c, &adds("XS.ADD", k, 3000));
+        c.cmd(&["XS.GROUP", "CREATE", k, "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "500", "STREAMS", k, ">"]);
+        let ids: Vec<u64> = (1..=3000).filter(|_| rng.pct(70)).collect();
+        pipeline(&mut c, &dels("XS.DEL", k, &ids));
+    }
+    c.cmd(&["XS.TRIM", "k1", "MAXLEN", "=", "500"]);
+    c.cmd(&["XS.COMPACT", "k2"]);
+    assert_eq!(c.cmd(&["WAIT", "1", "10000"]), Reply::Int(1));
+    let t0 = std::time::Instant::now();
+    while offset(&mut c) != offset(&mut rc) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let on_primary = digests(&mut c, &keys);
+    assert!(on_primary.iter().all(|d| !d.is_nil() && !d.is_error()), "{on_primary:?}");
+    assert_eq!(on_primary, digests(&mut rc, &keys));
+    // k2 was compacted on the replica by XS.COMPACT: no tombstone left, as on the primary.
+    rc.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "1"]);
+    assert_eq!(rc.cmd(&["XS.INFO", "STREAM", "k2"]).field("deleted-entries"), Some(&Reply::Int(0)));
+    assert!(rc.cmd(&["XS.INFO", "STREAM", "k1"]).field("deleted-entries").unwrap().as_int() > 0);
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), Reply::Simple("OK".into()));
+    assert_eq!(on_primary, digests(&mut c, &keys));
+    // And through an RDB round trip.
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    assert_eq!(on_primary, digests(&mut c, &keys));
+}
+
+#[test]
+fn compacted_stream_round_trips_through_dump_and_export() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "50"]);
+    pipeline(&mut c, &adds("XS.ADD", "m", 500));
+    pipeline(&mut c, &adds("XADD", "b", 500));
+    let ids: Vec<u64> = (1..=500).filter(|i| i % 3 != 0).collect();
+    pipeline(&mut c, &dels("XS.DEL", "m", &ids));
+    pipeline(&mut c, &dels("XDEL", "b", &ids));
+    let d = c.cmd(&["DUMP", "m"]);
+    c.cmd(&["DEL", "m2"]);
+    let payload = d.as_bytes().unwrap().to_vec();
+    assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["XS.RANGE", "m2", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    assert!(!c.cmd(&["XS.EXPORT", "m"]).is_error());
+    assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    assert_eq!(logical_info(&mut c, "XINFO", "m"), logical_info(&mut c, "XINFO", "b"));
+}
+
+/// A JSON-like event of 150-300 bytes, from a fixed seed.
+fn event(rng: &mut Rng, i: u64) -> String {
+    let actions = ["click", "view", "purchase", "login", "logout", "add_to_cart", "search"];
+    let pages = ["/home", "/product/42", "/cart", "/search?q=shoes", "/account/settings", "/checkout"];
+    let a = actions[rng.below(actions.len() as u64) as usize];
+    let p = pages[rng.below(pages.len() as u64) as usize];
+    let extra: String = (0..rng.below(4)).map(|k| format!(",\"tag{k}\":\"t{}\"", rng.below(50))).collect();
+    format!(
+        "{{\"user\":\"user-{}\",\"action\":\"{a}\",\"ts\":{},\"props\":{{\"page\":\"{p}\",\"ref\":\"campaign-{}\",\"device\":\"{}\",\"ms\":{}{extra}}}}}",
+        rng.below(5000),
+        1_700_000_000_000u64 + i * 37,
+        rng.below(20),
+        if rng.pct(60) { "mobile" } else { "desktop" },
+        rng.below(2000)
+    )
+}
+
+/// `xstream.compression lz4`: sealed nodes are stored compressed; every read, deletion, group
+/// read, reload, DUMP / RESTORE and XS.EXPORT gives what the built-in gives.
+#[test]
+fn compressed_nodes_read_as_the_builtin() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), "off");
+    assert!(c.cmd(&["CONFIG", "SET", "xstream.compression", "zip"]).is_error());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]), Reply::Simple("OK".into()));
+    let mut rng = Rng::new(18);
+    let cmds = |cmd: &str, key: &str, rng: &mut Rng| -> Vec<Vec<String>> {
+        (1..=3000u64).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), event(rng, i), "v".into(), "1".into()]).collect()
+    };
+    let m = cmds("XS.ADD", "m", &mut rng);
+    let mut rng = Rng::new(18);
+    let b = cmds("XADD", "b", &mut rng);
+    pipeline(&mut c, &m);
+    pipeline(&mut c, &b);
+    let mm = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+    assert!(mm * 10 < mb * 6, "MEMORY USAGE {mm} vs {mb}");
+    let check = |c: &mut Conn| {
+        assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
+        for start in ["1", "777", "1500-0", "2999"] {
+            assert_eq!(c.cmd(&["XRANGE", "b", start, "+", "COUNT", "100"]), c.cmd(&["XS.RANGE", "m", start, "+", "COUNT", "100"]));
+            assert_eq!(c.cmd(&["XREVRANGE", "b", start, "-", "COUNT", "100"]), c.cmd(&["XS.REVRANGE", "m", start, "-", "COUNT", "100"]));
+        }
+        assert_eq!(logical_info(c, "XINFO", "b"), logical_info(c, "XS.INFO", "m"));
+    };
+    check(&mut c);
+    // Reads leave no decompressed copies behind: memory is what it was.
+    assert_eq!(c.cmd(&["MEMORY", "USAGE", "m"]).as_int(), mm);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 7 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    check(&mut c);
+    c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+    c.cmd(&["XGROUP", "CREATE", "b", "g", "0"]);
+    let rm = c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "500", "STREAMS", "m", ">"]);
+    let rb = c.cmd(&["XREADGROUP", "GROUP", "g", "a", "COUNT", "500", "STREAMS", "b", ">"]);
+    assert_eq!(rm.as_array()[0].as_array()[1], rb.as_array()[0].as_array()[1]);
+    let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), digest);
+    check(&mut c);
+    let after = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    assert!(after * 10 < mb * 6, "after reload: {after} vs {mb}");
+    let payload = c.cmd(&["DUMP", "m"]).as_bytes().unwrap().to_vec();
+    assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["XS.RANGE", "m2", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    // Compaction and compression together.
+    c.cmd(&["CONFIG", "SET", "xstream.compact-deleted", "50"]);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 7 != 0 && i % 2 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    assert!(c.cmd(&["XS.COMPACT", "m"]).as_int() >= 0);
+    check(&mut c);
+    assert!(!c.cmd(&["XS.EXPORT", "m"]).is_error());
+    assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "off"]);
+}
