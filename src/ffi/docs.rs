@@ -347,6 +347,50 @@ pub fn own_doc(name: &str) -> Option<Doc> {
                 ArgDoc::pure("FORCE").optional(),
             ],
         ),
+        // Reliable-queue policies (issue 16): subcommands of XS.GROUP no XGROUP has.
+        "xs.group|setpolicy" => doc(
+            "Sets the reliable-queue policy of a consumer group: dead letters after a number of deliveries, redelivery after an ack timeout with backoff, expiry of idle consumers.",
+            "O(1)",
+            vec![
+                ArgDoc::key("key"),
+                ArgDoc::string("group"),
+                ArgDoc::group(
+                    "max-deliveries",
+                    "block",
+                    vec![
+                        ArgDoc::integer("n").token("MAXDELIVERIES"),
+                        ArgDoc::group(
+                            "target",
+                            "oneof",
+                            vec![ArgDoc { key_spec_index: Some(1), ..ArgDoc::key("dlq-key") }.token("DEADLETTER"), ArgDoc::pure("DROP")],
+                        ),
+                    ],
+                )
+                .optional(),
+                ArgDoc::group(
+                    "ack-timeout",
+                    "block",
+                    vec![
+                        ArgDoc::integer("ms").token("ACKTIMEOUT"),
+                        ArgDoc::new("factor", "double").token("BACKOFF").optional(),
+                        ArgDoc::integer("max-ms").token("MAXBACKOFF").optional(),
+                    ],
+                )
+                .optional(),
+                ArgDoc::integer("ttl-ms").token("CONSUMERTTL").optional(),
+                ArgDoc::pure("RESET").optional(),
+            ],
+        ),
+        "xs.group|getpolicy" => doc(
+            "Returns the reliable-queue policy of a consumer group.",
+            "O(1)",
+            vec![ArgDoc::key("key"), ArgDoc::string("group")],
+        ),
+        "xs.group|deadletter" => doc(
+            "Moves pending entries of a consumer group to its dead-letter stream.",
+            "O(N) with N the number of IDs.",
+            vec![ArgDoc::key("key"), ArgDoc::string("group"), ArgDoc::string("id").multiple()],
+        ),
         _ => return None,
     };
     Some(d)

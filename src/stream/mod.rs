@@ -21,6 +21,7 @@ pub mod group;
 pub mod id;
 pub mod node;
 pub mod policy;
+pub mod queue;
 pub mod timelist;
 pub mod validate;
 pub mod wake;
