@@ -402,6 +402,7 @@ mod tests {
             ack_timeout: Some(crate::stream::queue::AckTimeout { ms: 100, backoff: 1.5, max_backoff: Some(5000) }),
             consumer_ttl: Some(60_000),
             counters: Default::default(),
+            ttl_check_at: 0,
         }));
         s
     }

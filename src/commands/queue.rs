@@ -145,6 +145,7 @@ pub fn run_setpolicy(c: &Ctx) -> Result<()> {
     if let Some(t) = p.consumer_ttl {
         pol.consumer_ttl = Some(t);
     }
+    pol.ttl_check_at = 0;
     g.set_policy(Some(pol));
     c.reply_ok();
     c.replicate_verbatim();
@@ -231,7 +232,7 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
         dl.take(s, c.arg(3), id, Reason::Manual);
     }
     let n = dl.len();
-    dl.flush(c, &mut key);
+    dl.flush(c, s);
     c.reply_int(n as i64);
     Ok(())
 }
@@ -273,6 +274,12 @@ impl DeadLetters {
         Some(DeadLetters::new(key_arg, group_arg, t.clone()))
     }
 
+    /// Takes `id` if a delivery bringing its count to `count_after` must
+    /// dead-letter it instead (MAXDELIVERIES); true when taken.
+    pub fn take_if_over(&mut self, s: &mut Stream, gname: &[u8], id: StreamId, count_after: u64) -> bool {
+        self.over(s, gname, count_after) && self.take(s, gname, id, Reason::MaxDeliveries)
+    }
+
     /// Whether a delivery bringing `id`'s count to `count_after` must dead-letter it.
     pub fn over(&self, s: &Stream, gname: &[u8], count_after: u64) -> bool {
         s.group(gname).and_then(|g| g.policy()).is_some_and(|p| p.over_limit(count_after))
@@ -298,7 +305,7 @@ impl DeadLetters {
     /// `XS.ADD dlq id ...` and `XS.ACK key group id`. `src` is the open source key
     /// (the target is opened by name; a target that holds another type keeps no
     /// copy: the entries are acknowledged all the same, and the server log says so).
-    pub fn flush(self, c: &Ctx, src: &mut crate::ffi::ctx::Key<'_>) {
+    pub fn flush(self, c: &Ctx, src: &mut Stream) {
         if self.taken.is_empty() {
             return;
         }
@@ -326,7 +333,7 @@ impl DeadLetters {
                     }
                 }
                 let stream = match other.as_mut() {
-                    None => src.stream_mut(),
+                    None => Some(&mut *src),
                     Some(k) => match k.kind() {
                         KeyKind::Empty => k.create_stream(Stream::new()),
                         KeyKind::Stream => k.stream_mut(),

@@ -93,11 +93,14 @@ pub struct QueuePolicy {
     pub ack_timeout: Option<AckTimeout>,
     pub consumer_ttl: Option<i64>,
     pub counters: Counters,
+    /// CONSUMERTTL: no consumer can have expired before this time (the earliest
+    /// `last interaction + ttl` the last scan saw); runtime only.
+    pub ttl_check_at: i64,
 }
 
 impl Default for QueuePolicy {
     fn default() -> Self {
-        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default() }
+        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default(), ttl_check_at: 0 }
     }
 }
 
@@ -279,6 +282,35 @@ impl Group {
             if now.saturating_sub(last) >= ttl {
                 out.push(c.name.to_vec());
             }
+        }
+        out
+    }
+
+    /// [`Group::expired_consumers`] at most once per possible expiry: the scan
+    /// (O(consumers)) runs only when `now` reached the earliest time a consumer
+    /// could expire, which the scan itself records.
+    pub fn take_expired_consumers(&mut self, now: i64, limit: usize) -> Vec<Vec<u8>> {
+        let Some(p) = self.policy.as_deref() else { return Vec::new() };
+        let Some(ttl) = p.consumer_ttl else { return Vec::new() };
+        if now < p.ttl_check_at {
+            return Vec::new();
+        }
+        let out = self.expired_consumers(now, limit);
+        let next = if out.len() >= limit {
+            now
+        } else {
+            let mut next = i64::MAX;
+            let mut it = self.consumers();
+            while let Some((_, c)) = it.next_consumer() {
+                let at = c.seen_time.max(c.active_time).saturating_add(ttl);
+                if at > now {
+                    next = next.min(at);
+                }
+            }
+            next
+        };
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.ttl_check_at = next;
         }
         out
     }
