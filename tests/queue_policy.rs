@@ -1,0 +1,336 @@
+//! Reliable-queue policies of a consumer group (issue 16): XS.GROUP SETPOLICY / GETPOLICY /
+//! DEADLETTER, MAXDELIVERIES with a dead-letter stream or DROP on every trigger, ACKTIMEOUT with
+//! BACKOFF / MAXBACKOFF (due entries first on `>` reads, blocked readers woken by the timer),
+//! CONSUMERTTL, and persistence / propagation (RDB encoding 3, AOF rewrite, COPY, DUMP/RESTORE,
+//! digest, replica). Exact replies in RESP2 and RESP3 where they are deterministic.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+fn ok(r: Reply) {
+    assert_eq!(r, Reply::Simple("OK".into()), "{r}");
+}
+
+/// A stream `s` with entries 1-0..n-0 (`f v<i>`) and group `g` at 0.
+fn setup(c: &mut Conn, n: u64) {
+    for i in 1..=n {
+        c.cmd(&["XS.ADD", "s", &format!("{i}-0"), "f", &format!("v{i}")]);
+    }
+    ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0"]));
+}
+
+/// The dead-letter stream's entries without their generated IDs.
+fn dead(c: &mut Conn, key: &str) -> Vec<String> {
+    c.cmd(&["XS.RANGE", key, "-", "+"])
+        .as_array()
+        .iter()
+        .map(|e| e.as_array()[1].to_string())
+        .collect()
+}
+
+fn dl_entry(src_id: &str, consumer: &str, deliveries: u64, reason: &str, fields: &str) -> String {
+    let mut r = Reply::Array(
+        ["source-key", "s", "source-id", src_id, "group", "g", "consumer", consumer, "deliveries", &deliveries.to_string(), "reason", reason]
+            .iter()
+            .map(|x| Reply::Bulk(x.as_bytes().to_vec()))
+            .collect(),
+    );
+    if let Reply::Array(v) = &mut r {
+        for f in fields.split_whitespace() {
+            v.push(Reply::Bulk(f.as_bytes().to_vec()));
+        }
+    }
+    r.to_string()
+}
+
+fn pending_ids(c: &mut Conn) -> Vec<String> {
+    c.cmd(&["XS.PENDING", "s", "g", "-", "+", "100"]).as_array().iter().map(|e| e.as_array()[0].text()).collect()
+}
+
+#[test]
+fn setpolicy_getpolicy_and_errors() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        setup(c, 1);
+        // No policy: an empty map.
+        let empty = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
+        assert_eq!(empty, if resp3 { Reply::Map(vec![]) } else { Reply::Array(vec![]) });
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "3", "DEADLETTER", "dlq", "ACKTIMEOUT", "100", "BACKOFF", "1.5", "MAXBACKOFF", "1000", "CONSUMERTTL", "60000"]));
+        let r = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
+        let want2 = r#"["maxdeliveries", (integer) 3, "deadletter", "dlq", "acktimeout", (integer) 100, "backoff", "1.5", "maxbackoff", (integer) 1000, "consumerttl", (integer) 60000]"#;
+        if resp3 {
+            assert!(matches!(r, Reply::Map(_)), "{r}");
+            assert_eq!(r.field("deadletter").map(|v| v.text()), Some("dlq".into()));
+            assert_eq!(r.field("consumerttl"), Some(&Reply::Int(60000)));
+        } else {
+            assert_eq!(r.to_string(), want2);
+        }
+        // Fields not given are kept; DROP replaces DEADLETTER; unset fields omitted.
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "5", "DROP"]));
+        let r = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
+        assert_eq!(r.field("drop"), Some(&Reply::Int(1)), "{r}");
+        assert_eq!(r.field("deadletter"), None);
+        assert_eq!(r.field("acktimeout"), Some(&Reply::Int(100)));
+        // RESET with new fields: only those.
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "RESET", "ACKTIMEOUT", "50"]));
+        let r = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
+        if !resp3 {
+            assert_eq!(r.to_string(), r#"["acktimeout", (integer) 50]"#);
+        }
+        // RESET alone: no policy (XS.INFO GROUPS back to the built-in's six fields).
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "RESET"]));
+        assert_eq!(c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]), empty);
+        let info = c.cmd(&["XS.INFO", "GROUPS", "s"]);
+        assert_eq!(info.as_array()[0].field("acktimeout"), None);
+
+        let err = |c: &mut Conn, args: &[&str]| c.cmd(args).to_string();
+        let sp = |rest: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = ["XS.GROUP", "SETPOLICY", "s", "g"].iter().map(|x| x.to_string()).collect();
+            v.extend(rest.iter().map(|x| x.to_string()));
+            v
+        };
+        let cases: &[(&[&str], &str)] = &[
+            (&["MAXDELIVERIES", "3"], "(error) ERR syntax error"),
+            (&["MAXDELIVERIES", "3", "ACKTIMEOUT", "5"], "(error) ERR syntax error"),
+            (&["MAXDELIVERIES", "0", "DROP"], "(error) ERR MAXDELIVERIES must be a positive integer"),
+            (&["MAXDELIVERIES", "x", "DROP"], "(error) ERR MAXDELIVERIES must be a positive integer"),
+            (&["ACKTIMEOUT", "0"], "(error) ERR ACKTIMEOUT must be a positive integer (milliseconds, at most 1000000000000)"),
+            (&["ACKTIMEOUT", "10", "BACKOFF", "0.5"], "(error) ERR BACKOFF must be a number from 1 to 1000"),
+            (&["ACKTIMEOUT", "10", "BACKOFF", "nan"], "(error) ERR BACKOFF must be a number from 1 to 1000"),
+            (&["ACKTIMEOUT", "10", "MAXBACKOFF", "5"], "(error) ERR MAXBACKOFF must not be below ACKTIMEOUT"),
+            (&["ACKTIMEOUT", "10", "MAXBACKOFF", "-1"], "(error) ERR MAXBACKOFF must be a positive integer (milliseconds, at most 1000000000000)"),
+            (&["BACKOFF", "2"], "(error) ERR syntax error"),
+            (&["CONSUMERTTL", "1000000000001"], "(error) ERR CONSUMERTTL must be a positive integer (milliseconds, at most 1000000000000)"),
+            (&["MAXDELIVERIES", "2", "DEADLETTER", "s"], "(error) ERR the dead-letter key must be another key than the stream"),
+        ];
+        for (rest, want) in cases {
+            let a = sp(rest);
+            assert_eq!(err(c, &a.iter().map(String::as_str).collect::<Vec<_>>()), *want, "{rest:?}");
+        }
+        // Missing key / group / wrong type: as XS.GROUP's other subcommands.
+        for sub in ["SETPOLICY", "GETPOLICY"] {
+            assert_eq!(
+                c.cmd(&["XS.GROUP", sub, "nokey", "g"]).to_string(),
+                "(error) ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
+            );
+            assert_eq!(c.cmd(&["XS.GROUP", sub, "s", "nog"]).to_string(), "(error) NOGROUP No such consumer group 'nog' for key name 's'");
+        }
+        c.cmd(&["SET", "str", "x"]);
+        assert!(c.cmd(&["XS.GROUP", "GETPOLICY", "str", "g"]).to_string().starts_with("(error) WRONGTYPE"));
+        assert_eq!(
+            c.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "1-0"]).to_string(),
+            "(error) ERR the group has no MAXDELIVERIES policy (XS.GROUP SETPOLICY ... DEADLETTER key|DROP)"
+        );
+        // The dead-letter key is a key of the command (ACL, cluster slots).
+        assert_eq!(
+            c.cmd(&["COMMAND", "GETKEYS", "XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "3", "DEADLETTER", "dlq"]).to_string(),
+            r#"["s", "dlq"]"#
+        );
+    });
+}
+
+#[test]
+fn maxdeliveries_on_every_trigger() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // 1. History read with an explicit ID.
+    setup(&mut c, 2);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(), r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]]]]]"#);
+    // The third delivery of each: dead letters, not returned.
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(), r#"[["s", []]]"#);
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "a", 2, "max-deliveries", "f v1"), dl_entry("2-0", "a", 2, "max-deliveries", "f v2")]);
+    assert!(pending_ids(&mut c).is_empty());
+
+    // 2. XS.CLAIM without JUSTID (JUSTID is not a delivery).
+    c.cmd(&["FLUSHALL"]);
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "b", "0", "1-0"]).to_string(), r#"[["1-0", ["f", "v1"]]]"#);
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "c", "0", "1-0", "JUSTID"]).to_string(), r#"["1-0"]"#);
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "d", "0", "1-0"]).to_string(), "[]");
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "c", 2, "max-deliveries", "f v1")]);
+
+    // 3. XS.AUTOCLAIM.
+    c.cmd(&["FLUSHALL"]);
+    setup(&mut c, 2);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.AUTOCLAIM", "s", "g", "b", "0", "0"]).to_string(), r#"["0-0", [], []]"#);
+    assert_eq!(dead(&mut c, "dlq").len(), 2);
+
+    // 4. XS.READGROUP ... CLAIM.
+    c.cmd(&["FLUSHALL"]);
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    // Nothing new, the only claimable entry dead-lettered: nothing to serve.
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "b", "CLAIM", "0", "STREAMS", "s", ">"]), Reply::Nil);
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "a", 1, "max-deliveries", "f v1")]);
+
+    // 5. Ack-timeout redelivery.
+    c.cmd(&["FLUSHALL"]);
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "50"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    std::thread::sleep(Duration::from_millis(70));
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "b", "STREAMS", "s", ">"]).to_string(), r#"[["s", [["1-0", ["f", "v1"]]]]]"#);
+    std::thread::sleep(Duration::from_millis(70));
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]), Reply::Nil);
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "b", 2, "max-deliveries", "f v1")]);
+
+    // 6. XS.NACK FATAL: at once (reason nack-fatal, NACKed: no consumer).
+    c.cmd(&["FLUSHALL"]);
+    setup(&mut c, 2);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "9", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FATAL", "IDS", "1", "2-0"]), Reply::Int(1));
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("2-0", "", i64::MAX as u64, "nack-fatal", "f v2")]);
+    assert_eq!(pending_ids(&mut c), ["1-0"]);
+
+    // 7. XS.GROUP DEADLETTER by hand; 8. DROP keeps no copy.
+    assert_eq!(c.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "1-0", "9-0"]), Reply::Int(1));
+    assert_eq!(dead(&mut c, "dlq")[1], dl_entry("1-0", "a", 1, "manual", "f v1"));
+    assert!(pending_ids(&mut c).is_empty());
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DROP"]));
+    c.cmd(&["XS.ADD", "s", "3-0", "f", "v3"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "b", "0", "3-0"]).to_string(), "[]");
+    assert!(pending_ids(&mut c).is_empty());
+    assert_eq!(dead(&mut c, "dlq").len(), 2);
+
+    // Counters.
+    let info = c.cmd(&["XS.INFO", "GROUPS", "s"]);
+    let g = &info.as_array()[0];
+    assert_eq!(g.field("dead-lettered"), Some(&Reply::Int(3)), "{info}");
+    let x = c.cmd(&["INFO", "xstream"]).text();
+    assert!(x.lines().any(|l| l.starts_with("xstream_entries_dead_lettered:")), "{x}");
+    report("queue_policy: MAXDELIVERIES on history reads, XS.CLAIM, XS.AUTOCLAIM, CLAIM reads, ack-timeout redelivery, NACK FATAL, DEADLETTER, DROP");
+}
+
+#[test]
+fn ack_timeout_backoff_and_blocked_readers() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "ACKTIMEOUT", "200", "BACKOFF", "2", "MAXBACKOFF", "1000"]));
+    // Delivery 1 at t0: due at t0 + 200; delivery 2: + 400.
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    let t0 = Instant::now();
+    let mut w = s.conn();
+    w.send(&["XS.READGROUP", "GROUP", "g", "b", "BLOCK", "5000", "STREAMS", "s", ">"]).unwrap();
+    w.set_timeout(Duration::from_secs(6));
+    let r = w.read_reply().unwrap().0;
+    let waited = t0.elapsed().as_millis() as i64;
+    assert_eq!(r.to_string(), r#"[["s", [["1-0", ["f", "v1"]]]]]"#);
+    assert!((190..=320).contains(&waited), "woken after {waited} ms, due after 200");
+    let t1 = Instant::now();
+    w.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", "s", ">"]).unwrap();
+    let r = w.read_reply().unwrap().0;
+    let waited2 = t1.elapsed().as_millis() as i64;
+    assert_eq!(r.to_string(), r#"[["s", [["1-0", ["f", "v1"]]]]]"#);
+    assert!((390..=520).contains(&waited2), "second redelivery after {waited2} ms, due after 400 (BACKOFF 2)");
+    let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
+    assert_eq!(p.as_array()[0].as_array()[1].text(), "c");
+    assert_eq!(p.as_array()[0].as_array()[3], Reply::Int(3));
+    // New entries come after due ones, COUNT covers both.
+    c.cmd(&["XS.ADD", "s", "2-0", "f", "v2"]);
+    std::thread::sleep(Duration::from_millis(850));
+    assert_eq!(
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "d", "COUNT", "2", "STREAMS", "s", ">"]).to_string(),
+        r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]]]]]"#
+    );
+    // An ACK stops redelivery.
+    c.cmd(&["XS.ACK", "s", "g", "1-0", "2-0"]);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "d", "STREAMS", "s", ">"]), Reply::Nil);
+    report(&format!("queue_policy: blocked readers woken {waited} ms (due 200) and {waited2} ms (due 400, BACKOFF 2) after"));
+}
+
+#[test]
+fn consumer_ttl_releases_entries() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 3);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "100", "MAXDELIVERIES", "2", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "dead", "COUNT", "2", "STREAMS", "s", ">"]);
+    std::thread::sleep(Duration::from_millis(150));
+    // The live reader's `>` read expires `dead`: its two entries (count 1 kept) come first.
+    assert_eq!(
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "live", "STREAMS", "s", ">"]).to_string(),
+        r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]], ["3-0", ["f", "v3"]]]]]"#
+    );
+    let cons = c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]);
+    assert_eq!(cons.as_array().len(), 1, "{cons}");
+    let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
+    let counts: Vec<i64> = p.as_array().iter().map(|e| e.as_array()[3].as_int()).collect();
+    assert_eq!(counts, [2, 2, 1]);
+    let x = c.cmd(&["INFO", "xstream"]).text();
+    assert!(x.contains("xstream_consumers_expired:1"), "{x}");
+}
+
+#[test]
+fn persistence_copy_dump_restore_aof_and_replica() {
+    let s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let replica = Server::replica_of(&s);
+    let mut c = s.conn();
+    setup(&mut c, 5);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "30", "BACKOFF", "1.5", "CONSUMERTTL", "100000"]));
+    c.cmd(&["XS.GROUP", "CREATE", "s", "plain", "0"]);
+    let mut rng = Rng::from_env("queue_policy_persistence");
+    for i in 0..300 {
+        let who = format!("c{}", rng.below(3));
+        match rng.below(6) {
+            0 => {
+                c.cmd(&["XS.ADD", "s", "*", "f", &i.to_string()]);
+            }
+            1 | 2 => {
+                c.cmd(&["XS.READGROUP", "GROUP", "g", &who, "COUNT", "3", "STREAMS", "s", ">"]);
+                c.cmd(&["XS.READGROUP", "GROUP", "plain", &who, "COUNT", "3", "STREAMS", "s", ">"]);
+            }
+            3 => {
+                let ids = pending_ids(&mut c);
+                if let Some(id) = ids.first() {
+                    c.cmd(&["XS.ACK", "s", "g", id]);
+                }
+            }
+            4 => {
+                c.cmd(&["XS.AUTOCLAIM", "s", "g", &who, "0", "0", "COUNT", "2"]);
+            }
+            _ => std::thread::sleep(Duration::from_millis(rng.below(40))),
+        }
+    }
+    let digest = |c: &mut Conn| (c.cmd(&["DEBUG", "DIGEST-VALUE", "s", "dlq"]), c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]));
+    let before = digest(&mut c);
+    assert!(!dead(&mut c, "dlq").is_empty(), "the workload dead-lettered nothing");
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    let mut rc = replica.conn();
+    let t = Instant::now();
+    while digest(&mut rc) != before && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(digest(&mut rc), before, "replica");
+    // COPY and DUMP / RESTORE keep the policy.
+    assert_eq!(c.cmd(&["COPY", "s", "s2"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["XS.GROUP", "GETPOLICY", "s2", "g"]), before.1);
+    let payload = c.cmd(&["DUMP", "s"]);
+    let Reply::Bulk(p) = payload else { panic!("DUMP: {payload}") };
+    ok(c.cmd(&[&b"RESTORE"[..], b"s3", b"0", &p]));
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "s3"]).as_array()[0], before.0.as_array()[0]);
+    c.cmd(&["DEL", "s2", "s3"]);
+    // RDB reload, AOF rewrite + reload.
+    ok(c.cmd(&["DEBUG", "RELOAD"]));
+    assert_eq!(digest(&mut c), before, "DEBUG RELOAD");
+    c.cmd(&["BGREWRITEAOF"]);
+    wait_persistence_idle(&mut c, Duration::from_secs(20));
+    ok(c.cmd(&["DEBUG", "LOADAOF"]));
+    assert_eq!(digest(&mut c), before, "AOF rewrite + reload");
+    // A plain group's digest, info and replies are unchanged by a policy elsewhere.
+    let info = c.cmd(&["XS.INFO", "GROUPS", "s"]);
+    assert_eq!(info.as_array()[1].field("acktimeout"), None);
+    report("queue_policy: replica, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
+}
