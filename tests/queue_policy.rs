@@ -334,3 +334,114 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     assert_eq!(info.as_array()[1].field("acktimeout"), None);
     report("queue_policy: replica, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
 }
+
+/// The seeds' incident (tests/incident.rs: an order queue whose consumers die after reading and
+/// whose PEL grows without bound, plus a poison order retried forever) replayed with a policy:
+/// ACKTIMEOUT, MAXDELIVERIES 3, DEADLETTER, CONSUMERTTL. The same workload runs on a group with
+/// no policy for comparison. With the policy the backlog drains by itself, the poison orders end in
+/// the dead-letter stream with 3 deliveries, the PEL stays bounded, and every other order is
+/// acknowledged exactly once.
+#[test]
+fn incident_replayed_with_a_policy() {
+    let s = Server::start();
+    let mut c = s.conn();
+    const ORDERS: u64 = 600;
+    const POISON_EVERY: u64 = 97;
+    ok(c.cmd(&["XS.GROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"]));
+    ok(c.cmd(&["XS.GROUP", "CREATE", "orders", "plain", "0"]));
+    ok(c.cmd(&[
+        "XS.GROUP", "SETPOLICY", "orders", "billing", "MAXDELIVERIES", "3", "DEADLETTER", "orders:dead", "ACKTIMEOUT", "40",
+        "BACKOFF", "1.5", "CONSUMERTTL", "200",
+    ]));
+    let mut rng = Rng::from_env("queue_policy_incident");
+    let mut acked: std::collections::HashMap<String, u32> = Default::default();
+    let (mut max_pel, mut max_pel_plain) = (0i64, 0i64);
+    let t0 = Instant::now();
+    let mut produced = 0u64;
+    let mut crashed = 0;
+    let mut drained_at = None;
+    let pel = |c: &mut Conn, g: &str| c.cmd(&["XS.PENDING", "orders", g]).as_array()[0].as_int();
+    // One round: 20 orders; one consumer in four reads 10 and dies; a healthy worker reads 50 and
+    // acks all but poison orders (it fails on them and moves on, as the incident's workers did).
+    for round in 0..400 {
+        if produced < ORDERS {
+            for _ in 0..20 {
+                produced += 1;
+                let kind = if produced % POISON_EVERY == 0 { "poison" } else { "ok" };
+                c.cmd(&["XS.ADD", "orders", &format!("{produced}-0"), "order", &produced.to_string(), "kind", kind]);
+            }
+        }
+        for g in ["billing", "plain"] {
+            if rng.below(4) == 0 {
+                let who = format!("crashed-{round}");
+                c.cmd(&["XS.READGROUP", "GROUP", g, &who, "COUNT", "10", "STREAMS", "orders", ">"]);
+                if g == "billing" {
+                    crashed += 1;
+                }
+            }
+            let r = c.cmd(&["XS.READGROUP", "GROUP", g, "worker", "COUNT", "50", "STREAMS", "orders", ">"]);
+            if let Reply::Array(streams) = &r {
+                for e in streams[0].as_array()[1].as_array() {
+                    let id = e.as_array()[0].text();
+                    let fields = e.as_array()[1].to_string();
+                    if fields.contains("poison") {
+                        continue;
+                    }
+                    if c.cmd(&["XS.ACK", "orders", g, &id]) == Reply::Int(1) && g == "billing" {
+                        *acked.entry(id).or_default() += 1;
+                    }
+                }
+            }
+        }
+        max_pel = max_pel.max(pel(&mut c, "billing"));
+        max_pel_plain = max_pel_plain.max(pel(&mut c, "plain"));
+        if produced >= ORDERS && pel(&mut c, "billing") == 0 {
+            drained_at = Some(t0.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let drained_at = drained_at.expect("the backlog did not drain");
+    let poison = ORDERS / POISON_EVERY;
+    let dead_entries = c.cmd(&["XS.RANGE", "orders:dead", "-", "+"]);
+    let dead: Vec<&Reply> = dead_entries.as_array().iter().map(|e| &e.as_array()[1]).collect();
+    // Every poison order is a dead letter after 3 deliveries; an ordinary order may be one too
+    // when all three of its deliveries went to consumers that crashed (never acked, then). No
+    // order is lost, none is both acknowledged and dead-lettered.
+    let mut dead_poison = 0;
+    let mut dead_ids = std::collections::HashSet::new();
+    for d in &dead {
+        assert_eq!(d.field("reason").map(|v| v.text()), Some("max-deliveries".into()), "{d}");
+        assert_eq!(d.field("deliveries").map(|v| v.text()), Some("3".into()));
+        let id = d.field("source-id").unwrap().text();
+        assert!(!acked.contains_key(&id), "{id} acknowledged and dead-lettered");
+        assert!(dead_ids.insert(id), "dead-lettered twice: {d}");
+        if d.field("kind").map(|v| v.text()) == Some("poison".into()) {
+            dead_poison += 1;
+        }
+    }
+    assert_eq!(dead_poison, poison, "poison orders in the dead letters: {dead_entries}");
+    assert_eq!(acked.len() + dead_ids.len(), ORDERS as usize, "orders lost");
+    assert!(acked.values().all(|&n| n == 1));
+    let plain_pel = pel(&mut c, "plain");
+    assert!(plain_pel > 0, "without a policy the PEL keeps what crashed consumers took");
+    let consumers = c.cmd(&["XS.INFO", "CONSUMERS", "orders", "billing"]).as_array().len();
+    let plain_consumers = c.cmd(&["XS.INFO", "CONSUMERS", "orders", "plain"]).as_array().len();
+    let info = c.cmd(&["XS.INFO", "GROUPS", "orders"]);
+    let g = &info.as_array()[0];
+    report(&format!(
+        "queue_policy incident: {ORDERS} orders ({poison} poison), {crashed} consumers crashed after reading; \
+         with the policy the PEL peaked at {max_pel} and drained to 0 after {} ms ({} consumers left; \
+         {} dead letters: {dead_poison} poison, {} orders whose 3 deliveries all went to crashed consumers; \
+         delivered {}, redelivered {}, acked {}, dead-lettered {}); without: PEL peaked at {max_pel_plain}, \
+         ends at {plain_pel} with {plain_consumers} consumers",
+        drained_at.as_millis(),
+        consumers,
+        dead.len(),
+        dead.len() - dead_poison as usize,
+        g.field("delivered").map_or(0, Reply::as_int),
+        g.field("redelivered").map_or(0, Reply::as_int),
+        g.field("acked").map_or(0, Reply::as_int),
+        g.field("dead-lettered").map_or(0, Reply::as_int),
+    ));
+}
