@@ -156,7 +156,7 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.type", &["key"]),
         ("xs.scan", &["cursor", "pattern", "count", "type"]),
         ("xs.import", &["key"]),
-        ("xs.export", &["key"]),
+        ("xs.export", &["key", "droppolicies"]),
     ];
     if docs(&mut c, "xnack").is_none() {
         expect.push(("xs.nack", &["key", "group", "mode", "ids", "count", "force"]));

@@ -329,9 +329,20 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     wait_persistence_idle(&mut c, Duration::from_secs(20));
     ok(c.cmd(&["DEBUG", "LOADAOF"]));
     assert_eq!(digest(&mut c), before, "AOF rewrite + reload");
+    // XS.EXPORT refuses a stream with policies unless told to drop them.
+    assert_eq!(
+        c.cmd(&["XS.EXPORT", "s"]).to_string(),
+        "(error) ERR XS.EXPORT: the stream's groups have queue policies (XS.GROUP SETPOLICY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"
+    );
     // A plain group's digest, info and replies are unchanged by a policy elsewhere.
     let info = c.cmd(&["XS.INFO", "GROUPS", "s"]);
     assert_eq!(info.as_array()[1].field("acktimeout"), None);
+    c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "RESET"]);
+    c.cmd(&["XS.ADD", "e", "1-0", "f", "v"]);
+    c.cmd(&["XS.GROUP", "CREATE", "e", "g", "0"]);
+    c.cmd(&["XS.GROUP", "SETPOLICY", "e", "g", "ACKTIMEOUT", "10"]);
+    assert_eq!(c.cmd(&["XS.EXPORT", "e", "DROPPOLICIES"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["TYPE", "e"]), Reply::Simple("stream".into()));
     report("queue_policy: replica, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
 }
 

@@ -145,7 +145,7 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.type", func: Some(xs_type), flags: "readonly fast", arity: 2, key: key1(RO), subcommands: &[] },
     Command { name: "xs.scan", func: Some(xs_scan), flags: "readonly", arity: -2, key: None, subcommands: &[] },
     Command { name: "xs.import", func: Some(xs_import), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
-    Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: -2, key: key1(RW_UPDATE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
     #[cfg(feature = "test-hooks")]

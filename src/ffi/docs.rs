@@ -323,7 +323,7 @@ pub fn own_doc(name: &str) -> Option<Doc> {
         "xs.export" => doc(
             "Converts an xstream stream into a built-in stream in place, with its groups, consumers, pending entries and TTL.",
             "O(N) with N the size of the stream.",
-            vec![ArgDoc::key("key")],
+            vec![ArgDoc::key("key"), ArgDoc::pure("DROPPOLICIES").optional()],
         ),
         "xs.delex" => doc(
             "Deletes one or multiple entries from the stream, with a policy for entries that consumer groups still reference.",
