@@ -257,7 +257,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
                 ClaimCount::Set(n) => n,
                 _ => crate::stream::group::count_plus_one(nk.delivery_count),
             };
-            if d.take_if_over(s, gname, id, after) {
+            if d.take_if_over(c, s, gname, id, after) {
                 continue;
             }
         }
@@ -381,7 +381,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
             continue;
         }
         if let (Some(d), false) = (dl.as_mut(), justid) {
-            if d.take_if_over(s, gname, id, crate::stream::group::count_plus_one(nack.delivery_count)) {
+            if d.take_if_over(c, s, gname, id, crate::stream::group::count_plus_one(nack.delivery_count)) {
                 count -= 1;
                 continue;
             }

@@ -120,7 +120,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     if let Some(mut d) = dl {
         for id in fatal {
-            d.take(s, gname, id, crate::stream::queue::Reason::NackFatal);
+            d.take(c, s, gname, id, crate::stream::queue::Reason::NackFatal);
         }
         d.flush(c, s);
     }

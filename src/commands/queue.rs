@@ -229,7 +229,7 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
     };
     let mut dl = DeadLetters::new(2, 3, target);
     for id in ids {
-        dl.take(s, c.arg(3), id, Reason::Manual);
+        dl.take(c, s, c.arg(3), id, Reason::Manual);
     }
     let n = dl.len();
     dl.flush(c, s);
@@ -243,41 +243,58 @@ pub struct DeadLetters {
     key_arg: usize,
     group_arg: usize,
     target: DeadLetter,
+    /// Whether the target key can take entries (None: not looked at yet).
+    usable: Option<bool>,
     /// Each entry with its fields (None: the stream entry was gone).
     taken: Vec<(Dead, Option<Vec<(Vec<u8>, Vec<u8>)>>)>,
 }
 
 impl DeadLetters {
     pub fn new(key_arg: usize, group_arg: usize, target: DeadLetter) -> Self {
-        DeadLetters { key_arg, group_arg, target, taken: Vec::new() }
+        DeadLetters { key_arg, group_arg, target, usable: None, taken: Vec::new() }
     }
 
     /// For the group `gname` of `s` if it has a MAXDELIVERIES policy and the
     /// command may apply it: not a command from the primary or the AOF (they
-    /// replay what the primary decided), and not while the dead-letter key holds
-    /// another type (then nothing is dead-lettered and nothing lost: the entries
-    /// are delivered as without a policy, and the server log says why).
+    /// replay what the primary decided). While the dead-letter key holds another
+    /// type nothing is dead-lettered and nothing lost: the entries are delivered
+    /// as without a policy, and the server log says why (checked on the first
+    /// entry over the limit, so that a read with nothing to dead-letter opens no
+    /// other key).
     pub fn for_group(c: &Ctx, s: &Stream, gname: &[u8], key_arg: usize, group_arg: usize) -> Option<Self> {
         if c.must_obey() {
             return None;
         }
         let (_, t) = s.group(gname)?.policy()?.max_deliveries.as_ref()?;
-        if let DeadLetter::Key(k) = t {
-            if &k[..] != c.arg(key_arg) && c.open_key_named(k, false).kind() == KeyKind::Other {
-                crate::ffi::log_warning(&format!(
-                    "xstream: dead-letter key '{}' holds another type: MAXDELIVERIES not applied",
-                    String::from_utf8_lossy(k)
-                ));
-                return None;
-            }
-        }
         Some(DeadLetters::new(key_arg, group_arg, t.clone()))
+    }
+
+    /// Whether the target can receive entries (see [`DeadLetters::for_group`]).
+    fn usable(&mut self, c: &Ctx) -> bool {
+        if let Some(u) = self.usable {
+            return u;
+        }
+        let u = match &self.target {
+            DeadLetter::Key(k) if &k[..] != c.arg(self.key_arg) => {
+                let ok = c.open_key_named(k, false).kind() != KeyKind::Other;
+                if !ok {
+                    crate::ffi::log_warning(&format!(
+                        "xstream: dead-letter key '{}' holds another type: MAXDELIVERIES not applied",
+                        String::from_utf8_lossy(k)
+                    ));
+                }
+                ok
+            }
+            _ => true,
+        };
+        self.usable = Some(u);
+        u
     }
 
     /// Takes `id` if a delivery bringing its count to `count_after` must
     /// dead-letter it instead (MAXDELIVERIES); true when taken.
-    pub fn take_if_over(&mut self, s: &mut Stream, gname: &[u8], id: StreamId, count_after: u64) -> bool {
-        self.over(s, gname, count_after) && self.take(s, gname, id, Reason::MaxDeliveries)
+    pub fn take_if_over(&mut self, c: &Ctx, s: &mut Stream, gname: &[u8], id: StreamId, count_after: u64) -> bool {
+        self.over(s, gname, count_after) && self.take(c, s, gname, id, Reason::MaxDeliveries)
     }
 
     /// Whether a delivery bringing `id`'s count to `count_after` must dead-letter it.
@@ -294,7 +311,10 @@ impl DeadLetters {
     }
 
     /// Takes `id` out of the group (acknowledged), with its fields; false if not pending.
-    pub fn take(&mut self, s: &mut Stream, gname: &[u8], id: StreamId, reason: Reason) -> bool {
+    pub fn take(&mut self, c: &Ctx, s: &mut Stream, gname: &[u8], id: StreamId, reason: Reason) -> bool {
+        if !self.usable(c) {
+            return false;
+        }
         let fields = matches!(self.target, DeadLetter::Key(_)).then(|| s.range(id, id, false).next_entry().map(|e| e.fields())).flatten();
         let Some(d) = s.group_mut(gname).and_then(|g| g.dead_letter(id, reason)) else { return false };
         self.taken.push((d, fields));

@@ -806,7 +806,7 @@ fn serve_group_policy(
             };
             for id in over {
                 if s.contains(id) {
-                    d.take(s, g, id, crate::stream::queue::Reason::MaxDeliveries);
+                    d.take(c, s, g, id, crate::stream::queue::Reason::MaxDeliveries);
                 }
             }
         }
@@ -1031,7 +1031,7 @@ fn serve_claimed(
     let mut go_on = true;
     for (id, old) in candidates {
         if let Some(d) = dl.as_mut() {
-            if d.take_if_over(s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
+            if d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
                 continue;
             }
         }
@@ -1085,13 +1085,16 @@ fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: u
     if pol.max_deliveries.is_none() || (claim.is_none() && (noack || !pol.redelivers())) {
         return;
     }
-    let Some(mut d) = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg) else { return };
     let candidates = match claim {
         Some(min_idle) => s.claim_candidates(g, min_idle, now, PURGE_MAX),
         None => s.group(g).map(|grp| grp.due_entries(now, PURGE_MAX, |id| s.contains(id))).unwrap_or_default(),
     };
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(mut d) = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg) else { return };
     for (id, n) in candidates {
-        d.take_if_over(s, g, id, crate::stream::group::count_plus_one(n.delivery_count));
+        d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(n.delivery_count));
     }
     d.flush(c, s);
 }
@@ -1124,7 +1127,7 @@ fn serve_due(
     let mut go_on = true;
     for (id, old) in candidates {
         if let Some(d) = dl.as_mut() {
-            if d.take_if_over(s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
+            if d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
                 continue;
             }
         }
