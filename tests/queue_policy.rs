@@ -582,3 +582,44 @@ fn kill9_under_load_with_a_policy() {
         unknown.len()
     ));
 }
+
+/// CONSUMERTTL without any reader: the primary's timer expires the consumer (its entries stay
+/// pending, unowned), propagated as XS.NACK FAIL + XS.GROUP DELCONSUMER; the replica (which
+/// never acts on its own clock) ends digest-identical.
+#[test]
+fn consumer_ttl_by_the_primary_timer() {
+    let s = Server::start();
+    let replica = Server::replica_of(&s);
+    let mut c = s.conn();
+    setup(&mut c, 3);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "gone", "COUNT", "2", "STREAMS", "s", ">"]);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "150"]));
+    let t0 = Instant::now();
+    let mut expired_after = None;
+    while t0.elapsed() < Duration::from_secs(3) {
+        if c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty() {
+            expired_after = Some(t0.elapsed().as_millis());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ms = expired_after.expect("the consumer was not expired by the timer");
+    assert!(ms >= 140 && ms <= 400, "expired after {ms} ms, TTL 150");
+    let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).to_string();
+    assert!(p.starts_with(r#"[["1-0", "", (integer) -1, (integer) 1], ["2-0", "", (integer) -1, (integer) 1]"#), "{p}");
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    let mut rc = replica.conn();
+    let t = Instant::now();
+    let d = c.cmd(&["DEBUG", "DIGEST-VALUE", "s"]);
+    while rc.cmd(&["DEBUG", "DIGEST-VALUE", "s"]) != d && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(rc.cmd(&["DEBUG", "DIGEST-VALUE", "s"]), d, "replica");
+    assert!(rc.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty());
+    // The next `>` reader gets the released entries first.
+    assert_eq!(
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "next", "STREAMS", "s", ">"]).to_string(),
+        r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]], ["3-0", ["f", "v3"]]]]]"#
+    );
+    report(&format!("queue_policy: CONSUMERTTL 150 expired an idle consumer by the timer after {ms} ms"));
+}

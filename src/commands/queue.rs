@@ -146,9 +146,15 @@ pub fn run_setpolicy(c: &Ctx) -> Result<()> {
         pol.consumer_ttl = Some(t);
     }
     pol.ttl_check_at = 0;
+    let ttl = pol.consumer_ttl;
     g.set_policy(Some(pol));
     c.reply_ok();
     c.replicate_verbatim();
+    if ttl.is_some() {
+        // The primary's expiry timer looks at the group now, then when due.
+        let now = c.now_ms() as i64;
+        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(2), c.arg(3), now);
+    }
     // Blocked `>` readers of this group may have entries due now.
     c.signal_ready(2);
     Ok(())
@@ -235,6 +241,55 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
     dl.flush(c, s);
     c.reply_int(n as i64);
     Ok(())
+}
+
+/// Consumers of group `g` (key argument `key_arg`, group argument `group_arg`) idle
+/// past the policy's CONSUMERTTL are deleted (never `reader`, the consumer reading
+/// now); their pending entries stay pending, unowned (as XS.NACK FAIL leaves them),
+/// for the next `>` reader. Propagated as `XS.NACK key group FAIL IDS n ...` then
+/// `XS.GROUP DELCONSUMER key group name` (which then drops nothing). At most
+/// TTL_EXPIRY_MAX consumers per call; the O(consumers) scan runs only once the
+/// earliest possible expiry has come. Returns when the group must be looked at
+/// again (None: no CONSUMERTTL). Called by `>` reads and by the primary's timer
+/// (src/ffi/ttl_timer.rs).
+pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group_arg: usize, reader: Option<&[u8]>, now: i64) -> Option<i64> {
+    const TTL_EXPIRY_MAX: usize = 16;
+    let grp = s.group_mut(g)?;
+    let ttl = grp.policy()?.consumer_ttl?;
+    let names = grp.take_expired_consumers(now, TTL_EXPIRY_MAX);
+    for name in names {
+        if Some(&name[..]) == reader {
+            continue;
+        }
+        let Some(slot) = grp.find_consumer(&name) else { continue };
+        let ids: Vec<StreamId> = match grp.consumer(slot) {
+            Some(cons) => {
+                let mut v = Vec::with_capacity(cons.pel().len());
+                let mut it = cons.pel().iter();
+                while let Some((k, _)) = it.next() {
+                    v.push(StreamId::from_be_bytes(k).unwrap_or_default());
+                }
+                v
+            }
+            None => continue,
+        };
+        for &id in &ids {
+            grp.nack_entry(id, crate::stream::NackCount::Fail, false);
+        }
+        if !ids.is_empty() {
+            let texts: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
+            let n = ids.len().to_string();
+            let mut args: Vec<Arg> = vec![Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(b"FAIL"), Arg::New(b"IDS"), Arg::New(n.as_bytes())];
+            args.extend(texts.iter().map(|t| Arg::New(t)));
+            c.replicate(c"XS.NACK", &args);
+        }
+        grp.delete_consumer(&name);
+        c.replicate(c"XS.GROUP", &[Arg::New(b"DELCONSUMER"), Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&name)]);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.consumers_expired, 1);
+    }
+    let at = grp.policy().map_or(i64::MAX, |p| p.ttl_check_at);
+    // A consumer seen now (the reader) expires at now + ttl at the earliest.
+    Some(at.min(now.saturating_add(ttl)))
 }
 
 /// Entries taken out of a group for its dead-letter target during one command,

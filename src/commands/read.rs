@@ -727,45 +727,11 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     result
 }
 
-/// Consumers of group `g` idle past the policy's CONSUMERTTL are deleted; their
-/// pending entries stay pending, unowned (as XS.NACK FAIL leaves them), for the
-/// next `>` reader. Propagated as `XS.NACK key group FAIL IDS n ...` then
-/// `XS.GROUP DELCONSUMER key group name` (which then drops nothing). At most
-/// TTL_EXPIRY_MAX consumers per read.
+/// CONSUMERTTL on a `>` read of group `g` (src/commands/queue.rs), then the group
+/// registered for the primary's expiry timer at its next possible expiry.
 fn expire_consumers(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead) {
-    const TTL_EXPIRY_MAX: usize = 16;
-    let Some(grp) = s.group_mut(g) else { return };
-    let reader = c.arg(r.group_arg + 1);
-    let names = grp.take_expired_consumers(r.now, TTL_EXPIRY_MAX);
-    for name in names {
-        if name == reader {
-            continue;
-        }
-        let Some(slot) = grp.find_consumer(&name) else { continue };
-        let ids: Vec<StreamId> = match grp.consumer(slot) {
-            Some(cons) => {
-                let mut v = Vec::with_capacity(cons.pel().len());
-                let mut it = cons.pel().iter();
-                while let Some((k, _)) = it.next() {
-                    v.push(StreamId::from_be_bytes(k).unwrap_or_default());
-                }
-                v
-            }
-            None => continue,
-        };
-        for &id in &ids {
-            grp.nack_entry(id, crate::stream::NackCount::Fail, false);
-        }
-        if !ids.is_empty() {
-            let texts: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
-            let n = ids.len().to_string();
-            let mut args: Vec<Arg> = vec![Arg::Orig(r.key_idx), Arg::Orig(r.group_arg), Arg::New(b"FAIL"), Arg::New(b"IDS"), Arg::New(n.as_bytes())];
-            args.extend(texts.iter().map(|t| Arg::New(t)));
-            c.replicate(c"XS.NACK", &args);
-        }
-        grp.delete_consumer(&name);
-        c.replicate(c"XS.GROUP", &[Arg::New(b"DELCONSUMER"), Arg::Orig(r.key_idx), Arg::Orig(r.group_arg), Arg::New(&name)]);
-        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.consumers_expired, 1);
+    if let Some(next) = super::queue::expire_consumers(c, s, g, r.key_idx, r.group_arg, Some(c.arg(r.group_arg + 1)), r.now) {
+        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(r.key_idx), g, next);
     }
 }
 

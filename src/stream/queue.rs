@@ -299,7 +299,8 @@ impl Group {
         let next = if out.len() >= limit {
             now
         } else {
-            let mut next = i64::MAX;
+            // A consumer created after this scan expires at now + ttl at the earliest.
+            let mut next = now.saturating_add(ttl);
             let mut it = self.consumers();
             while let Some((_, c)) = it.next_consumer() {
                 let at = c.seen_time.max(c.active_time).saturating_add(ttl);

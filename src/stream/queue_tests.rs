@@ -190,6 +190,23 @@ fn random_operations_and_time_steps_match_the_model() {
 }
 
 #[test]
+fn ttl_check_covers_consumers_created_after_a_scan() {
+    let mut g = Group::new(StreamId::MIN, 0);
+    g.set_policy(Some(QueuePolicy { consumer_ttl: Some(100), ..QueuePolicy::default() }));
+    assert!(g.take_expired_consumers(0, 8).is_empty());
+    g.create_consumer(b"a", 10).unwrap();
+    assert!(g.take_expired_consumers(105, 8).is_empty(), "a is 95 ms old");
+    assert_eq!(g.take_expired_consumers(110, 8), vec![b"a".to_vec()]);
+    // Between scans a consumer cannot expire: no scan before the recorded time.
+    let mut g = Group::new(StreamId::MIN, 0);
+    g.set_policy(Some(QueuePolicy { consumer_ttl: Some(100), ..QueuePolicy::default() }));
+    g.create_consumer(b"b", 0).unwrap();
+    assert!(g.take_expired_consumers(50, 8).is_empty());
+    assert_eq!(g.policy().unwrap().ttl_check_at, 100);
+    assert_eq!(g.take_expired_consumers(100, 8), vec![b"b".to_vec()]);
+}
+
+#[test]
 fn no_policy_no_due_entries() {
     let mut g = Group::new(StreamId::MIN, 0);
     let s = g.create_consumer(b"a", 0).unwrap();
