@@ -623,3 +623,20 @@ fn consumer_ttl_by_the_primary_timer() {
     );
     report(&format!("queue_policy: CONSUMERTTL 150 expired an idle consumer by the timer after {ms} ms"));
 }
+
+/// The dead-letter key is a key of SETPOLICY: ACL key patterns apply to it (write permission).
+#[test]
+fn setpolicy_dead_letter_key_under_acl() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 1);
+    ok(c.cmd(&["ACL", "SETUSER", "u", "on", ">pw", "~s", "%R~dlq-ro", "~dlq", "+@all"]));
+    let mut u = s.conn();
+    ok(u.cmd(&["AUTH", "u", "pw"]));
+    ok(u.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"]));
+    let r = u.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "other"]);
+    assert!(r.to_string().starts_with("(error) NOPERM"), "{r}");
+    let r = u.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq-ro"]);
+    assert!(r.to_string().starts_with("(error) NOPERM"), "read-only key: {r}");
+    ok(u.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DROP"]));
+}
