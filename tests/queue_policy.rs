@@ -275,15 +275,16 @@ fn consumer_ttl_releases_entries() {
 
 #[test]
 fn persistence_copy_dump_restore_aof_and_replica() {
-    let s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let mut s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
     let replica = Server::replica_of(&s);
     let mut c = s.conn();
     setup(&mut c, 5);
-    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "30", "BACKOFF", "1.5", "CONSUMERTTL", "100000"]));
+    // CONSUMERTTL short enough for the timer to expire consumers during the workload.
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "30", "BACKOFF", "1.5", "CONSUMERTTL", "120"]));
     c.cmd(&["XS.GROUP", "CREATE", "s", "plain", "0"]);
     let mut rng = Rng::from_env("queue_policy_persistence");
     for i in 0..300 {
-        let who = format!("c{}", rng.below(3));
+        let who = format!("c{}", rng.below(8));
         match rng.below(6) {
             0 => {
                 c.cmd(&["XS.ADD", "s", "*", "f", &i.to_string()]);
@@ -304,6 +305,10 @@ fn persistence_copy_dump_restore_aof_and_replica() {
             _ => std::thread::sleep(Duration::from_millis(rng.below(40))),
         }
     }
+    let x = c.cmd(&["INFO", "xstream"]).text();
+    let expired: i64 = x.lines().find_map(|l| l.strip_prefix("xstream_consumers_expired:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    // From here on the state must stand still: no more expiries by the timer.
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "100000000"]));
     let digest = |c: &mut Conn| (c.cmd(&["DEBUG", "DIGEST-VALUE", "s", "dlq"]), c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]));
     let before = digest(&mut c);
     assert!(!dead(&mut c, "dlq").is_empty(), "the workload dead-lettered nothing");
@@ -322,6 +327,11 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     ok(c.cmd(&[&b"RESTORE"[..], b"s3", b"0", &p]));
     assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "s3"]).as_array()[0], before.0.as_array()[0]);
     c.cmd(&["DEL", "s2", "s3"]);
+    // A restart from the AOF of propagated commands (what the primary decided, replayed).
+    wait_persistence_idle(&mut c, Duration::from_secs(20));
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(digest(&mut c), before, "AOF restart");
     // RDB reload, AOF rewrite + reload.
     ok(c.cmd(&["DEBUG", "RELOAD"]));
     assert_eq!(digest(&mut c), before, "DEBUG RELOAD");
@@ -343,7 +353,8 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     c.cmd(&["XS.GROUP", "SETPOLICY", "e", "g", "ACKTIMEOUT", "10"]);
     assert_eq!(c.cmd(&["XS.EXPORT", "e", "DROPPOLICIES"]), Reply::Int(1));
     assert_eq!(c.cmd(&["TYPE", "e"]), Reply::Simple("stream".into()));
-    report("queue_policy: replica, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
+    report(&format!("queue_policy: {expired} consumers expired by CONSUMERTTL during the workload"));
+    report("queue_policy: replica, AOF restart, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
 }
 
 /// The seeds' incident (tests/incident.rs: an order queue whose consumers die after reading and
