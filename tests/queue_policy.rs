@@ -651,3 +651,24 @@ fn setpolicy_dead_letter_key_under_acl() {
     assert!(r.to_string().starts_with("(error) NOPERM"), "read-only key: {r}");
     ok(u.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DROP"]));
 }
+
+/// A group loaded from an RDB with a CONSUMERTTL is registered for the timer by the loader: its
+/// idle consumer is expired after a restart without any command touching the group.
+#[test]
+fn consumer_ttl_after_an_rdb_restart() {
+    let mut s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 2);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "gone", "COUNT", "1", "STREAMS", "s", ">"]);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "400"]));
+    ok(c.cmd(&["SAVE"]));
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().len(), 1);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) && !c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty(), "not expired after the restart");
+    assert_eq!(c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).to_string(), r#"[["1-0", "", (integer) -1, (integer) 1]]"#);
+}

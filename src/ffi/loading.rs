@@ -112,6 +112,7 @@ unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisM
             refresh(ctx);
         } else if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
             super::adopt::loading_ended(ctx);
+            super::ttl_timer::arm_after_loading(ctx);
         }
     })
 }

@@ -13,9 +13,9 @@
 //! independent of the number of idle groups. On a replica (or while loading) the
 //! timer acts on nothing: due groups are put back a second later, so that a
 //! promoted replica takes over. Entries for keys or groups gone are dropped when
-//! reached. Not registered after a restart until the group's next `>` read or
-//! SETPOLICY (a group nobody reads keeps its dead consumers until then; their
-//! entries go to the first reader either way).
+//! reached.
+//! Groups loaded with a CONSUMERTTL (RDB, full sync, RESTORE) are registered by the
+//! loader under their key's name, and the timer is armed when loading ends.
 //!
 //! Main thread only; the mutexes are never contended.
 
@@ -69,6 +69,49 @@ pub fn schedule(ctx: *mut raw::RedisModuleCtx, db: i32, key: &[u8], group: &[u8]
         w.insert(db, &composite(key, group), due_ms);
         w.earliest()
     };
+    arm(ctx, earliest);
+}
+
+/// Registers the CONSUMERTTL groups of a stream just loaded (RDB, full sync, RESTORE) under
+/// its key, to be looked at now; the timer is armed when loading ends
+/// ([`arm_after_loading`]) or by the next registration. Skipped when the server
+/// does not name the key to the loader.
+///
+/// # Safety
+/// `io` is the IO handle of the running rdb_load callback.
+pub unsafe fn register_loaded(io: *mut raw::RedisModuleIO, s: &crate::stream::Stream) {
+    let Some(mut it) = s.groups_iter() else { return };
+    let mut groups = Vec::new();
+    while let Some((name, g)) = it.next() {
+        if g.policy().is_some_and(|p| p.consumer_ttl.is_some()) {
+            groups.push(name.to_vec());
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    // SAFETY: optional API (7.0+), looked up without panicking; the handle is the callback's.
+    let (Some(name_of), Some(db_of)) = (unsafe { raw::RedisModule_GetKeyNameFromIO }, unsafe { raw::RedisModule_GetDbIdFromIO }) else {
+        return;
+    };
+    // SAFETY: the IO handle of the running callback; the name (if any) lives as long as it.
+    let (name, db) = unsafe { (name_of(io), db_of(io)) };
+    if name.is_null() || db < 0 {
+        return;
+    }
+    // SAFETY: a live string of the callback (checked non-null).
+    let key = unsafe { super::ctx::string_bytes(name.cast_mut()) }.to_vec();
+    let now = now_ms();
+    let mut g = lock(&INDEX);
+    let w = g.get_or_insert_with(WakeIndex::new);
+    for group in groups {
+        w.insert(db, &composite(&key, &group), now);
+    }
+}
+
+/// When loading ends: arms the timer for what loading registered.
+pub fn arm_after_loading(ctx: *mut raw::RedisModuleCtx) {
+    let earliest = lock(&INDEX).as_ref().and_then(WakeIndex::earliest);
     arm(ctx, earliest);
 }
 

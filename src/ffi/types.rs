@@ -113,6 +113,8 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
             Ok(s) => {
                 let mut s = Box::new(s);
                 super::stats::born(&mut s);
+                // SAFETY: `rdb` is this callback's IO handle.
+                unsafe { super::ttl_timer::register_loaded(rdb, &s) };
                 Box::into_raw(s).cast()
             }
             Err(e) => {
