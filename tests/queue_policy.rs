@@ -672,3 +672,29 @@ fn consumer_ttl_after_an_rdb_restart() {
     assert!(c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty(), "not expired after the restart");
     assert_eq!(c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).to_string(), r#"[["1-0", "", (integer) -1, (integer) 1]]"#);
 }
+
+/// A pending entry deleted from the stream (a ghost) is never served, so it must not wake a
+/// blocked `>` reader (which would find nothing and block again, in a loop): the reader times
+/// out, and the server stays idle meanwhile.
+#[test]
+fn deleted_pending_entries_do_not_wake_blocked_readers() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "ACKTIMEOUT", "20", "CONSUMERTTL", "100000"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0"]);
+    c.cmd(&["XS.DEL", "s", "1-0"]);
+    let cpu = |c: &mut Conn| -> f64 {
+        let t = c.cmd(&["INFO", "cpu"]).text();
+        t.lines().filter_map(|l| l.strip_prefix("used_cpu_user:").or_else(|| l.strip_prefix("used_cpu_sys:"))).filter_map(|v| v.trim().parse::<f64>().ok()).sum()
+    };
+    let before = cpu(&mut c);
+    let mut w = s.conn();
+    w.set_timeout(Duration::from_secs(5));
+    let t0 = Instant::now();
+    assert_eq!(w.cmd(&["XS.READGROUP", "GROUP", "g", "b", "BLOCK", "800", "STREAMS", "s", ">"]), Reply::Nil);
+    assert!(t0.elapsed() >= Duration::from_millis(780));
+    let used = cpu(&mut c) - before;
+    assert!(used < 0.3, "the server used {used:.3} s of CPU while the reader waited 0.8 s");
+}

@@ -1160,7 +1160,8 @@ fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     let mut due: Option<i64> = None;
     for k in 0..st.from.len() {
         let key = c.key(st.streams_arg + k, false);
-        if let Some(d) = key.stream().and_then(|s| s.group(g)).and_then(|grp| grp.next_due(now)) {
+        let next = key.stream().and_then(|s| s.group(g).and_then(|grp| grp.next_due(now, |id| s.contains(id))));
+        if let Some(d) = next {
             due = Some(due.map_or(d, |o: i64| o.min(d)));
         }
     }

@@ -245,22 +245,29 @@ impl Group {
     }
 
     /// The earliest time an owned entry becomes due (ACKTIMEOUT), or now when the
-    /// NACK zone holds entries; None without a redelivering policy or anything pending.
-    /// Scans owned entries while their delivery time could still give the minimum.
-    pub fn next_due(&self, now: i64) -> Option<i64> {
+    /// NACK zone holds entries; None without a redelivering policy or anything
+    /// pending. Only entries `live` says exist count (a pending entry deleted from
+    /// the stream is never served, so it must not wake anyone). Scans owned entries
+    /// while their delivery time could still give the minimum.
+    pub fn next_due(&self, now: i64, live: impl Fn(StreamId) -> bool) -> Option<i64> {
         let p = self.policy.as_deref()?;
         if !p.redelivers() {
             return None;
         }
-        if self.nacked_count() > 0 {
+        let zone = self.nacked_count();
+        let mut it = self.by_time();
+        if it.by_ref().take(zone).any(|(id, _)| live(id)) {
             return Some(now);
         }
         let at = p.ack_timeout?;
         let base = at.timeout_ms(1);
         let mut best: Option<i64> = None;
-        for (_, n) in self.by_time() {
+        for (id, n) in it {
             if best.is_some_and(|b| n.delivery_time.saturating_add(base) >= b) {
                 break;
+            }
+            if !live(id) {
+                continue;
             }
             let due = at.due_at(n);
             best = Some(best.map_or(due, |b: i64| b.min(due)));

@@ -166,7 +166,7 @@ fn random_operations_and_time_steps_match_the_model() {
                 }
                 _ => {
                     // next_due never later than the first due entry.
-                    if let Some(d) = g.next_due(now) {
+                    if let Some(d) = g.next_due(now, |_| true) {
                         let first = model_due(&m, &at, d.max(now), 0);
                         assert!(!first.is_empty() || m.is_empty(), "seed {seed}: next_due {d} with nothing due");
                     } else {
@@ -213,7 +213,7 @@ fn no_policy_no_due_entries() {
     g.deliver_new(id(1), s, 0);
     g.nack_entry(id(1), NackCount::Fail, false);
     assert!(g.due_entries(i64::MAX, 0, |_| true).is_empty());
-    assert_eq!(g.next_due(10), None);
+    assert_eq!(g.next_due(10, |_| true), None);
     assert!(g.expired_consumers(i64::MAX, 10).is_empty());
     g.set_policy(Some(QueuePolicy::default()));
     assert!(g.policy().is_none(), "an empty policy is no policy");
