@@ -336,7 +336,7 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             (None, ReadFrom::New) => continue,
         };
         if let Some((g, ga)) = gname {
-            purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now);
+            purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
         }
         let has_new = s.length > 0 && s.last_valid_id() > gt;
         let claimable = match (gname, st.claim) {
@@ -564,7 +564,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             group_consumer(c, s, g, ga, key_idx, noack, false, now)?;
         }
         if let (Some(g), Some(ga), ReadFrom::New) = (gname, group_arg, *rf) {
-            purge_over_limit(c, s, g, key_idx, ga, claim, noack, now);
+            purge_over_limit(c, s, g, key_idx, ga, claim, noack, now, count.max(0) as u64);
         }
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
@@ -1045,15 +1045,17 @@ fn redelivers(s: &crate::stream::Stream, g: &[u8]) -> bool {
 /// serves a stream only to reply no entry for it (and a blocked reader is not woken
 /// for nothing). At most PURGE_MAX per read.
 #[allow(clippy::too_many_arguments)]
-fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64) {
+fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64, count: u64) {
     const PURGE_MAX: u64 = 1000;
+    // What the read would take first: its COUNT of entries (at most PURGE_MAX).
+    let limit = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
     let Some(pol) = s.group(g).and_then(|grp| grp.policy()) else { return };
     if pol.max_deliveries.is_none() || (claim.is_none() && (noack || !pol.redelivers())) {
         return;
     }
     let candidates = match claim {
-        Some(min_idle) => s.claim_candidates(g, min_idle, now, PURGE_MAX),
-        None => s.group(g).map(|grp| grp.due_entries(now, PURGE_MAX, |id| s.contains(id))).unwrap_or_default(),
+        Some(min_idle) => s.claim_candidates(g, min_idle, now, limit),
+        None => s.group(g).map(|grp| grp.due_entries(now, limit, |id| s.contains(id))).unwrap_or_default(),
     };
     if candidates.is_empty() {
         return;

@@ -224,6 +224,21 @@ impl Group {
         let Some(at) = p.ack_timeout else { return out };
         // The shortest timeout any entry has (a backoff only lengthens it).
         let base = at.timeout_ms(1);
+        if at.backoff <= 1.0 || at.max_backoff == Some(at.ms) {
+            // One timeout for every entry: the time list's order is the overdue order, and
+            // the walk stops after `limit` entries (O(limit), whatever the backlog).
+            for (id, n) in it {
+                if full(&out) || n.delivery_time.saturating_add(base) > now {
+                    break;
+                }
+                if live(id) {
+                    out.push((id, *n));
+                }
+            }
+            return out;
+        }
+        // With a backoff, every entry delivered at least the base timeout ago is looked at
+        // (O(those entries) per read), then the longest overdue taken.
         let mut overdue: Vec<(i64, usize, StreamId, Nack)> = Vec::new();
         for (pos, (id, n)) in it.enumerate() {
             if n.delivery_time.saturating_add(base) > now {
