@@ -208,7 +208,7 @@ fn load_policy(inp: &mut impl RdbIn) -> Result<Option<QueuePolicy>, LoadError> {
         }
         let t = match inp.get_u64()? {
             0 => DeadLetter::Drop,
-            1 => DeadLetter::Key(inp.get_bytes()?.into_boxed_slice()),
+            1 => DeadLetter::Key(inp.get_bytes()?.into()),
             _ => return Err(invalid("unknown dead-letter target")),
         };
         p.max_deliveries = Some((n, t));
@@ -398,11 +398,12 @@ mod tests {
         g.nack_entry(StreamId::new(10, 0), NackCount::Set(3), true);
         // v3: a queue policy on g1 (every part), none on g2.
         g.set_policy(Some(crate::stream::queue::QueuePolicy {
-            max_deliveries: Some((3, crate::stream::queue::DeadLetter::Key(b"dlq".to_vec().into_boxed_slice()))),
+            max_deliveries: Some((3, crate::stream::queue::DeadLetter::Key(b"dlq"[..].into()))),
             ack_timeout: Some(crate::stream::queue::AckTimeout { ms: 100, backoff: 1.5, max_backoff: Some(5000) }),
             consumer_ttl: Some(60_000),
             counters: Default::default(),
             ttl_check_at: 0,
+            ttl_scheduled_at: 0,
         }));
         s
     }

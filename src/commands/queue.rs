@@ -146,6 +146,7 @@ pub fn run_setpolicy(c: &Ctx) -> Result<()> {
         pol.consumer_ttl = Some(t);
     }
     pol.ttl_check_at = 0;
+    pol.ttl_scheduled_at = 0;
     let ttl = pol.consumer_ttl;
     g.set_policy(Some(pol));
     c.reply_ok();
@@ -181,7 +182,7 @@ pub fn policy_fields(p: &QueuePolicy) -> Vec<(&'static str, PolicyValue<'_>)> {
     if let Some((n, dl)) = &p.max_deliveries {
         out.push(("maxdeliveries", PolicyValue::Int(i64::try_from(*n).unwrap_or(i64::MAX))));
         match dl {
-            DeadLetter::Key(k) => out.push(("deadletter", PolicyValue::Bulk(std::borrow::Cow::Borrowed(k)))),
+            DeadLetter::Key(k) => out.push(("deadletter", PolicyValue::Bulk(std::borrow::Cow::Borrowed(&k[..])))),
             DeadLetter::Drop => out.push(("drop", PolicyValue::Int(1))),
         }
     }
@@ -250,7 +251,7 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
 /// `XS.GROUP DELCONSUMER key group name` (which then drops nothing). At most
 /// TTL_EXPIRY_MAX consumers per call; the O(consumers) scan runs only once the
 /// earliest possible expiry has come. Returns when the group must be looked at
-/// again (None: no CONSUMERTTL). Called by `>` reads and by the primary's timer
+/// again (None: no CONSUMERTTL, or registered for that already). Called by `>` reads and by the primary's timer
 /// (src/ffi/ttl_timer.rs).
 pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group_arg: usize, reader: Option<&[u8]>, now: i64) -> Option<i64> {
     const TTL_EXPIRY_MAX: usize = 16;
@@ -289,7 +290,9 @@ pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group
     }
     let at = grp.policy().map_or(i64::MAX, |p| p.ttl_check_at);
     // A consumer seen now (the reader) expires at now + ttl at the earliest.
-    Some(at.min(now.saturating_add(ttl)))
+    let next = at.min(now.saturating_add(ttl));
+    // Registered already for a time still to come: nothing to do (the common case of a read).
+    grp.ttl_schedule_needed(now, next).then_some(next)
 }
 
 /// Entries taken out of a group for its dead-letter target during one command,

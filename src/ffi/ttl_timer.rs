@@ -170,7 +170,13 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
                 let c = unsafe { Ctx::new(ctx, argv.as_mut_ptr(), 2) };
                 let mut k = c.key(0, true);
                 match k.stream_mut() {
-                    Some(s) => crate::commands::queue::expire_consumers(&c, s, group, 0, 1, None, now),
+                    Some(s) => {
+                        // Its index entry was just taken out: whatever the group recorded.
+                        if let Some(g) = s.group_mut(group) {
+                            g.ttl_unscheduled();
+                        }
+                        crate::commands::queue::expire_consumers(&c, s, group, 0, 1, None, now)
+                    }
                     None => None,
                 }
             };

@@ -27,8 +27,9 @@ use super::StreamId;
 /// What MAXDELIVERIES does with an entry over the limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeadLetter {
-    /// Appended to this stream key, then acknowledged.
-    Key(Box<[u8]>),
+    /// Appended to this stream key, then acknowledged (shared: a command applying the
+    /// policy takes a reference, not a copy).
+    Key(std::sync::Arc<[u8]>),
     /// Acknowledged without a copy.
     Drop,
 }
@@ -96,11 +97,14 @@ pub struct QueuePolicy {
     /// CONSUMERTTL: no consumer can have expired before this time (the earliest
     /// `last interaction + ttl` the last scan saw); runtime only.
     pub ttl_check_at: i64,
+    /// CONSUMERTTL: the earliest time the group is registered at in the primary's
+    /// expiry index (0: unknown); runtime only.
+    pub ttl_scheduled_at: i64,
 }
 
 impl Default for QueuePolicy {
     fn default() -> Self {
-        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default(), ttl_check_at: 0 }
+        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default(), ttl_check_at: 0, ttl_scheduled_at: 0 }
     }
 }
 
@@ -336,6 +340,25 @@ impl Group {
             p.ttl_check_at = next;
         }
         out
+    }
+
+    /// Whether the group must be registered in the expiry index at `next`: not when
+    /// it already is at a time still to come and not after `next`. Records `next`
+    /// when it must.
+    pub fn ttl_schedule_needed(&mut self, now: i64, next: i64) -> bool {
+        let Some(p) = self.policy.as_deref_mut() else { return false };
+        if p.ttl_scheduled_at > now && p.ttl_scheduled_at <= next {
+            return false;
+        }
+        p.ttl_scheduled_at = next;
+        true
+    }
+
+    /// The group just left the expiry index (its entry was reached).
+    pub fn ttl_unscheduled(&mut self) {
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.ttl_scheduled_at = 0;
+        }
     }
 
     /// Takes a pending entry out for the dead letters: records its last owner and

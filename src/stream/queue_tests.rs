@@ -78,6 +78,7 @@ fn random_operations_and_time_steps_match_the_model() {
             consumer_ttl: Some(ttl),
             counters: Counters::default(),
             ttl_check_at: 0,
+            ttl_scheduled_at: 0,
         }));
         let names: Vec<Vec<u8>> = (0..4).map(|i| format!("c{i}").into_bytes()).collect();
         let mut now: i64 = 1_000;
