@@ -16,10 +16,11 @@
 use crate::listpack::Listpack;
 use crate::stream::validate::validate_stream;
 use crate::stream::idmp::{self, Idmp};
+use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_MAX};
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 2;
+pub const ENCVER: i32 = 3;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +79,8 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
     Ok(StreamId { ms: inp.get_u64()?, seq: inp.get_u64()? })
 }
 
-/// Writes `s` in the current encoding (version 2; version 1 lacks the two
-/// sections marked v2):
+/// Writes `s` in the current encoding (version 3; version 2 lacks the section
+/// marked v3, version 1 also the two marked v2):
 ///
 /// ```text
 /// u64 node-count
@@ -98,6 +99,10 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 ///     }
 ///     v2: u64 nack-zone-count ; nack-zone-count × { bytes id (16) }   (unowned, in zone order)
 ///     v2: u64 time-count ; time-count × { bytes id (16) }   (the other NACKs, in time-list order)
+///     v3: u64 policy-parts (bits: 1 MAXDELIVERIES, 2 ACKTIMEOUT, 4 CONSUMERTTL; 0 = no policy)
+///         1: u64 n ; u64 target (0 DROP, 1 key) ; [target 1: bytes dlq-key]
+///         2: u64 ms ; u64 backoff (f64 bits) ; u64 maxbackoff (0 = none)
+///         4: u64 ttl
 ///   }
 /// -- version 2 on: the IDMP state (8.6), after the groups --
 /// u64 idmp-duration (s) ; u64 idmp-max-entries ; u64 iids-added ; u64 iids-duplicates
@@ -151,6 +156,7 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
             for (id, _) in order {
                 out.put_bytes(&id.to_be_bytes());
             }
+            save_policy(g.policy(), out);
         }
     }
     save_idmp(s, out);
@@ -219,6 +225,81 @@ fn load_idmp(s: &mut Stream, inp: &mut impl RdbIn) -> Result<(), LoadError> {
         s.idmp = Some(Box::new(m));
     }
     Ok(())
+}
+
+const POLICY_MAXDEL: u64 = 1;
+const POLICY_ACKTIMEOUT: u64 = 2;
+const POLICY_TTL: u64 = 4;
+
+fn save_policy(p: Option<&QueuePolicy>, out: &mut impl RdbOut) {
+    let Some(p) = p else {
+        out.put_u64(0);
+        return;
+    };
+    let parts = if p.max_deliveries.is_some() { POLICY_MAXDEL } else { 0 }
+        | if p.ack_timeout.is_some() { POLICY_ACKTIMEOUT } else { 0 }
+        | if p.consumer_ttl.is_some() { POLICY_TTL } else { 0 };
+    out.put_u64(parts);
+    if let Some((n, t)) = &p.max_deliveries {
+        out.put_u64(*n);
+        match t {
+            DeadLetter::Drop => out.put_u64(0),
+            DeadLetter::Key(k) => {
+                out.put_u64(1);
+                out.put_bytes(k);
+            }
+        }
+    }
+    if let Some(at) = &p.ack_timeout {
+        out.put_u64(at.ms as u64);
+        out.put_u64(at.backoff.to_bits());
+        out.put_u64(at.max_backoff.unwrap_or(0) as u64);
+    }
+    if let Some(t) = p.consumer_ttl {
+        out.put_u64(t as u64);
+    }
+}
+
+/// A policy as SETPOLICY could have set it, or an error.
+fn load_policy(inp: &mut impl RdbIn) -> Result<Option<QueuePolicy>, LoadError> {
+    let invalid = |m: &str| LoadError::Invalid(m.to_string());
+    let parts = inp.get_u64()?;
+    if parts == 0 {
+        return Ok(None);
+    }
+    if parts & !(POLICY_MAXDEL | POLICY_ACKTIMEOUT | POLICY_TTL) != 0 {
+        return Err(invalid("unknown queue policy part"));
+    }
+    let ms = |v: u64| (1..=MS_MAX as u64).contains(&v).then_some(v as i64);
+    let mut p = QueuePolicy::default();
+    if parts & POLICY_MAXDEL != 0 {
+        let n = inp.get_u64()?;
+        if n == 0 {
+            return Err(invalid("MAXDELIVERIES 0"));
+        }
+        let t = match inp.get_u64()? {
+            0 => DeadLetter::Drop,
+            1 => DeadLetter::Key(inp.get_bytes()?.into()),
+            _ => return Err(invalid("unknown dead-letter target")),
+        };
+        p.max_deliveries = Some((n, t));
+    }
+    if parts & POLICY_ACKTIMEOUT != 0 {
+        let t = ms(inp.get_u64()?).ok_or_else(|| invalid("ACKTIMEOUT out of range"))?;
+        let f = f64::from_bits(inp.get_u64()?);
+        if !(f.is_finite() && (1.0..=BACKOFF_MAX).contains(&f)) {
+            return Err(invalid("BACKOFF out of range"));
+        }
+        let m = match inp.get_u64()? {
+            0 => None,
+            v => Some(ms(v).filter(|&m| m >= t).ok_or_else(|| invalid("MAXBACKOFF out of range"))?),
+        };
+        p.ack_timeout = Some(AckTimeout { ms: t, backoff: f, max_backoff: m });
+    }
+    if parts & POLICY_TTL != 0 {
+        p.consumer_ttl = Some(ms(inp.get_u64()?).ok_or_else(|| invalid("CONSUMERTTL out of range"))?);
+    }
+    Ok(Some(p))
 }
 
 /// Reads a stream written with encoding `encver`, checking it as `check` says.
@@ -306,6 +387,9 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
                 }
             }
         }
+        if version >= 3 {
+            g.set_policy(load_policy(inp)?);
+        }
         // Encoding 1 has no order: rebuilt as sorted insertions in ID order.
         g.load_finish(version < 2).map_err(invalid)?;
     }
@@ -389,6 +473,15 @@ mod tests {
         // The NACK zone: 7-0 NACKed, 10-0 created by FORCE.
         g.nack_entry(StreamId::new(7, 0), NackCount::Fail, false);
         g.nack_entry(StreamId::new(10, 0), NackCount::Set(3), true);
+        // v3: a queue policy on g1 (every part), none on g2.
+        g.set_policy(Some(crate::stream::queue::QueuePolicy {
+            max_deliveries: Some((3, crate::stream::queue::DeadLetter::Key(b"dlq"[..].into()))),
+            ack_timeout: Some(crate::stream::queue::AckTimeout { ms: 100, backoff: 1.5, max_backoff: Some(5000) }),
+            consumer_ttl: Some(60_000),
+            counters: Default::default(),
+            ttl_check_at: 0,
+            ttl_scheduled_at: 0,
+        }));
         // IDMP: a non-default window, two producers (one with an evicted iid), counters.
         let m = s.idmp_mut();
         m.configure(Some(30), Some(3));
@@ -429,6 +522,8 @@ mod tests {
         assert_eq!(order(ga).iter().map(|x| x.0.ms).collect::<Vec<_>>(), want);
         assert_eq!(order(ga), order(gb));
         assert_eq!(gb.nacked_count(), 2);
+        assert_eq!(ga.policy(), gb.policy());
+        assert!(gb.policy().is_some() && t.group(b"g2").unwrap().policy().is_none());
         assert_eq!(s.idmp, t.idmp);
         let m = t.idmp.as_deref().unwrap();
         assert_eq!((m.duration_s, m.max_entries, m.iids_added, m.iids_duplicates, m.iids_tracked()), (30, 3, 5, 4, 4));
@@ -475,6 +570,46 @@ mod tests {
         assert_eq!(mutate(at + 16, VecItem::Bytes(b"p1".to_vec())), bad("IDMP producer ID empty or repeated"));
         // A producer count far beyond the input: refused on the first missing item.
         assert_eq!(mutate(at + 4, VecItem::U64(u64::MAX)), Some(LoadError::Io));
+    }
+
+    #[test]
+    fn version_2_payload_still_loads_without_policies() {
+        // A v2 payload is a v3 one without the per-group policy word.
+        let mut s = sample();
+        s.group_mut(b"g1").unwrap().set_policy(None);
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        // Every group's policy word is a 0 just before the next group's name (or the end).
+        let mut items = io.items.clone();
+        let mut cut = Vec::new();
+        let groups_at = 1 + 2 * s.rax_keys() + 2 + 6;
+        let mut at = groups_at + 1;
+        for _ in 0..s.group_count() {
+            // Walk one group: name, last-id (2), entries-read, pel, consumers, zone, time.
+            at += 4;
+            let VecItem::U64(pel) = items[at] else { panic!() };
+            at += 1 + 3 * pel as usize;
+            let VecItem::U64(cons) = items[at] else { panic!() };
+            at += 1;
+            for _ in 0..cons {
+                at += 3;
+                let VecItem::U64(n) = items[at] else { panic!() };
+                at += 1 + n as usize;
+            }
+            for _ in 0..2 {
+                let VecItem::U64(n) = items[at] else { panic!() };
+                at += 1 + n as usize;
+            }
+            assert_eq!(items[at], VecItem::U64(0));
+            cut.push(at);
+            at += 1;
+        }
+        for &i in cut.iter().rev() {
+            items.remove(i);
+        }
+        let t = load(2, &mut VecIo { items, pos: 0 }, Check::Deep).unwrap();
+        assert_eq!(dump(&s), dump(&t));
+        assert_eq!(order(s.group(b"g1").unwrap()), order(t.group(b"g1").unwrap()));
     }
 
     #[test]

@@ -258,6 +258,17 @@ fn cluster_crossslot() {
     if rb.is_error() || strip(rb.clone()) != strip(rm.clone()) {
         problems.push(format!("XREADGROUP with a hash tag: module {rm}, built-in {rb}"));
     }
+    // Queue policies (issue 16): the dead-letter key must be in the stream key's slot.
+    t.cmd(&["XS.ADD", "{tag}q", "1-1", "f", "a"]);
+    t.cmd(&["XS.GROUP", "CREATE", "{tag}q", "g", "0"]);
+    let r = t.cmd(&["XS.GROUP", "SETPOLICY", "{tag}q", "g", "MAXDELIVERIES", "1", "DEADLETTER", "{tag}dead"]);
+    if r != Reply::Simple("OK".into()) {
+        problems.push(format!("SETPOLICY with a dead-letter key of the same slot: {r}"));
+    }
+    let r = t.cmd(&["XS.GROUP", "SETPOLICY", "{tag}q", "g", "MAXDELIVERIES", "1", "DEADLETTER", "elsewhere"]);
+    if !r.text().starts_with("CROSSSLOT") {
+        problems.push(format!("SETPOLICY with a dead-letter key of another slot: {r}"));
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

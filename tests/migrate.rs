@@ -646,10 +646,8 @@ fn import_export_errors() {
             "XS.EXPORT",
             "ERR wrong number of arguments for 'xs.export' command",
         ),
-        (
-            "XS.EXPORT mod extra",
-            "ERR wrong number of arguments for 'xs.export' command",
-        ),
+        // XS.EXPORT key [DROPPOLICIES] (queue policies, issue 16).
+        ("XS.EXPORT mod extra", "ERR syntax error"),
     ];
     let mut bad = Vec::new();
     for (line, want) in cases {

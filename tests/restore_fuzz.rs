@@ -341,6 +341,22 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
         for _ in 0..timed {
             s(&mut i, &mut r, Role::Id16("time-id"))?;
         }
+        // Encoding 3: the queue policy (bits 1 MAXDELIVERIES, 2 ACKTIMEOUT, 4 CONSUMERTTL).
+        let parts = u(&mut i, &mut r, Role::Num("policy-parts"))?;
+        if parts & 1 != 0 {
+            u(&mut i, &mut r, Role::Num("maxdeliveries"))?;
+            if u(&mut i, &mut r, Role::Num("dead-letter-target"))? == 1 {
+                s(&mut i, &mut r, Role::Name("dead-letter-key"))?;
+            }
+        }
+        if parts & 2 != 0 {
+            u(&mut i, &mut r, Role::Num("acktimeout"))?;
+            u(&mut i, &mut r, Role::Num("backoff-bits"))?;
+            u(&mut i, &mut r, Role::Num("maxbackoff"))?;
+        }
+        if parts & 4 != 0 {
+            u(&mut i, &mut r, Role::Num("consumerttl"))?;
+        }
     }
     // Version 2: the IDMP state (8.6).
     for name in ["idmp-duration", "idmp-max-entries", "iids-added", "iids-duplicates"] {
@@ -707,7 +723,7 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
     out.push((Mutation::EofIs(OP_UINT), "EOF opcode -> UINT".into()));
     out.push((Mutation::EofIs(OP_STRING), "EOF opcode -> STRING".into()));
     out.push((Mutation::TrailingJunk, "junk after EOF".into()));
-    for e in [0u64, 2, 1023] {
+    for e in [0u64, 2, 4, 1023] {
         out.push((Mutation::Encver(e), format!("encver -> {e}")));
     }
     for t in [6u8, 15, 0] {
@@ -913,6 +929,12 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
             if g == 1 {
                 // entries-read unknown: SETID to an arbitrary ID.
                 c.cmd(&["XS.GROUP", "SETID", &key, &gname, "1-1"]);
+            }
+            // Queue policies (encoding 3): every part on group 0, DROP on group 2.
+            if g == 0 {
+                c.cmd(&["XS.GROUP", "SETPOLICY", &key, &gname, "MAXDELIVERIES", "3", "DEADLETTER", "dlq", "ACKTIMEOUT", "1000", "BACKOFF", "1.5", "MAXBACKOFF", "60000", "CONSUMERTTL", "3600000"]);
+            } else if g == 2 {
+                c.cmd(&["XS.GROUP", "SETPOLICY", &key, &gname, "MAXDELIVERIES", "1", "DROP"]);
             }
         }
         keys.push(key);
@@ -1379,7 +1401,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 2, "{name}: encver 2");
+        assert_eq!(f.module_id & 1023, 3, "{name}: encver 3");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));

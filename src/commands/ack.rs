@@ -25,6 +25,8 @@ pub fn run(c: &Ctx) -> Result<()> {
         ids.push(StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?.0);
     }
     let acked = ids.iter().filter(|&&id| g.ack(id)).count();
+    // A group with a queue policy counts them (XS.INFO GROUPS `acked`).
+    g.count_acks(acked as u64);
     c.reply_int(acked as i64);
     // Propagated as is when it changed something; the built-in XACK neither
     // notifies nor signals the key.

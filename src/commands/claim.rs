@@ -220,6 +220,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         claim_slot(c, &mut slot, g, name, now)?;
     }
     c.reply_array_postponed();
+    let mut dl = super::queue::DeadLetters::for_group(c, s, gname, 1, 2);
     let mut n = 0usize;
     for &(id, _) in &ids {
         let exists = s.contains(id);
@@ -243,7 +244,6 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
                 continue;
             }
         }
-        let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if retrycount >= 0 {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
@@ -251,6 +251,18 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         } else {
             ClaimCount::Keep
         };
+        // MAXDELIVERIES: a claim with the entry is a delivery (not JUSTID).
+        if let (Some(d), Some(nk), false) = (dl.as_mut(), nack, justid) {
+            let after = match rule {
+                ClaimCount::Set(n) => n,
+                _ => crate::stream::group::count_plus_one(nk.delivery_count),
+            };
+            if d.take_if_over(c, s, gname, id, after) {
+                continue;
+            }
+        }
+        let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+        let sl = claim_slot(c, &mut slot, g, name, now)?;
         let Some(updated) = g.claim(id, sl, when, rule, true) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;
@@ -273,6 +285,12 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
     }
     if let (Some(er), Some(g)) = (entries_read, s.group_mut(gname)) {
         g.entries_read = er;
+    }
+    if let Some(d) = dl {
+        d.flush(c, s);
+    }
+    if let Some(g) = s.group_mut(gname) {
+        g.count_deliveries(n as u64, n as u64);
     }
     c.set_array_len(n);
     Ok(())
@@ -330,6 +348,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     // The cursor (reply[0]) is only known at the end: the claimed IDs are
     // collected (bounded by the PEL) and their entries replied after it.
     let mut claimed: Vec<StreamId> = Vec::new();
+    let mut dl = super::queue::DeadLetters::for_group(c, s, gname, 1, 2);
     // Where the next PEL lookup starts; None once the last possible ID was seen.
     let mut cursor = Some(start);
     let next_cursor;
@@ -361,6 +380,12 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         if minidle != 0 && !nack.is_unowned() && now - nack.delivery_time < minidle {
             continue;
         }
+        if let (Some(d), false) = (dl.as_mut(), justid) {
+            if d.take_if_over(c, s, gname, id, crate::stream::group::count_plus_one(nack.delivery_count)) {
+                count -= 1;
+                continue;
+            }
+        }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = claim_slot(c, &mut slot, g, name, now)?;
         let rule = if justid { ClaimCount::Keep } else { increment() };
@@ -373,6 +398,12 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         count -= 1;
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, 1);
         propagate_xclaim(c, 1, 2, name, id, &updated, glast);
+    }
+    if let Some(d) = dl {
+        d.flush(c, s);
+    }
+    if let Some(g) = s.group_mut(gname) {
+        g.count_deliveries(claimed.len() as u64, claimed.len() as u64);
     }
     c.reply_array(3);
     c.reply_id(next_cursor);

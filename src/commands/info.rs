@@ -82,7 +82,10 @@ pub fn run_groups(c: &Ctx) -> Result<()> {
         };
         c.reply_array(s.group_count());
         while let Some((name, g)) = it.next() {
-            c.reply_map(6);
+            // A group with a queue policy (issue 16): its fields and counters after
+            // the built-in's six.
+            let pol = g.policy().map(|p| (super::queue::policy_fields(p), p.counters));
+            c.reply_map(6 + pol.as_ref().map_or(0, |(f, _)| f.len() + 4));
             c.reply_bulk(b"name");
             c.reply_bulk(name);
             c.reply_bulk(b"consumers");
@@ -95,6 +98,13 @@ pub fn run_groups(c: &Ctx) -> Result<()> {
             reply_entries_read(c, g);
             c.reply_bulk(b"lag");
             reply_lag(c, &meta, g);
+            if let Some((fields, n)) = &pol {
+                super::queue::reply_fields(c, fields);
+                for (k, v) in [("delivered", n.delivered), ("acked", n.acked), ("redelivered", n.redelivered), ("dead-lettered", n.dead_lettered)] {
+                    c.reply_bulk(k.as_bytes());
+                    c.reply_int(i64::try_from(v).unwrap_or(i64::MAX));
+                }
+            }
         }
         Ok(())
     })

@@ -44,6 +44,12 @@ pub fn run_import(c: &Ctx) -> Result<()> {
 }
 
 pub fn run_export(c: &Ctx) -> Result<()> {
+    // `XS.EXPORT key [DROPPOLICIES]`: a built-in stream has no queue policies (issue 16).
+    let drop_policies = match c.argc() {
+        2 => false,
+        3 if super::is_kw(c.arg(2), "DROPPOLICIES") => true,
+        _ => return Err(Error::Syntax),
+    };
     let key = c.open_key(1, true);
     let (payload, ttl, n) = match key.kind() {
         KeyKind::Empty => return Err(Error::NoSuchKey),
@@ -68,6 +74,17 @@ pub fn run_export(c: &Ctx) -> Result<()> {
                 any
             }) {
                 return Err(Error::Err("XS.EXPORT: the stream has NACKed entries (XS.NACK), which a built-in stream of this server cannot hold"));
+            }
+            if !drop_policies
+                && s.groups_iter().is_some_and(|mut it| {
+                    let mut any = false;
+                    while let Some((_, g)) = it.next() {
+                        any |= g.policy().is_some();
+                    }
+                    any
+                })
+            {
+                return Err(Error::Err("XS.EXPORT: the stream's groups have queue policies (XS.GROUP SETPOLICY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"));
             }
             (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }

@@ -23,6 +23,7 @@ pub mod len;
 pub mod migrate;
 pub mod nack;
 pub mod pending;
+pub mod queue;
 pub mod range;
 pub mod read;
 pub mod setid;
@@ -53,6 +54,9 @@ command_entry!(xs_read, read::run_read);
 command_entry!(xs_readgroup, read::run_readgroup);
 command_entry!(xs_group, group::run);
 command_entry!(xs_group_help, group::run_help);
+command_entry!(xs_group_setpolicy, queue::run_setpolicy);
+command_entry!(xs_group_getpolicy, queue::run_getpolicy);
+command_entry!(xs_group_deadletter, queue::run_deadletter);
 command_entry!(xs_ack, ack::run);
 command_entry!(xs_nack, nack::run);
 command_entry!(xs_import, migrate::run_import);
@@ -121,10 +125,15 @@ pub static COMMANDS: &[Command] = &[
         subcommands: &[
             Command { name: "create", func: Some(xs_group), flags: "write deny-oom", arity: -5, key: key2(RW_INSERT), subcommands: &[] },
             Command { name: "createconsumer", func: Some(xs_group), flags: "write deny-oom", arity: 5, key: key2(RW_INSERT), subcommands: &[] },
+            // Reliable-queue policies (issue 16): no XGROUP twin.
+            Command { name: "deadletter", func: Some(xs_group_deadletter), flags: "write deny-oom", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
             Command { name: "delconsumer", func: Some(xs_group), flags: "write", arity: 5, key: key2(RW_DELETE), subcommands: &[] },
             Command { name: "destroy", func: Some(xs_group), flags: "write", arity: 4, key: key2(RW_DELETE), subcommands: &[] },
+            Command { name: "getpolicy", func: Some(xs_group_getpolicy), flags: "readonly", arity: 4, key: key2(RO), subcommands: &[] },
             Command { name: "help", func: Some(xs_group_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
             Command { name: "setid", func: Some(xs_group), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
+            // The dead-letter key is a second key spec (DEADLETTER keyword, src/ffi/register.rs).
+            Command { name: "setpolicy", func: Some(xs_group_setpolicy), flags: "write deny-oom", arity: -4, key: key2(RW_UPDATE), subcommands: &[] },
         ],
     },
     Command { name: "xs.ack", func: Some(xs_ack), flags: "write fast", arity: -4, key: key1(RW_UPDATE), subcommands: &[] },
@@ -148,7 +157,7 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.type", func: Some(xs_type), flags: "readonly fast", arity: 2, key: key1(RO), subcommands: &[] },
     Command { name: "xs.scan", func: Some(xs_scan), flags: "readonly", arity: -2, key: None, subcommands: &[] },
     Command { name: "xs.import", func: Some(xs_import), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
-    Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: 2, key: key1(RW_UPDATE), subcommands: &[] },
+    Command { name: "xs.export", func: Some(xs_export), flags: "write deny-oom", arity: -2, key: key1(RW_UPDATE), subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
     #[cfg(feature = "test-hooks")]

@@ -93,6 +93,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         parsed.push(StreamId::parse(c.arg(j), 0, true, false).ok_or(Error::InvalidId)?.0);
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
+    // A queue policy with MAXDELIVERIES: FATAL dead-letters at once (issue 16).
+    let dl = if rule == NackCount::Fatal { super::queue::DeadLetters::for_group(c, s, gname, 1, 2) } else { None };
+    let mut fatal: Vec<StreamId> = Vec::new();
     let mut count = 0u64;
     for id in parsed {
         let pending = s.group(gname).is_some_and(|g| g.nack(id).is_some());
@@ -103,6 +106,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         let Some(g) = s.group_mut(gname) else { break };
         if g.nack_entry(id, rule, create) {
             count += 1;
+            if dl.is_some() {
+                fatal.push(id);
+            }
         }
     }
     c.reply_int(count as i64);
@@ -111,6 +117,12 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.replicate_verbatim();
         c.add_dirty(count - 1);
         c.signal_ready(1);
+    }
+    if let Some(mut d) = dl {
+        for id in fatal {
+            d.take(c, s, gname, id, crate::stream::queue::Reason::NackFatal);
+        }
+        d.flush(c, s);
     }
     Ok(())
 }

@@ -335,9 +335,13 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
             (None, ReadFrom::New) => continue,
         };
+        if let Some((g, ga)) = gname {
+            purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
+        }
         let has_new = s.length > 0 && s.last_valid_id() > gt;
         let claimable = match (gname, st.claim) {
             (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now),
+            (Some((g, _)), None) => !st.noack && redelivers(s, g) && due_now(s, g, now),
             _ => false,
         };
         if !has_new && !claimable {
@@ -559,6 +563,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             // served or not.
             group_consumer(c, s, g, ga, key_idx, noack, false, now)?;
         }
+        if let (Some(g), Some(ga), ReadFrom::New) = (gname, group_arg, *rf) {
+            purge_over_limit(c, s, g, key_idx, ga, claim, noack, now, count.max(0) as u64);
+        }
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
             (Some(g), ReadFrom::New) => {
@@ -566,7 +573,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
                 let has_new = s.length > 0 && s.last_valid_id() > last;
                 // §4.3: with CLAIM, a stream with a claimable entry is served too
                 // ("claimed only" when nothing is new).
-                let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now));
+                let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now))
+                    || (claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now));
                 (has_new || claimable, last, false)
             }
             (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
@@ -707,6 +715,68 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     let (group_arg, key_idx, now) = (r.group_arg, r.key_idx, r.now);
     let consumer_name = c.arg(group_arg + 1);
     let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
+    // Queue policies (issue 16): MAXDELIVERIES dead letters, CONSUMERTTL expiry.
+    let mut dl = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg);
+    if !r.history && !c.must_obey() {
+        expire_consumers(c, s, g, r);
+    }
+    let result = serve_group_policy(c, s, g, r, slot, consumer_name, budget, &mut dl);
+    if let Some(d) = dl {
+        d.flush(c, s);
+    }
+    result
+}
+
+/// CONSUMERTTL on a `>` read of group `g` (src/commands/queue.rs), then the group
+/// registered for the primary's expiry timer at its next possible expiry.
+fn expire_consumers(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead) {
+    if let Some(next) = super::queue::expire_consumers(c, s, g, r.key_idx, r.group_arg, Some(c.arg(r.group_arg + 1)), r.now) {
+        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(r.key_idx), g, next);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_group_policy(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    r: &GroupRead,
+    slot: u32,
+    consumer_name: &[u8],
+    budget: &mut Budget,
+    dl: &mut Option<super::queue::DeadLetters>,
+) -> Result<()> {
+    let (group_arg, key_idx, now) = (r.group_arg, r.key_idx, r.now);
+    if r.history {
+        if let Some(d) = dl.as_mut() {
+            // MAXDELIVERIES: the consumer's entries this read would deliver once too
+            // often go to the dead letters first (and are not replied).
+            let over: Vec<StreamId> = match s.group(g).and_then(|grp| grp.consumer(slot).map(|cons| (grp, cons))) {
+                Some((grp, cons)) => {
+                    let mut v = Vec::new();
+                    let mut it = crate::stream::group::pel_from(cons.pel(), r.start);
+                    let mut seen = 0u64;
+                    while let Some((k, _)) = it.next() {
+                        if r.count != 0 && seen == r.count {
+                            break;
+                        }
+                        seen += 1;
+                        let id = StreamId::from_be_bytes(k).unwrap_or_default();
+                        if grp.nack(id).is_some_and(|n| grp.policy().is_some_and(|p| p.over_limit(crate::stream::group::count_plus_one(n.delivery_count)))) {
+                            v.push(id);
+                        }
+                    }
+                    v
+                }
+                None => Vec::new(),
+            };
+            for id in over {
+                if s.contains(id) {
+                    d.take(c, s, g, id, crate::stream::queue::Reason::MaxDeliveries);
+                }
+            }
+        }
+    }
     c.reply_array_postponed();
     if r.history {
         // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap.
@@ -724,6 +794,9 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
         });
         c.set_array_len(n as usize);
         budget.add_array(n);
+        if let Some(grp) = s.group_mut(g) {
+            grp.count_deliveries(n, n);
+        }
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_redelivered, n as u64);
         // 7.0 counts every stream served; 7.4 only those that propagated something,
         // which a history read never does.
@@ -733,8 +806,11 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
         return Ok(());
     }
     // CLAIM: the claimable pending entries first; COUNT covers them and the new ones.
+    // Without CLAIM, a group whose policy redelivers (ACKTIMEOUT / CONSUMERTTL):
+    // its due entries first, in the form of new ones.
     let (claimed, go_on) = match r.claim {
-        Some(min_idle) => serve_claimed(c, s, g, slot, r, min_idle, budget),
+        Some(min_idle) => serve_claimed(c, s, g, slot, r, min_idle, budget, dl),
+        None if !r.noack && !c.must_obey() && redelivers(s, g) => serve_due(c, s, g, slot, r, budget, dl),
         None => (0, true),
     };
     let count_new = if r.count == 0 { 0 } else { r.count.saturating_sub(claimed) };
@@ -758,6 +834,9 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     };
     c.set_array_len((claimed + n) as usize);
     budget.add_array(claimed + n);
+    if let Some(grp) = s.group_mut(g) {
+        grp.count_deliveries(claimed + n, claimed);
+    }
     crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, n as u64);
     crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed as u64);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
@@ -908,6 +987,7 @@ fn serve_claimed(
     r: &GroupRead,
     min_idle: i64,
     budget: &mut Budget,
+    dl: &mut Option<super::queue::DeadLetters>,
 ) -> (u64, bool) {
     let now = r.now;
     let Some(last) = s.group(g).map(|grp| grp.last_id) else { return (0, true) };
@@ -916,6 +996,11 @@ fn serve_claimed(
     let mut claimed: Vec<(StreamId, u64)> = Vec::new();
     let mut go_on = true;
     for (id, old) in candidates {
+        if let Some(d) = dl.as_mut() {
+            if d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
+                continue;
+            }
+        }
         let more = {
             let Some(e) = s.range(id, id, false).next_entry() else { continue };
             let idle = now.saturating_sub(old.delivery_time);
@@ -949,12 +1034,108 @@ fn serve_claimed(
     (claimed.len() as u64, go_on)
 }
 
+/// Whether group `g` of `s` has a policy under which `>` reads redeliver.
+fn redelivers(s: &crate::stream::Stream, g: &[u8]) -> bool {
+    s.group(g).and_then(|grp| grp.policy()).is_some_and(|p| p.redelivers())
+}
+
+/// Before a `>` read decides whether a stream has something to serve: the
+/// entries it would take first (CLAIM's claimable ones, or the policy's due ones)
+/// that MAXDELIVERIES sends to the dead letters go there now, so that a read never
+/// serves a stream only to reply no entry for it (and a blocked reader is not woken
+/// for nothing). At most PURGE_MAX per read.
+#[allow(clippy::too_many_arguments)]
+fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64, count: u64) {
+    const PURGE_MAX: u64 = 1000;
+    // What the read would take first: its COUNT of entries (at most PURGE_MAX).
+    let limit = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
+    let Some(pol) = s.group(g).and_then(|grp| grp.policy()) else { return };
+    if pol.max_deliveries.is_none() || (claim.is_none() && (noack || !pol.redelivers())) {
+        return;
+    }
+    let candidates = match claim {
+        Some(min_idle) => s.claim_candidates(g, min_idle, now, limit),
+        None => s.group(g).map(|grp| grp.due_entries(now, limit, |id| s.contains(id))).unwrap_or_default(),
+    };
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(mut d) = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg) else { return };
+    for (id, n) in candidates {
+        d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(n.delivery_count));
+    }
+    d.flush(c, s);
+}
+
+/// Whether a `>` read of group `g` has a due entry to serve now (issue 16).
+fn due_now(s: &crate::stream::Stream, g: &[u8], now: i64) -> bool {
+    s.group(g).is_some_and(|grp| !grp.due_entries(now, 1, |id| s.contains(id)).is_empty())
+}
+
+/// The due part of a `>` read of a group whose policy redelivers: the NACK zone
+/// (FIFO), then entries past their ack timeout, longest overdue first, within
+/// COUNT and the budget; each replied as a new entry is (`[id, fields]`), its
+/// count + 1, owned by the reader, delivered now. An entry that would go past
+/// MAXDELIVERIES goes to the dead letters instead. Propagated as the CLAIM reads'
+/// (one XS.CLAIM per run of the same new count). Returns (entries, go on).
+fn serve_due(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    slot: u32,
+    r: &GroupRead,
+    budget: &mut Budget,
+    dl: &mut Option<super::queue::DeadLetters>,
+) -> (u64, bool) {
+    let now = r.now;
+    let Some(grp) = s.group(g) else { return (0, true) };
+    let last = grp.last_id;
+    let candidates = grp.due_entries(now, r.count, |id| s.contains(id));
+    let mut done: Vec<(StreamId, u64)> = Vec::new();
+    let mut go_on = true;
+    for (id, old) in candidates {
+        if let Some(d) = dl.as_mut() {
+            if d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
+                continue;
+            }
+        }
+        let more = {
+            let Some(e) = s.range(id, id, false).next_entry() else { continue };
+            super::range::reply_entry(c, &e);
+            budget.add_entry(Some(&e), id, None)
+        };
+        let count = s
+            .group_mut(g)
+            .and_then(|grp| grp.claim(id, slot, DeliveryTime::Now(now), crate::stream::ClaimCount::Increment, false))
+            .map_or(crate::stream::group::count_plus_one(old.delivery_count), |nk| nk.delivery_count);
+        done.push((id, count));
+        if !more {
+            go_on = false;
+            break;
+        }
+    }
+    if done.is_empty() {
+        return (0, go_on);
+    }
+    if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(slot)) {
+        cons.active_time = now;
+    }
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_timed_out, done.len() as u64);
+    for run in done.chunk_by(|a, b| a.1 == b.1) {
+        let ids: Vec<StreamId> = run.iter().map(|(id, _)| *id).collect();
+        let count = run.first().map_or(1, |(_, n)| *n);
+        propagate_claim_ids(c, r.key_idx, r.group_arg, &ids, now, count, last, None);
+    }
+    (done.len() as u64, go_on)
+}
+
 /// When a CLAIM reader about to block (or staying blocked) must re-run (§4.5):
 /// min-idle after the oldest delivery among the first live pending entries of its
 /// streams, or min-idle from now when they have none. None without CLAIM, or when
 /// the block times out first.
 fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
-    let (min_idle, ga) = (st.claim?, st.group_arg?);
+    let ga = st.group_arg?;
+    let Some(min_idle) = st.claim else { return due_wake_at(c, st, now) };
     let g = c.arg(ga);
     let mut oldest: Option<i64> = None;
     for k in 0..st.from.len() {
@@ -970,6 +1151,37 @@ fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     }
 }
 
+/// When a `>` reader (without CLAIM) of groups whose policy redelivers must re-run:
+/// the earliest due time of its groups (issue 16). None without such a group, with
+/// NOACK, or when the block times out first.
+fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    if st.noack {
+        return None;
+    }
+    let g = c.arg(st.group_arg?);
+    let mut due: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        let next = key.stream().and_then(|s| s.group(g).and_then(|grp| grp.next_due(now, |id| s.contains(id))));
+        if let Some(d) = next {
+            due = Some(due.map_or(d, |o: i64| o.min(d)));
+        }
+    }
+    let due = due?.max(now);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+/// Whether a blocked group reader has a group whose policy redelivers (served
+/// by re-running, as CLAIM readers).
+fn policy_reader(c: &Ctx, st: &BlockState) -> bool {
+    let Some(ga) = st.group_arg else { return false };
+    let g = c.arg(ga);
+    (0..st.from.len()).any(|k| c.key(st.streams_arg + k, false).stream().is_some_and(|s| redelivers(s, g)))
+}
+
 /// Registers a blocked CLAIM reader's keys for its next wake-up (src/ffi/claim_wake.rs).
 fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
     if let Some(due) = claim_wake_at(c, st, now) {
@@ -983,7 +1195,7 @@ fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
 fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     // CLAIM (8.4) readers re-run their command whatever the level: they may be
     // served from any of their streams, whichever key woke them.
-    if st.claim.is_some() {
+    if st.claim.is_some() || policy_reader(c, st) {
         // At compat 7.0, a group reader whose key went away is told so in 7.0's words
         // on every host (a 7.0 host releases it through `release` with the same text).
         if crate::config::level() < Level::V7_2 {

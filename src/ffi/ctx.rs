@@ -129,6 +129,8 @@ pub struct Key<'c> {
     /// The stream `stream_mut` lent out, if it did: the INFO totals follow it when the key
     /// closes (src/ffi/stats.rs).
     touched: Cell<*mut Stream>,
+    /// The name string, when the module created it (a key opened by name), freed on drop.
+    owned_name: *mut raw::RedisModuleString,
 }
 
 impl Ctx {
@@ -217,6 +219,11 @@ impl Ctx {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
     }
 
+    /// The server runs in cluster mode.
+    pub fn in_cluster(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+
     /// The client speaks RESP3.
     pub fn is_resp3(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
@@ -265,7 +272,37 @@ impl Ctx {
         };
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() }
+    }
+
+    /// Opens a key the module names itself (not an argument): a queue policy's
+    /// dead-letter key (src/commands/queue.rs). No adoption.
+    pub fn open_key_named(&self, name: &[u8], write: bool) -> Key<'_> {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: a string from a valid buffer, NULL ctx: ours, freed when the Key drops
+        // (after CloseKey); the key is closed in Drop.
+        let (name, key) = unsafe {
+            let n = api!(RedisModule_CreateString)(ptr::null_mut(), name.as_ptr().cast(), name.len());
+            (n, api!(RedisModule_OpenKey)(self.ctx, n, mode as c_int))
+        };
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: name }
+    }
+
+    /// Keyspace event, WATCH signal and blocked-reader wake-up for an XADD to a key
+    /// the module named (the dead-letter key).
+    pub fn added_to_named(&self, name: &[u8]) {
+        // SAFETY: a string from a valid buffer with a NULL ctx, freed below; valid ctx.
+        unsafe {
+            let n = api!(RedisModule_CreateString)(ptr::null_mut(), name.as_ptr().cast(), name.len());
+            api!(RedisModule_SignalModifiedKey)(self.ctx, n);
+            api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_STREAM as c_int, c"xadd".as_ptr(), n);
+            api!(RedisModule_SignalKeyAsReady)(self.ctx, n);
+            api!(RedisModule_FreeString)(ptr::null_mut(), n);
+        }
     }
 
     // ---- replies ----------------------------------------------------------
@@ -636,7 +673,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
-        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }.type_of()
+        Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() }.type_of()
     }
 
     /// Whether the key named `name` holds a stream, built-in or ours (looked up
@@ -647,7 +684,7 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()) }).type_of() {
+        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() }).type_of() {
             TypeOf::Ours => true,
             TypeOf::Builtin(name) => name == c"stream",
             TypeOf::OtherModule => false,
@@ -1002,6 +1039,10 @@ impl Drop for Key<'_> {
         if !self.key.is_null() {
             // SAFETY: opened by Ctx::key, closed once.
             unsafe { api!(RedisModule_CloseKey)(self.key) };
+        }
+        if !self.owned_name.is_null() {
+            // SAFETY: created by open_key_named with a NULL ctx, freed once, after CloseKey.
+            unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), self.owned_name) };
         }
     }
 }

@@ -323,7 +323,7 @@ pub fn own_doc(name: &str) -> Option<Doc> {
         "xs.export" => doc(
             "Converts an xstream stream into a built-in stream in place, with its groups, consumers, pending entries and TTL.",
             "O(N) with N the size of the stream.",
-            vec![ArgDoc::key("key")],
+            vec![ArgDoc::key("key"), ArgDoc::pure("DROPPOLICIES").optional()],
         ),
         "xs.delex" => doc(
             "Deletes one or multiple entries from the stream, with a policy for entries that consumer groups still reference.",
@@ -375,6 +375,50 @@ pub fn own_doc(name: &str) -> Option<Doc> {
                 ArgDoc::integer("work").token("LIMIT"),
                 ArgDoc::string("pid").token("FROM").optional(),
             ],
+        ),
+        // Reliable-queue policies (issue 16): subcommands of XS.GROUP no XGROUP has.
+        "xs.group|setpolicy" => doc(
+            "Sets the reliable-queue policy of a consumer group: dead letters after a number of deliveries, redelivery after an ack timeout with backoff, expiry of idle consumers.",
+            "O(1)",
+            vec![
+                ArgDoc::key("key"),
+                ArgDoc::string("group"),
+                ArgDoc::group(
+                    "max-deliveries",
+                    "block",
+                    vec![
+                        ArgDoc::integer("n").token("MAXDELIVERIES"),
+                        ArgDoc::group(
+                            "target",
+                            "oneof",
+                            vec![ArgDoc { key_spec_index: Some(1), ..ArgDoc::key("dlq-key") }.token("DEADLETTER"), ArgDoc::pure("DROP")],
+                        ),
+                    ],
+                )
+                .optional(),
+                ArgDoc::group(
+                    "ack-timeout",
+                    "block",
+                    vec![
+                        ArgDoc::integer("ms").token("ACKTIMEOUT"),
+                        ArgDoc::new("factor", "double").token("BACKOFF").optional(),
+                        ArgDoc::integer("max-ms").token("MAXBACKOFF").optional(),
+                    ],
+                )
+                .optional(),
+                ArgDoc::integer("ttl-ms").token("CONSUMERTTL").optional(),
+                ArgDoc::pure("RESET").optional(),
+            ],
+        ),
+        "xs.group|getpolicy" => doc(
+            "Returns the reliable-queue policy of a consumer group.",
+            "O(1)",
+            vec![ArgDoc::key("key"), ArgDoc::string("group")],
+        ),
+        "xs.group|deadletter" => doc(
+            "Moves pending entries of a consumer group to its dead-letter stream.",
+            "O(N) with N the number of IDs.",
+            vec![ArgDoc::key("key"), ArgDoc::string("group"), ArgDoc::string("id").multiple()],
         ),
         _ => return None,
     };

@@ -17,6 +17,7 @@ pub mod adopt;
 pub mod alloc;
 pub mod blocking;
 pub mod claim_wake;
+pub mod ttl_timer;
 pub mod ctx;
 pub mod docs;
 pub mod fence;

@@ -146,7 +146,8 @@ fn since() -> &'static std::ffi::CStr {
 fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -> Result<(), String> {
     // SAFETY: all-zero is a valid value for this plain C struct (null pointers,
     // zero integers; begin_search_type 0 terminates a key-spec array).
-    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    let mut specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
+    let mut nspecs = usize::from(c.key.is_some());
     if let Some(k) = c.key {
         specs[0].flags = u64::from(k.flags);
         specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -164,6 +165,18 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -
             specs[0].fk.range.lastkey = 0;
             specs[0].fk.range.limit = 0;
         }
+        if let Some((keyword, from, flags)) = keyword_key(c) {
+            // A second key after a keyword (XS.GROUP SETPOLICY ... DEADLETTER dlq-key).
+            specs[1].flags = u64::from(flags);
+            specs[1].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+            specs[1].bs.keyword.keyword = keyword.as_ptr();
+            specs[1].bs.keyword.startfrom = from;
+            specs[1].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            specs[1].fk.range.lastkey = 0;
+            specs[1].fk.range.keystep = 1;
+            specs[1].fk.range.limit = 0;
+            nspecs = 2;
+        }
     }
     // SAFETY: as above, zero is valid for every field.
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
@@ -175,7 +188,7 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -
     info.since = since().as_ptr();
     // The twin's summary, complexity and argument tree (src/ffi/docs.rs); `cdocs` owns
     // what the pointers point to until SetCommandInfo has copied it.
-    let cdocs = doc.map(|d| CDocs::build(d, usize::from(c.key.is_some())));
+    let cdocs = doc.map(|d| CDocs::build(d, nspecs));
     if let Some(d) = &cdocs {
         info.summary = d.summary.unwrap_or(std::ptr::null());
         info.complexity = d.complexity.unwrap_or(std::ptr::null());
@@ -190,6 +203,12 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -
     } else {
         Err(format!("SetCommandInfo failed for {}", c.name))
     }
+}
+
+/// The one command with a second key after a keyword: SETPOLICY's dead-letter key
+/// (written by later commands: RW INSERT), searched from the first option.
+fn keyword_key(c: &Command) -> Option<(&'static std::ffi::CStr, i32, u32)> {
+    (c.name == "setpolicy").then_some((c"DEADLETTER", 4, raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT))
 }
 
 fn key_range(c: &Command) -> (c_int, c_int, c_int) {
@@ -247,10 +266,12 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
         if scmd.is_null() {
             return Err(format!("cannot look up subcommand {}|{}", c.name, sub.name));
         }
+        let own = own_doc(&format!("{}|{}", c.name, sub.name));
         let sub_doc = match (&doc, &twin) {
             (Some(d), Some(t)) => d.subcommand(t, sub.name),
             _ => None,
-        };
+        }
+        .or(own.as_ref());
         set_info(scmd, sub, sub_doc)?;
         set_acl_categories(scmd, sub);
     }

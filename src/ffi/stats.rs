@@ -96,6 +96,12 @@ pub struct Events {
     pub entries_claimed: AtomicU64,
     pub entries_nacked: AtomicU64,
     pub idmp_duplicates: AtomicU64,
+    /// Queue policies (issue 16): entries dead-lettered (or dropped) by MAXDELIVERIES,
+    /// XS.NACK FATAL or XS.GROUP DEADLETTER; entries redelivered by ACKTIMEOUT (or
+    /// released by a consumer's expiry) to `>` readers; consumers expired by CONSUMERTTL.
+    pub entries_dead_lettered: AtomicU64,
+    pub entries_timed_out: AtomicU64,
+    pub consumers_expired: AtomicU64,
     pub streams_adopted: AtomicU64,
     pub streams_imported: AtomicU64,
     pub streams_exported: AtomicU64,
@@ -116,6 +122,9 @@ pub static EVENTS: Events = Events {
     entries_claimed: AtomicU64::new(0),
     entries_nacked: AtomicU64::new(0),
     idmp_duplicates: AtomicU64::new(0),
+    entries_dead_lettered: AtomicU64::new(0),
+    entries_timed_out: AtomicU64::new(0),
+    consumers_expired: AtomicU64::new(0),
     streams_adopted: AtomicU64::new(0),
     streams_imported: AtomicU64::new(0),
     streams_exported: AtomicU64::new(0),
@@ -156,7 +165,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 23] = [
+        let ints: [(&str, i64); 26] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -173,6 +182,9 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_claimed", e(&EVENTS.entries_claimed)),
             ("entries_nacked", e(&EVENTS.entries_nacked)),
             ("idmp_duplicates", e(&EVENTS.idmp_duplicates)),
+            ("entries_dead_lettered", e(&EVENTS.entries_dead_lettered)),
+            ("entries_timed_out", e(&EVENTS.entries_timed_out)),
+            ("consumers_expired", e(&EVENTS.consumers_expired)),
             ("streams_adopted", e(&EVENTS.streams_adopted)),
             ("streams_imported", e(&EVENTS.streams_imported)),
             ("streams_exported", e(&EVENTS.streams_exported)),

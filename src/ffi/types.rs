@@ -120,6 +120,8 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
                     s.pack_sealed();
                 }
                 super::stats::born(&mut s);
+                // SAFETY: `rdb` is this callback's IO handle.
+                unsafe { super::ttl_timer::register_loaded(rdb, &s) };
                 Box::into_raw(s).cast()
             }
             Err(e) => {
@@ -280,6 +282,13 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
                 batch.push(id.to_bytes());
             }
             flush(&mut batch, batch_count);
+            // The queue policy last (commands from the AOF never apply it).
+            if let Some(p) = g.policy() {
+                let args = p.setpolicy_args();
+                let mut all: Vec<&[u8]> = vec![gname, b"RESET"];
+                all.extend(args.iter().map(Vec::as_slice));
+                emit_sub(aof, c"XS.GROUP", Some(c"SETPOLICY"), key, &all);
+            }
         }
     })
 }
@@ -399,6 +408,13 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             add(&(g.nacked_count() as u64).to_be_bytes());
             for (id, _) in g.by_time() {
                 add(&id.to_be_bytes());
+            }
+            // The queue policy, only when there is one (a plain group's digest is unchanged).
+            if let Some(p) = g.policy() {
+                add(b"policy");
+                for a in p.setpolicy_args() {
+                    add(&a);
+                }
             }
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };

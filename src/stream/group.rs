@@ -227,6 +227,8 @@ pub struct Group {
     consumers: LazyRax<u32>,
     slots: Vec<Option<Consumer>>,
     free_slots: Vec<u32>,
+    /// The reliable-queue policy (queue.rs); None for a plain group.
+    pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
 }
 
 impl Group {
@@ -239,7 +241,13 @@ impl Group {
             consumers: LazyRax::default(),
             slots: Vec::new(),
             free_slots: Vec::new(),
+            policy: None,
         }
+    }
+
+    /// The reliable-queue policy, if set (queue.rs).
+    pub fn policy(&self) -> Option<&super::queue::QueuePolicy> {
+        self.policy.as_deref()
     }
 
     pub fn consumer_count(&self) -> usize {
@@ -683,7 +691,8 @@ impl Group {
             + self.time.mem_bytes()
             + self.consumers.mem_bytes()
             + self.slots.capacity() * std::mem::size_of::<Option<Consumer>>()
-            + self.free_slots.capacity() * 4;
+            + self.free_slots.capacity() * 4
+            + self.policy.as_ref().map_or(0, |p| std::mem::size_of_val(&**p) + p.dead_letter_key().map_or(0, <[u8]>::len));
         for c in self.slots.iter().flatten() {
             total += c.name.len() + c.pel.mem_bytes();
         }

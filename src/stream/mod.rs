@@ -23,6 +23,7 @@ pub mod id;
 pub mod idmp;
 pub mod node;
 pub mod policy;
+pub mod queue;
 pub mod timelist;
 pub mod validate;
 pub mod wake;

@@ -55,9 +55,14 @@ impl WakeIndex {
 
     /// Removes and returns the keys due at `now_ms` (due <= now), earliest first.
     pub fn pop_due(&mut self, now_ms: i64) -> Vec<DbKey> {
+        self.pop_due_max(now_ms, usize::MAX)
+    }
+
+    /// [`WakeIndex::pop_due`], at most `max` keys (bounded work per timer tick).
+    pub fn pop_due_max(&mut self, now_ms: i64, max: usize) -> Vec<DbKey> {
         let mut out = Vec::new();
         while let Some((due, _, _)) = self.by_due.first() {
-            if *due > now_ms {
+            if *due > now_ms || out.len() >= max {
                 break;
             }
             let Some((_, db, key)) = self.by_due.pop_first() else { break };

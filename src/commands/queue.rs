@@ -1,0 +1,447 @@
+//! Reliable-queue policies (issue 16; the state machine is src/stream/queue.rs):
+//!
+//! XS.GROUP SETPOLICY key group [MAXDELIVERIES n DEADLETTER dlq-key|DROP]
+//!                    [ACKTIMEOUT ms [BACKOFF factor] [MAXBACKOFF ms]] [CONSUMERTTL ms] [RESET]
+//! XS.GROUP GETPOLICY key group
+//! XS.GROUP DEADLETTER key group id [id ...]
+//!
+//! and the dead-letter step every trigger shares ([`DeadLetters`]): the entry's
+//! last owner and count are recorded, it is acknowledged in the source group, and
+//! it is appended with `*` to the dead-letter stream (created if missing) as
+//! `source-key source-id group consumer deliveries reason` + its own fields.
+//! Propagated as `XS.ADD dlq-key <the concrete ID> ...` then `XS.ACK key group id`:
+//! replicas and the AOF never apply a policy themselves (commands from the primary
+//! or the AOF deliver as the built-in does; what the primary dead-lettered instead
+//! arrives as those two commands).
+
+use super::{is_kw, parse_ll};
+use crate::error::{Error, Result};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::stream::queue::{AckTimeout, Dead, DeadLetter, QueuePolicy, Reason, BACKOFF_MAX, MS_MAX};
+use crate::stream::{IdSpec, Stream, StreamId};
+
+/// The key / group checks of the other XS.GROUP subcommands, in their order.
+fn group_checks(c: &Ctx, key: &crate::ffi::ctx::Key<'_>) -> Result<()> {
+    match key.kind() {
+        KeyKind::Other => return Err(key.wrong_type()),
+        KeyKind::Empty => {
+            return Err(Error::Err(
+                "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
+            ))
+        }
+        KeyKind::Stream => {}
+    }
+    if key.stream().and_then(|s| s.group(c.arg(3))).is_none() {
+        return Err(super::group::nogroup_for_key(c.arg(3), c.arg(2)));
+    }
+    Ok(())
+}
+
+fn ms_arg(arg: &[u8], msg: &'static str) -> Result<i64> {
+    match parse_ll(arg) {
+        Ok(v) if (1..=MS_MAX).contains(&v) => Ok(v),
+        _ => Err(Error::Err(msg)),
+    }
+}
+
+/// What SETPOLICY parsed: each part given, and RESET.
+#[derive(Default)]
+struct Parsed {
+    max_deliveries: Option<(u64, DeadLetter)>,
+    ack_timeout: Option<AckTimeout>,
+    consumer_ttl: Option<i64>,
+    reset: bool,
+    /// Argument index of the dead-letter key.
+    dlq_arg: Option<usize>,
+}
+
+fn parse_setpolicy(c: &Ctx) -> Result<Parsed> {
+    let argc = c.argc();
+    let mut p = Parsed::default();
+    let mut i = 4;
+    while i < argc {
+        let o = c.arg(i);
+        let more = argc - 1 - i;
+        if is_kw(o, "MAXDELIVERIES") && more >= 2 {
+            let n = match parse_ll(c.arg(i + 1)) {
+                Ok(n) if n >= 1 => n as u64,
+                _ => return Err(Error::Err("MAXDELIVERIES must be a positive integer")),
+            };
+            if is_kw(c.arg(i + 2), "DROP") {
+                p.max_deliveries = Some((n, DeadLetter::Drop));
+                p.dlq_arg = None;
+                i += 3;
+            } else if is_kw(c.arg(i + 2), "DEADLETTER") && more >= 3 {
+                p.max_deliveries = Some((n, DeadLetter::Key(c.arg(i + 3).into())));
+                p.dlq_arg = Some(i + 3);
+                i += 4;
+            } else {
+                return Err(Error::Syntax);
+            }
+        } else if is_kw(o, "ACKTIMEOUT") && more >= 1 {
+            let ms = ms_arg(c.arg(i + 1), "ACKTIMEOUT must be a positive integer (milliseconds, at most 1000000000000)")?;
+            let mut at = AckTimeout { ms, backoff: 1.0, max_backoff: None };
+            i += 2;
+            loop {
+                let more = argc.saturating_sub(i + 1);
+                if i < argc && is_kw(c.arg(i), "BACKOFF") && more >= 1 {
+                    let f = std::str::from_utf8(c.arg(i + 1)).ok().and_then(|t| t.parse::<f64>().ok());
+                    at.backoff = match f {
+                        Some(f) if f.is_finite() && (1.0..=BACKOFF_MAX).contains(&f) => f,
+                        _ => return Err(Error::Err("BACKOFF must be a number from 1 to 1000")),
+                    };
+                    i += 2;
+                } else if i < argc && is_kw(c.arg(i), "MAXBACKOFF") && more >= 1 {
+                    let m = ms_arg(c.arg(i + 1), "MAXBACKOFF must be a positive integer (milliseconds, at most 1000000000000)")?;
+                    at.max_backoff = Some(m);
+                    i += 2;
+                } else {
+                    break;
+                }
+            }
+            if at.max_backoff.is_some_and(|m| m < at.ms) {
+                return Err(Error::Err("MAXBACKOFF must not be below ACKTIMEOUT"));
+            }
+            p.ack_timeout = Some(at);
+        } else if is_kw(o, "CONSUMERTTL") && more >= 1 {
+            p.consumer_ttl = Some(ms_arg(c.arg(i + 1), "CONSUMERTTL must be a positive integer (milliseconds, at most 1000000000000)")?);
+            i += 2;
+        } else if is_kw(o, "RESET") {
+            p.reset = true;
+            i += 1;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    Ok(p)
+}
+
+pub fn run_setpolicy(c: &Ctx) -> Result<()> {
+    let p = parse_setpolicy(c)?;
+    if let Some(d) = p.dlq_arg {
+        if c.arg(d) == c.arg(2) {
+            return Err(Error::Err("the dead-letter key must be another key than the stream"));
+        }
+        // Cluster mode: the dead-letter key is written by commands on the stream key.
+        if let Some(e) = cross_slot(c, 2, d) {
+            return Err(e);
+        }
+    }
+    let mut key = c.key(2, true);
+    group_checks(c, &key)?;
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let g = s.group_mut(c.arg(3)).ok_or_else(|| super::group::nogroup_for_key(c.arg(3), c.arg(2)))?;
+    let mut pol = if p.reset { QueuePolicy::default() } else { g.policy().cloned().unwrap_or_default() };
+    if p.reset {
+        // The counters survive a RESET that sets a new policy.
+        pol.counters = g.policy().map(|q| q.counters).unwrap_or_default();
+    }
+    if let Some(m) = p.max_deliveries {
+        pol.max_deliveries = Some(m);
+    }
+    if let Some(a) = p.ack_timeout {
+        pol.ack_timeout = Some(a);
+    }
+    if let Some(t) = p.consumer_ttl {
+        pol.consumer_ttl = Some(t);
+    }
+    pol.ttl_check_at = 0;
+    pol.ttl_scheduled_at = 0;
+    let ttl = pol.consumer_ttl;
+    g.set_policy(Some(pol));
+    c.reply_ok();
+    c.replicate_verbatim();
+    if ttl.is_some() {
+        // The primary's expiry timer looks at the group now, then when due.
+        let now = c.now_ms() as i64;
+        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(2), c.arg(3), now);
+    }
+    // Blocked `>` readers of this group may have entries due now.
+    c.signal_ready(2);
+    Ok(())
+}
+
+/// CROSSSLOT when keys `a` and `b` hash to different slots in cluster mode.
+fn cross_slot(c: &Ctx, a: usize, b: usize) -> Option<Error> {
+    let slot = |i: usize| c.call_words(c"CLUSTER", &[b"KEYSLOT", c.arg(i)]).and_then(|r| r.as_ref().integer());
+    if !c.in_cluster() {
+        return None;
+    }
+    (slot(a) != slot(b)).then(|| Error::Full("CROSSSLOT Keys in request don't hash to the same slot".into()))
+}
+
+/// The policy's fields, unset ones left out: (name, value) with the value an
+/// integer or a bulk string.
+pub enum PolicyValue<'a> {
+    Int(i64),
+    Bulk(std::borrow::Cow<'a, [u8]>),
+}
+
+pub fn policy_fields(p: &QueuePolicy) -> Vec<(&'static str, PolicyValue<'_>)> {
+    let mut out = Vec::new();
+    if let Some((n, dl)) = &p.max_deliveries {
+        out.push(("maxdeliveries", PolicyValue::Int(i64::try_from(*n).unwrap_or(i64::MAX))));
+        match dl {
+            DeadLetter::Key(k) => out.push(("deadletter", PolicyValue::Bulk(std::borrow::Cow::Borrowed(&k[..])))),
+            DeadLetter::Drop => out.push(("drop", PolicyValue::Int(1))),
+        }
+    }
+    if let Some(at) = &p.ack_timeout {
+        out.push(("acktimeout", PolicyValue::Int(at.ms)));
+        if at.backoff != 1.0 {
+            out.push(("backoff", PolicyValue::Bulk(std::borrow::Cow::Owned(format!("{}", at.backoff).into_bytes()))));
+        }
+        if let Some(m) = at.max_backoff {
+            out.push(("maxbackoff", PolicyValue::Int(m)));
+        }
+    }
+    if let Some(t) = p.consumer_ttl {
+        out.push(("consumerttl", PolicyValue::Int(t)));
+    }
+    out
+}
+
+pub fn reply_fields(c: &Ctx, fields: &[(&'static str, PolicyValue<'_>)]) {
+    for (name, v) in fields {
+        c.reply_bulk(name.as_bytes());
+        match v {
+            PolicyValue::Int(i) => c.reply_int(*i),
+            PolicyValue::Bulk(b) => c.reply_bulk(b),
+        }
+    }
+}
+
+pub fn run_getpolicy(c: &Ctx) -> Result<()> {
+    let key = c.key(2, false);
+    group_checks(c, &key)?;
+    let g = key.stream().and_then(|s| s.group(c.arg(3))).ok_or_else(|| super::group::nogroup_for_key(c.arg(3), c.arg(2)))?;
+    let fields = g.policy().map(policy_fields).unwrap_or_default();
+    c.reply_map(fields.len());
+    reply_fields(c, &fields);
+    Ok(())
+}
+
+pub fn run_deadletter(c: &Ctx) -> Result<()> {
+    // Every ID parsed before anything changes.
+    let mut ids = Vec::with_capacity(c.argc().saturating_sub(4));
+    for i in 4..c.argc() {
+        ids.push(StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?.0);
+    }
+    let mut key = c.key(2, true);
+    group_checks(c, &key)?;
+    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let target = match s.group(c.arg(3)).and_then(|g| g.policy()).and_then(|p| p.max_deliveries.as_ref()) {
+        Some((_, t)) => t.clone(),
+        None => return Err(Error::Err("the group has no MAXDELIVERIES policy (XS.GROUP SETPOLICY ... DEADLETTER key|DROP)")),
+    };
+    let mut dl = DeadLetters::new(2, 3, target);
+    for id in ids {
+        dl.take(c, s, c.arg(3), id, Reason::Manual);
+    }
+    let n = dl.len();
+    dl.flush(c, s);
+    c.reply_int(n as i64);
+    Ok(())
+}
+
+/// Consumers of group `g` (key argument `key_arg`, group argument `group_arg`) idle
+/// past the policy's CONSUMERTTL are deleted (never `reader`, the consumer reading
+/// now); their pending entries stay pending, unowned (as XS.NACK FAIL leaves them),
+/// for the next `>` reader. Propagated as `XS.NACK key group FAIL IDS n ...` then
+/// `XS.GROUP DELCONSUMER key group name` (which then drops nothing). At most
+/// TTL_EXPIRY_MAX consumers per call; the O(consumers) scan runs only once the
+/// earliest possible expiry has come. Returns when the group must be looked at
+/// again (None: no CONSUMERTTL, or registered for that already). Called by `>` reads and by the primary's timer
+/// (src/ffi/ttl_timer.rs).
+pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group_arg: usize, reader: Option<&[u8]>, now: i64) -> Option<i64> {
+    const TTL_EXPIRY_MAX: usize = 16;
+    let grp = s.group_mut(g)?;
+    let ttl = grp.policy()?.consumer_ttl?;
+    let names = grp.take_expired_consumers(now, TTL_EXPIRY_MAX);
+    for name in names {
+        if Some(&name[..]) == reader {
+            continue;
+        }
+        let Some(slot) = grp.find_consumer(&name) else { continue };
+        let ids: Vec<StreamId> = match grp.consumer(slot) {
+            Some(cons) => {
+                let mut v = Vec::with_capacity(cons.pel().len());
+                let mut it = cons.pel().iter();
+                while let Some((k, _)) = it.next() {
+                    v.push(StreamId::from_be_bytes(k).unwrap_or_default());
+                }
+                v
+            }
+            None => continue,
+        };
+        for &id in &ids {
+            grp.nack_entry(id, crate::stream::NackCount::Fail, false);
+        }
+        if !ids.is_empty() {
+            let texts: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
+            let n = ids.len().to_string();
+            let mut args: Vec<Arg> = vec![Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(b"FAIL"), Arg::New(b"IDS"), Arg::New(n.as_bytes())];
+            args.extend(texts.iter().map(|t| Arg::New(t)));
+            c.replicate(c"XS.NACK", &args);
+        }
+        grp.delete_consumer(&name);
+        c.replicate(c"XS.GROUP", &[Arg::New(b"DELCONSUMER"), Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&name)]);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.consumers_expired, 1);
+    }
+    let at = grp.policy().map_or(i64::MAX, |p| p.ttl_check_at);
+    // A consumer seen now (the reader) expires at now + ttl at the earliest.
+    let next = at.min(now.saturating_add(ttl));
+    // Registered already for a time still to come: nothing to do (the common case of a read).
+    grp.ttl_schedule_needed(now, next).then_some(next)
+}
+
+/// Entries taken out of a group for its dead-letter target during one command,
+/// written out (and propagated) by [`DeadLetters::flush`].
+pub struct DeadLetters {
+    key_arg: usize,
+    group_arg: usize,
+    target: DeadLetter,
+    /// Whether the target key can take entries (None: not looked at yet).
+    usable: Option<bool>,
+    /// Each entry with its fields (None: the stream entry was gone).
+    taken: Vec<(Dead, Option<Vec<(Vec<u8>, Vec<u8>)>>)>,
+}
+
+impl DeadLetters {
+    pub fn new(key_arg: usize, group_arg: usize, target: DeadLetter) -> Self {
+        DeadLetters { key_arg, group_arg, target, usable: None, taken: Vec::new() }
+    }
+
+    /// For the group `gname` of `s` if it has a MAXDELIVERIES policy and the
+    /// command may apply it: not a command from the primary or the AOF (they
+    /// replay what the primary decided). While the dead-letter key holds another
+    /// type nothing is dead-lettered and nothing lost: the entries are delivered
+    /// as without a policy, and the server log says why (checked on the first
+    /// entry over the limit, so that a read with nothing to dead-letter opens no
+    /// other key).
+    pub fn for_group(c: &Ctx, s: &Stream, gname: &[u8], key_arg: usize, group_arg: usize) -> Option<Self> {
+        if c.must_obey() {
+            return None;
+        }
+        let (_, t) = s.group(gname)?.policy()?.max_deliveries.as_ref()?;
+        Some(DeadLetters::new(key_arg, group_arg, t.clone()))
+    }
+
+    /// Whether the target can receive entries (see [`DeadLetters::for_group`]).
+    fn usable(&mut self, c: &Ctx) -> bool {
+        if let Some(u) = self.usable {
+            return u;
+        }
+        let u = match &self.target {
+            DeadLetter::Key(k) if &k[..] != c.arg(self.key_arg) => {
+                let ok = c.open_key_named(k, false).kind() != KeyKind::Other;
+                if !ok {
+                    crate::ffi::log_warning(&format!(
+                        "xstream: dead-letter key '{}' holds another type: MAXDELIVERIES not applied",
+                        String::from_utf8_lossy(k)
+                    ));
+                }
+                ok
+            }
+            _ => true,
+        };
+        self.usable = Some(u);
+        u
+    }
+
+    /// Takes `id` if a delivery bringing its count to `count_after` must
+    /// dead-letter it instead (MAXDELIVERIES); true when taken.
+    pub fn take_if_over(&mut self, c: &Ctx, s: &mut Stream, gname: &[u8], id: StreamId, count_after: u64) -> bool {
+        self.over(s, gname, count_after) && self.take(c, s, gname, id, Reason::MaxDeliveries)
+    }
+
+    /// Whether a delivery bringing `id`'s count to `count_after` must dead-letter it.
+    pub fn over(&self, s: &Stream, gname: &[u8], count_after: u64) -> bool {
+        s.group(gname).and_then(|g| g.policy()).is_some_and(|p| p.over_limit(count_after))
+    }
+
+    pub fn len(&self) -> usize {
+        self.taken.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.taken.is_empty()
+    }
+
+    /// Takes `id` out of the group (acknowledged), with its fields; false if not pending.
+    pub fn take(&mut self, c: &Ctx, s: &mut Stream, gname: &[u8], id: StreamId, reason: Reason) -> bool {
+        if !self.usable(c) {
+            return false;
+        }
+        let fields = matches!(self.target, DeadLetter::Key(_)).then(|| s.range(id, id, false).next_entry().map(|e| e.fields())).flatten();
+        let Some(d) = s.group_mut(gname).and_then(|g| g.dead_letter(id, reason)) else { return false };
+        self.taken.push((d, fields));
+        true
+    }
+
+    /// Appends the dead letters to the target stream and propagates, for each,
+    /// `XS.ADD dlq id ...` and `XS.ACK key group id`. `src` is the open source key
+    /// (the target is opened by name; a target that holds another type keeps no
+    /// copy: the entries are acknowledged all the same, and the server log says so).
+    pub fn flush(self, c: &Ctx, src: &mut Stream) {
+        if self.taken.is_empty() {
+            return;
+        }
+        let n = self.taken.len() as u64;
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_dead_lettered, n);
+        let src_name = c.arg(self.key_arg).to_vec();
+        let gname = c.arg(self.group_arg).to_vec();
+        if let DeadLetter::Key(dlq) = &self.target {
+            // SETPOLICY refuses the stream's own key; a RENAME may still have made
+            // them one: then the dead letters go to the stream itself.
+            let same = &dlq[..] == &src_name[..];
+            let mut other = (!same).then(|| c.open_key_named(dlq, true));
+            let mut bad_type = false;
+            for (d, fields) in &self.taken {
+                let deliveries = d.deliveries.to_string();
+                let sid = d.id.to_bytes();
+                let mut argv: Vec<&[u8]> = vec![
+                    b"source-key", &src_name, b"source-id", &sid, b"group", &gname, b"consumer", &d.consumer,
+                    b"deliveries", deliveries.as_bytes(), b"reason", d.reason.as_bytes(),
+                ];
+                if let Some(fs) = fields {
+                    for (f, v) in fs {
+                        argv.push(f);
+                        argv.push(v);
+                    }
+                }
+                let stream = match other.as_mut() {
+                    None => Some(&mut *src),
+                    Some(k) => match k.kind() {
+                        KeyKind::Empty => k.create_stream(Stream::new()),
+                        KeyKind::Stream => k.stream_mut(),
+                        KeyKind::Other => None,
+                    },
+                };
+                let Some(st) = stream else {
+                    bad_type = true;
+                    continue;
+                };
+                let Ok(id) = st.append(&argv, IdSpec::Auto, c.now_ms(), crate::config::limits()) else {
+                    bad_type = true;
+                    continue;
+                };
+                let idb = id.to_bytes();
+                let mut rep: Vec<Arg> = vec![Arg::New(dlq), Arg::New(&idb)];
+                rep.extend(argv.iter().map(|a| Arg::New(a)));
+                c.replicate(c"XS.ADD", &rep);
+                c.added_to_named(dlq);
+            }
+            if bad_type {
+                crate::ffi::log_warning(&format!(
+                    "xstream: dead-letter key '{}' holds another type (or the append failed): entries acknowledged without a copy",
+                    String::from_utf8_lossy(dlq)
+                ));
+            }
+        }
+        for (d, _) in &self.taken {
+            super::claim::propagate_ack(c, self.key_arg, self.group_arg, d.id);
+        }
+        c.signal_modified(self.key_arg);
+    }
+}

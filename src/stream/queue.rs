@@ -1,0 +1,399 @@
+//! Reliable-queue policies of a consumer group (issue 16): MAXDELIVERIES with a
+//! dead-letter stream (or DROP), ACKTIMEOUT with exponential BACKOFF, CONSUMERTTL.
+//!
+//! ```text
+//!   Group ── policy: Option<Box<QueuePolicy>>   (None: the built-in's group, byte for byte)
+//!              max_deliveries  n, DEADLETTER key | DROP
+//!              ack_timeout     ms, backoff f, max_backoff ms
+//!              consumer_ttl    ms
+//!              counters        delivered acked redelivered dead_lettered (not persisted)
+//! ```
+//!
+//! Everything here is a function of the group's state and a clock passed in:
+//! - an owned pending entry is *due* at `delivery_time + min(ms * f^(count-1), maxbackoff)`;
+//!   an unowned one (the NACK zone: XS.NACK, a released consumer) is due at once;
+//! - an entry about to be delivered for the (n+1)-th time goes to the dead letters;
+//! - a consumer whose last interaction (seen-time) is `ttl` ms old is expired.
+//!
+//! No state beyond the policy's parameters: due times come from the NACKs' own
+//! delivery times and counts, so persistence, replicas and AOF replay need
+//! nothing more than the parameters (the counters are statistics).
+
+#![forbid(unsafe_code)]
+
+use super::group::{Group, Nack};
+use super::StreamId;
+
+/// What MAXDELIVERIES does with an entry over the limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeadLetter {
+    /// Appended to this stream key, then acknowledged (shared: a command applying the
+    /// policy takes a reference, not a copy).
+    Key(std::sync::Arc<[u8]>),
+    /// Acknowledged without a copy.
+    Drop,
+}
+
+/// ACKTIMEOUT ms [BACKOFF f] [MAXBACKOFF ms].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AckTimeout {
+    pub ms: i64,
+    /// >= 1.
+    pub backoff: f64,
+    pub max_backoff: Option<i64>,
+}
+
+/// Largest ACKTIMEOUT / MAXBACKOFF / CONSUMERTTL in ms (about 31.7 years: sums
+/// with unix times stay far from i64 overflow).
+pub const MS_MAX: i64 = 1_000_000_000_000;
+/// Largest BACKOFF factor.
+pub const BACKOFF_MAX: f64 = 1000.0;
+
+impl AckTimeout {
+    /// The timeout after the `count`-th delivery: `min(ms * f^(count-1), maxbackoff)`,
+    /// capped at [`MS_MAX`] (count 0, possible after XS.NACK SILENT, counts as 1).
+    pub fn timeout_ms(&self, count: u64) -> i64 {
+        let cap = self.max_backoff.unwrap_or(MS_MAX).min(MS_MAX);
+        if self.backoff <= 1.0 || count <= 1 {
+            return self.ms.min(cap);
+        }
+        // f^e overflows to inf past e ~ 1000 for f >= 2: clamp the exponent first.
+        let e = (count - 1).min(4096) as i32;
+        let t = self.ms as f64 * self.backoff.powi(e);
+        if t.is_finite() && t < cap as f64 {
+            (t as i64).max(self.ms).min(cap)
+        } else {
+            cap
+        }
+    }
+
+    /// When the NACK `n` becomes due (unowned: now, i.e. at once).
+    pub fn due_at(&self, n: &Nack) -> i64 {
+        if n.is_unowned() {
+            return i64::MIN;
+        }
+        n.delivery_time.saturating_add(self.timeout_ms(n.delivery_count))
+    }
+}
+
+/// Per-group counters shown by XS.INFO GROUPS (statistics: not persisted, not in
+/// the digest; a replica counts what the commands it receives do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub delivered: u64,
+    pub acked: u64,
+    pub redelivered: u64,
+    pub dead_lettered: u64,
+}
+
+/// A group's policy. At least one of the three parts is set (a policy with none
+/// is removed from the group).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueuePolicy {
+    pub max_deliveries: Option<(u64, DeadLetter)>,
+    pub ack_timeout: Option<AckTimeout>,
+    pub consumer_ttl: Option<i64>,
+    pub counters: Counters,
+    /// CONSUMERTTL: no consumer can have expired before this time (the earliest
+    /// `last interaction + ttl` the last scan saw); runtime only.
+    pub ttl_check_at: i64,
+    /// CONSUMERTTL: the earliest time the group is registered at in the primary's
+    /// expiry index (0: unknown); runtime only.
+    pub ttl_scheduled_at: i64,
+}
+
+impl Default for QueuePolicy {
+    fn default() -> Self {
+        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default(), ttl_check_at: 0, ttl_scheduled_at: 0 }
+    }
+}
+
+impl QueuePolicy {
+    pub fn is_empty(&self) -> bool {
+        self.max_deliveries.is_none() && self.ack_timeout.is_none() && self.consumer_ttl.is_none()
+    }
+
+    /// Whether a delivery that would bring the count to `count_after` must
+    /// dead-letter the entry instead (count_after > n).
+    pub fn over_limit(&self, count_after: u64) -> bool {
+        matches!(self.max_deliveries, Some((n, _)) if count_after > n)
+    }
+
+    /// Whether `>` reads deliver due entries (ACKTIMEOUT or CONSUMERTTL set:
+    /// entries released by an expired consumer go to the next `>` reader).
+    pub fn redelivers(&self) -> bool {
+        self.ack_timeout.is_some() || self.consumer_ttl.is_some()
+    }
+
+    /// The dead-letter key, if MAXDELIVERIES names one.
+    pub fn dead_letter_key(&self) -> Option<&[u8]> {
+        match &self.max_deliveries {
+            Some((_, DeadLetter::Key(k))) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl QueuePolicy {
+    /// The SETPOLICY options that set this policy (AOF rewrite, digest): every
+    /// part set, in a fixed order; BACKOFF in Rust's shortest round-trip form.
+    pub fn setpolicy_args(&self) -> Vec<Vec<u8>> {
+        let mut a: Vec<Vec<u8>> = Vec::new();
+        if let Some((n, t)) = &self.max_deliveries {
+            a.push(b"MAXDELIVERIES".to_vec());
+            a.push(n.to_string().into_bytes());
+            match t {
+                DeadLetter::Key(k) => {
+                    a.push(b"DEADLETTER".to_vec());
+                    a.push(k.to_vec());
+                }
+                DeadLetter::Drop => a.push(b"DROP".to_vec()),
+            }
+        }
+        if let Some(at) = &self.ack_timeout {
+            a.push(b"ACKTIMEOUT".to_vec());
+            a.push(at.ms.to_string().into_bytes());
+            if at.backoff != 1.0 {
+                a.push(b"BACKOFF".to_vec());
+                a.push(format!("{}", at.backoff).into_bytes());
+            }
+            if let Some(m) = at.max_backoff {
+                a.push(b"MAXBACKOFF".to_vec());
+                a.push(m.to_string().into_bytes());
+            }
+        }
+        if let Some(t) = self.consumer_ttl {
+            a.push(b"CONSUMERTTL".to_vec());
+            a.push(t.to_string().into_bytes());
+        }
+        a
+    }
+}
+
+/// Why an entry was dead-lettered (the `reason` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    MaxDeliveries,
+    NackFatal,
+    Manual,
+}
+
+impl Reason {
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Reason::MaxDeliveries => b"max-deliveries",
+            Reason::NackFatal => b"nack-fatal",
+            Reason::Manual => b"manual",
+        }
+    }
+}
+
+/// What a dead letter records of its entry before it is acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dead {
+    pub id: StreamId,
+    /// The last owner ("" when NACKed).
+    pub consumer: Vec<u8>,
+    pub deliveries: u64,
+    pub reason: Reason,
+}
+
+impl Group {
+    /// Entries a `>` read of a group with a redelivering policy takes before new
+    /// ones, in order: the NACK zone (FIFO), then owned entries due at `now`,
+    /// longest overdue first (ties: time-list order), at most `limit` (0 = all).
+    /// `live` says whether the stream entry still exists (entries gone are
+    /// skipped: they stay pending, as CLAIM leaves them).
+    ///
+    /// Cost: the time list is scanned from its head while entries were delivered
+    /// at least the base timeout ago (a backoff only makes a timeout longer), so
+    /// entries delivered recently are never visited.
+    pub fn due_entries(&self, now: i64, limit: u64, live: impl Fn(StreamId) -> bool) -> Vec<(StreamId, Nack)> {
+        let mut out = Vec::new();
+        let Some(p) = self.policy.as_deref() else { return out };
+        if !p.redelivers() {
+            return out;
+        }
+        let full = |out: &Vec<(StreamId, Nack)>| limit != 0 && out.len() as u64 >= limit;
+        let mut it = self.by_time();
+        let zone = self.nacked_count();
+        for (id, n) in it.by_ref().take(zone) {
+            if full(&out) {
+                return out;
+            }
+            if live(id) {
+                out.push((id, *n));
+            }
+        }
+        let Some(at) = p.ack_timeout else { return out };
+        // The shortest timeout any entry has (a backoff only lengthens it).
+        let base = at.timeout_ms(1);
+        if at.backoff <= 1.0 || at.max_backoff == Some(at.ms) {
+            // One timeout for every entry: the time list's order is the overdue order, and
+            // the walk stops after `limit` entries (O(limit), whatever the backlog).
+            for (id, n) in it {
+                if full(&out) || n.delivery_time.saturating_add(base) > now {
+                    break;
+                }
+                if live(id) {
+                    out.push((id, *n));
+                }
+            }
+            return out;
+        }
+        // With a backoff, every entry delivered at least the base timeout ago is looked at
+        // (O(those entries) per read), then the longest overdue taken.
+        let mut overdue: Vec<(i64, usize, StreamId, Nack)> = Vec::new();
+        for (pos, (id, n)) in it.enumerate() {
+            if n.delivery_time.saturating_add(base) > now {
+                break;
+            }
+            let due = at.due_at(n);
+            if due <= now && live(id) {
+                overdue.push((now.saturating_sub(due), pos, id, *n));
+            }
+        }
+        overdue.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, _, id, n) in overdue {
+            if full(&out) {
+                break;
+            }
+            out.push((id, n));
+        }
+        out
+    }
+
+    /// The earliest time an owned entry becomes due (ACKTIMEOUT), or now when the
+    /// NACK zone holds entries; None without a redelivering policy or anything
+    /// pending. Only entries `live` says exist count (a pending entry deleted from
+    /// the stream is never served, so it must not wake anyone). Scans owned entries
+    /// while their delivery time could still give the minimum.
+    pub fn next_due(&self, now: i64, live: impl Fn(StreamId) -> bool) -> Option<i64> {
+        let p = self.policy.as_deref()?;
+        if !p.redelivers() {
+            return None;
+        }
+        let zone = self.nacked_count();
+        let mut it = self.by_time();
+        if it.by_ref().take(zone).any(|(id, _)| live(id)) {
+            return Some(now);
+        }
+        let at = p.ack_timeout?;
+        let base = at.timeout_ms(1);
+        let mut best: Option<i64> = None;
+        for (id, n) in it {
+            if best.is_some_and(|b| n.delivery_time.saturating_add(base) >= b) {
+                break;
+            }
+            if !live(id) {
+                continue;
+            }
+            let due = at.due_at(n);
+            best = Some(best.map_or(due, |b: i64| b.min(due)));
+        }
+        best
+    }
+
+    /// Consumers whose last interaction is at least `ttl` ms before `now`
+    /// (CONSUMERTTL), at most `limit`, in name order.
+    pub fn expired_consumers(&self, now: i64, limit: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let Some(ttl) = self.policy.as_deref().and_then(|p| p.consumer_ttl) else { return out };
+        let mut it = self.consumers();
+        while let Some((_, c)) = it.next_consumer() {
+            if out.len() >= limit {
+                break;
+            }
+            let last = c.seen_time.max(c.active_time);
+            if now.saturating_sub(last) >= ttl {
+                out.push(c.name.to_vec());
+            }
+        }
+        out
+    }
+
+    /// [`Group::expired_consumers`] at most once per possible expiry: the scan
+    /// (O(consumers)) runs only when `now` reached the earliest time a consumer
+    /// could expire, which the scan itself records.
+    pub fn take_expired_consumers(&mut self, now: i64, limit: usize) -> Vec<Vec<u8>> {
+        let Some(p) = self.policy.as_deref() else { return Vec::new() };
+        let Some(ttl) = p.consumer_ttl else { return Vec::new() };
+        if now < p.ttl_check_at {
+            return Vec::new();
+        }
+        let out = self.expired_consumers(now, limit);
+        let next = if out.len() >= limit {
+            now
+        } else {
+            // A consumer created after this scan expires at now + ttl at the earliest.
+            let mut next = now.saturating_add(ttl);
+            let mut it = self.consumers();
+            while let Some((_, c)) = it.next_consumer() {
+                let at = c.seen_time.max(c.active_time).saturating_add(ttl);
+                if at > now {
+                    next = next.min(at);
+                }
+            }
+            next
+        };
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.ttl_check_at = next;
+        }
+        out
+    }
+
+    /// Whether the group must be registered in the expiry index at `next`: not when
+    /// it already is at a time still to come and not after `next`. Records `next`
+    /// when it must.
+    pub fn ttl_schedule_needed(&mut self, now: i64, next: i64) -> bool {
+        let Some(p) = self.policy.as_deref_mut() else { return false };
+        if p.ttl_scheduled_at > now && p.ttl_scheduled_at <= next {
+            return false;
+        }
+        p.ttl_scheduled_at = next;
+        true
+    }
+
+    /// The group just left the expiry index (its entry was reached).
+    pub fn ttl_unscheduled(&mut self) {
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.ttl_scheduled_at = 0;
+        }
+    }
+
+    /// Takes a pending entry out for the dead letters: records its last owner and
+    /// count, acknowledges it, counts it. None if it is not pending.
+    pub fn dead_letter(&mut self, id: StreamId, reason: Reason) -> Option<Dead> {
+        let n = *self.nack(id)?;
+        let consumer = self.owner_name(&n).to_vec();
+        self.ack(id);
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.counters.dead_lettered += 1;
+        }
+        Some(Dead { id, consumer, deliveries: n.delivery_count, reason })
+    }
+
+    /// Counts deliveries with a policy set (`redelivered` of them re-deliveries).
+    pub fn count_deliveries(&mut self, delivered: u64, redelivered: u64) {
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.counters.delivered += delivered;
+            p.counters.redelivered += redelivered;
+        }
+    }
+
+    /// Counts acknowledgements with a policy set.
+    pub fn count_acks(&mut self, n: u64) {
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.counters.acked += n;
+        }
+    }
+
+    /// Sets the policy (None, or an empty one: removed).
+    pub fn set_policy(&mut self, p: Option<QueuePolicy>) {
+        self.policy = p.filter(|p| !p.is_empty()).map(Box::new);
+    }
+}
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;
