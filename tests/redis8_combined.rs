@@ -151,3 +151,40 @@ fn claim_idmp_and_nack_workload_replicates_and_persists() {
         if d2 == d { "equal" } else { "differs (ghost pending entries dropped by the rewrite)" }
     ));
 }
+
+/// A delivery count past LLONG_MAX (XS.NACK FATAL, then a claim: below `latest` the count wraps
+/// as the built-in's uint64 counter, and XS.PENDING shows it as a negative long long) reaches
+/// the replica and survives an AOF rewrite: the replica and the AOF apply the propagated
+/// negative RETRYCOUNT, which a client's XS.CLAIM ignores and a client's XS.NACK refuses, as
+/// the built-in's do.
+#[test]
+fn wrapped_delivery_count_replicates_and_survives_a_rewrite() {
+    let mut primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
+    let replica = Server::replica_of(&primary);
+    let (mut c, mut rc) = (primary.conn(), replica.conn());
+    c.cmd(&["XS.ADD", "s", "1-0", "f", "v"]);
+    c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FATAL", "IDS", "1", "1-0"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "b", "0", "1-0"]).as_array().len(), 1);
+    let count = |c: &mut Conn| c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).as_array()[0].as_array()[3].clone();
+    assert_eq!(count(&mut c), Reply::Int(i64::MIN));
+    assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0"]), Reply::Int(1));
+    // A client's negative RETRYCOUNT: ignored by XS.CLAIM, refused by XS.NACK (the built-ins').
+    assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]),
+               Reply::Error("ERR Invalid RETRYCOUNT value, must be >= 0".into()));
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    let t0 = Instant::now();
+    while offset(&mut c) != offset(&mut rc) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(count(&mut rc), Reply::Int(i64::MIN), "replica");
+    let d = c.cmd(&["DEBUG", "DIGEST"]);
+    assert_eq!(rc.cmd(&["DEBUG", "DIGEST"]), d);
+    assert!(!c.cmd(&["BGREWRITEAOF"]).is_error());
+    wait_persistence_idle(&mut c, Duration::from_secs(30));
+    primary.restart();
+    let mut c = primary.conn();
+    assert_eq!(count(&mut c), Reply::Int(i64::MIN), "after rewrite + restart");
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d);
+}

@@ -159,6 +159,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
     }
     let now = c.now_ms() as i64;
     let mut retrycount: i64 = -1;
+    let mut retrycount_given = false;
     let mut deliverytime: i64 = -1;
     let mut force = false;
     let mut justid = false;
@@ -180,6 +181,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         } else if is_kw(opt, "RETRYCOUNT") && moreargs > 0 {
             j += 1;
             retrycount = ll_or(c.arg(j), "Invalid RETRYCOUNT option argument for XCLAIM")?;
+            retrycount_given = true;
         } else if is_kw(opt, "LASTID") && moreargs > 0 {
             j += 1;
             last_id = StreamId::parse(c.arg(j), 0, true, false).ok_or(Error::InvalidId)?.0;
@@ -244,7 +246,12 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
                 continue;
             }
         }
-        let rule = if retrycount >= 0 {
+        // A negative RETRYCOUNT is ignored, as t_stream.c does (`if (retrycount >= 0)`),
+        // except from the primary or the AOF: below `latest` a count past LLONG_MAX wraps
+        // (as the built-in's uint64 counter, XNACK FATAL then a claim) and is propagated as
+        // the negative long long it reads as; ignoring it would leave the replica's count
+        // behind the primary's (the built-in's own replicas do diverge there).
+        let rule = if retrycount >= 0 || (retrycount_given && c.must_obey()) {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
             increment()

@@ -71,7 +71,10 @@ pub fn run(c: &Ctx) -> Result<()> {
             i += n + 2;
         } else if is_kw(opt, "RETRYCOUNT") && moreargs > 0 {
             let v = parse_ll(c.arg(i + 1))?;
-            if v < 0 {
+            // From the primary or the AOF a negative count is a count wrapped past LLONG_MAX
+            // (below `latest`, as the built-in's uint64 counter), written as the long long it
+            // reads as (AOF rewrite, src/ffi/types.rs): restored as is.
+            if v < 0 && !c.must_obey() {
                 return Err(Error::Err("Invalid RETRYCOUNT value, must be >= 0"));
             }
             retrycount = Some(v as u64);

@@ -261,7 +261,9 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
                     return;
                 }
                 let n = batch.len().to_string();
-                let c = count.to_string();
+                // As the long long the count reads as (XPENDING's view): a count wrapped past
+                // LLONG_MAX (below compat latest) is negative, which XS.NACK accepts from the AOF.
+                let c = (count as i64).to_string();
                 let mut args: Vec<&[u8]> = vec![gname, b"FAIL", b"IDS", n.as_bytes()];
                 args.extend(batch.iter().map(Vec::as_slice));
                 args.extend([&b"RETRYCOUNT"[..], c.as_bytes(), b"FORCE"]);
@@ -272,9 +274,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
                 if !s.contains(id) {
                     continue;
                 }
-                // RETRYCOUNT takes 0..=LLONG_MAX: a count wrapped past it (only below
-                // compat latest) is written as LLONG_MAX, so that the AOF still loads.
-                let count = n.delivery_count.min(i64::MAX as u64);
+                let count = n.delivery_count;
                 if !batch.is_empty() && (batch_count != count || batch.len() == NACK_BATCH) {
                     flush(&mut batch, batch_count);
                 }
