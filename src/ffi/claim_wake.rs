@@ -66,22 +66,7 @@ pub fn pending() -> usize {
 /// Arms the timer for `earliest`, unless it is armed for that time or earlier.
 fn arm(ctx: *mut raw::RedisModuleCtx, earliest: Option<i64>) {
     let Some(due) = earliest else { return };
-    let mut armed = lock(&ARMED);
-    if let Some((id, at)) = *armed {
-        if at <= due {
-            return;
-        }
-        // SAFETY: `id` is our armed timer (cleared when it fires, so it is live); its
-        // data is null, nothing to free.
-        unsafe { api!(RedisModule_StopTimer)(ctx, id, std::ptr::null_mut()) };
-        *armed = None;
-    }
-    let now = now_ms();
-    let period = due.saturating_sub(now).clamp(0, TIMER_PERIOD_MAX_MS);
-    // SAFETY: a live main-thread context; the callback is a plain function that
-    // lives as long as the module; no data.
-    let id = unsafe { api!(RedisModule_CreateTimer)(ctx, period, Some(on_timer), std::ptr::null_mut()) };
-    *armed = Some((id, now + period));
+    super::timer::arm_earliest(ctx, &mut lock(&ARMED), due, 0, TIMER_PERIOD_MAX_MS, on_timer);
 }
 
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {

@@ -102,20 +102,10 @@ impl Index {
 
 /// Arms (or moves earlier) the timer for `at_ms`.
 fn arm(ctx: *mut raw::RedisModuleCtx, idx: &mut Index, at_ms: u64) {
-    if let Some((id, when)) = idx.timer {
-        if when <= at_ms {
-            return;
-        }
-        // SAFETY: a timer this module created and that has not fired (it clears
-        // `timer` when it does); NULL: we keep no data on it.
-        unsafe { api!(RedisModule_StopTimer)(ctx, id, std::ptr::null_mut()) };
-        idx.timer = None;
-    }
-    let delay = at_ms.saturating_sub(now_ms()).clamp(1, 24 * 3600 * 1000);
-    // SAFETY: valid module context; the callback is a plain function living as long
-    // as the module; no data.
-    let id = unsafe { api!(RedisModule_CreateTimer)(ctx, delay as i64, Some(tick), std::ptr::null_mut()) };
-    idx.timer = Some((id, now_ms() + delay));
+    let mut armed = idx.timer.map(|(id, when)| (id, i64::try_from(when).unwrap_or(i64::MAX)));
+    let due = i64::try_from(at_ms).unwrap_or(i64::MAX);
+    super::timer::arm_earliest(ctx, &mut armed, due, 1, 24 * 3600 * 1000, tick);
+    idx.timer = armed.map(|(id, when)| (id, u64::try_from(when).unwrap_or(0)));
 }
 
 /// An iid was recorded in key argument `key_i` of `c`, due at `due_ms`.

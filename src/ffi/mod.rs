@@ -27,6 +27,7 @@ pub mod loading;
 pub mod register;
 pub mod stats;
 pub mod takeover;
+pub mod timer;
 pub mod types;
 
 /// Calls a module API function pointer, panicking (inside the fence) if the
