@@ -84,7 +84,7 @@ def scaling(prims, rounds, n):
     return res
 
 
-def slot_moves(prims, moves, entries=100_000):
+def slot_moves(prims, moves, entries):
     src, dst = prims[0], prims[1]
     r = redis.Redis(port=src[0])
     tag = tag_for(r, src[2], src[3])
@@ -122,6 +122,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--moves", type=int, default=5)
+    ap.add_argument("--entries", type=int, default=1_000_000)
     a = ap.parse_args()
     env = dict(os.environ, CLUSTER_DIR=os.path.join(ROOT, "target", "cluster-bench"), CLUSTER_PORT="23001")
     subprocess.run([os.path.join(ROOT, "tests", "cluster.sh"), "stop"], env=env, capture_output=True)
@@ -135,9 +136,9 @@ def main():
             print(f"{k:7} 1 node {one:>10.0f} req/s   3 nodes {three:>10.0f} req/s   3/1 {three / one:.2f}")
         print(f"module / built-in: 1 node {med['XS.ADD'][0] / med['XADD'][0]:.2f}, 3 nodes {med['XS.ADD'][1] / med['XADD'][1]:.2f}; "
               f"scaling module / built-in {(med['XS.ADD'][1] / med['XS.ADD'][0]) / (med['XADD'][1] / med['XADD'][0]):.2f}")
-        t = slot_moves(prims, a.moves)
+        t = slot_moves(prims, a.moves, a.entries)
         m, b = statistics.median(t["XS."]), statistics.median(t["X"])
-        print(f"slot move (MIGRATE COPY of a 100k-entry stream, 2 groups, 8,100 pending): module {m * 1000:.0f} ms, "
+        print(f"slot move (MIGRATE COPY of a {a.entries}-entry stream, 2 groups, 8,100 pending): module {m * 1000:.0f} ms, "
               f"built-in {b * 1000:.0f} ms, ratio {m / b:.2f} (runs: module {[round(x * 1000) for x in t['XS.']]}, "
               f"built-in {[round(x * 1000) for x in t['X']]})")
     finally:
