@@ -723,7 +723,7 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
     out.push((Mutation::EofIs(OP_UINT), "EOF opcode -> UINT".into()));
     out.push((Mutation::EofIs(OP_STRING), "EOF opcode -> STRING".into()));
     out.push((Mutation::TrailingJunk, "junk after EOF".into()));
-    for e in [0u64, 2, 4, 1023] {
+    for e in [0u64, 2, 5, 1023] {
         out.push((Mutation::Encver(e), format!("encver -> {e}")));
     }
     for t in [6u8, 15, 0] {
