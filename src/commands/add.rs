@@ -312,6 +312,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         if done.deleted > 0 {
             c.notify(c"xtrim", 1);
             crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);
+            if args.maxage.is_some() {
+                crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_expired, done.deleted);
+            }
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));
