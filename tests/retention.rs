@@ -373,3 +373,20 @@ fn written_streams_replicate_and_replay_identically() {
     assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), ok());
     assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d);
 }
+
+/// XS.EXPORT refuses a stream with a MAXAGE (a built-in stream cannot hold it) unless
+/// DROPPOLICIES is given, which converts it without it.
+#[test]
+fn export_refuses_or_drops_the_retention() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["XS.ADD", "s", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE", "3600000"]), ok());
+    assert_eq!(
+        c.cmd(&["XS.EXPORT", "s"]),
+        err("ERR XS.EXPORT: the stream has a retention by age (XS.CFGSET MAXAGE), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without it")
+    );
+    assert_eq!(c.cmd(&["XS.EXPORT", "s", "DROPPOLICIES"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["TYPE", "s"]), Reply::Simple("stream".into()));
+    assert_eq!(c.cmd(&["XLEN", "s"]), Reply::Int(1));
+}
