@@ -390,3 +390,36 @@ fn export_refuses_or_drops_the_retention() {
     assert_eq!(c.cmd(&["TYPE", "s"]), Reply::Simple("stream".into()));
     assert_eq!(c.cmd(&["XLEN", "s"]), Reply::Int(1));
 }
+
+fn cpu_seconds(c: &mut Conn) -> f64 {
+    let info = c.cmd(&["INFO", "cpu"]).text();
+    ["used_cpu_user:", "used_cpu_sys:"]
+        .iter()
+        .filter_map(|k| info.lines().find_map(|l| l.trim().strip_prefix(k)).and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// The timer armed far ahead (an hour: nothing to trim) keeps the server idle. The event loop
+/// reschedules a module timer with an `int` period in ms times 1000: a period past ~35 min
+/// overflowed and the server spun at 100% of a core (the timers now re-arm every 10 min at
+/// most). The same for the IDMP expiry timer, with a stream whose IDMP-DURATION is an hour next
+/// to one whose iids expire first.
+#[test]
+fn far_timers_keep_the_server_idle() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["XS.ADD", "s", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE", "3600000"]), ok());
+    c.cmd(&["XS.ADD", "i", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "i", "IDMP-DURATION", "3600"]), ok());
+    c.cmd(&["XS.ADD", "i", "IDMP", "p", "a", "*", "f", "v"]);
+    c.cmd(&["XS.ADD", "j", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "j", "IDMP-DURATION", "1"]), ok());
+    c.cmd(&["XS.ADD", "j", "IDMP", "p", "a", "*", "f", "v"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let (c0, t0) = (cpu_seconds(&mut c), Instant::now());
+    std::thread::sleep(Duration::from_millis(2000));
+    let used = (cpu_seconds(&mut c) - c0) / t0.elapsed().as_secs_f64();
+    assert!(used < 0.2, "the server used {:.0}% of a core while idle", used * 100.0);
+    assert_eq!(len(&mut c, "s"), 1);
+}

@@ -32,6 +32,11 @@ const ENTRIES_PER_TICK: i64 = 10_000;
 const CONTINUE_MS: u64 = 1;
 /// How often a replica (or a loading server) looks again whether it became primary (ms).
 const REPLICA_RECHECK_MS: u64 = 1000;
+/// The longest the timer is armed for (ms); a due time further away is reached by
+/// re-arming. The event loop reschedules a module timer with `int retval * 1000` (µs):
+/// a period past 2,147,483 ms overflows into the past and the server spins (measured:
+/// one stream due in an hour kept a core at 100% on 7.0.15).
+const TIMER_PERIOD_MAX_MS: u64 = 600_000;
 
 #[derive(Default)]
 struct Index {
@@ -98,7 +103,7 @@ fn arm(ctx: *mut raw::RedisModuleCtx, idx: &mut Index, at_ms: u64) {
         unsafe { api!(RedisModule_StopTimer)(ctx, id, std::ptr::null_mut()) };
         idx.timer = None;
     }
-    let delay = at_ms.saturating_sub(now_ms()).clamp(1, 24 * 3600 * 1000);
+    let delay = at_ms.saturating_sub(now_ms()).clamp(1, TIMER_PERIOD_MAX_MS);
     // SAFETY: valid module context; the callback lives as long as the module; no data.
     let id = unsafe { api!(RedisModule_CreateTimer)(ctx, delay as i64, Some(tick), std::ptr::null_mut()) };
     idx.timer = Some((id, now_ms() + delay));
