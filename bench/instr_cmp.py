@@ -13,6 +13,10 @@ together, so a ratio is what a client pays per command in CPU work).
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), builtin_add (XADD, as a yardstick).
+Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
+trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
+XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
+MAXAGE ~ 60000 * f v).
 """
 
 import argparse
@@ -46,6 +50,18 @@ def prepare(r, name, ops):
             pipe.execute_command("XS.ADD", "s", "*", "f", "v")
         pipe.execute()
         r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
+    if name in RETENTION:
+        pipe = r.pipeline(transaction=False)
+        for i in range(1, 20001):
+            pipe.execute_command("XS.ADD", "s", f"{i}-0", "f", "v")
+        pipe.execute()
+        if name == "maxage_add":
+            r.execute_command("XS.CFGSET", "s", "MAXAGE", "60000")
+        elif name == "maxage_exact_add":
+            r.execute_command("XS.CFGSET", "s", "MAXAGE", "60000", "EXACT")
+
+
+RETENTION = ("minid_add", "maxage_add", "maxage_exact_add", "maxage_inline_add")
 
 
 def run(r, name, ops):
@@ -56,6 +72,16 @@ def run(r, name, ops):
     elif name == "builtin_add":
         for _ in range(ops):
             pipe.execute_command("XADD", "b", "*", "f", "v")
+    elif name == "minid_add":
+        cut = str(int(time.time() * 1000) - 60000)
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "MINID", "~", cut, "*", "f", "v")
+    elif name in ("maxage_add", "maxage_exact_add"):
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "*", "f", "v")
+    elif name == "maxage_inline_add":
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "MAXAGE", "~", "60000", "*", "f", "v")
     elif name == "add5":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "*", *FIVE)

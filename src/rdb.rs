@@ -20,7 +20,7 @@ use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 3;
+pub const ENCVER: i32 = 4;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +79,8 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
     Ok(StreamId { ms: inp.get_u64()?, seq: inp.get_u64()? })
 }
 
-/// Writes `s` in the current encoding (version 3; version 2 lacks the section
-/// marked v3, version 1 also the two marked v2):
+/// Writes `s` in the current encoding (version 4; version 3 lacks the retention
+/// section, version 2 also the section marked v3, version 1 also the two marked v2):
 ///
 /// ```text
 /// u64 node-count
@@ -109,6 +109,8 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// u64 producer-count
 ///   producer-count × { bytes pid ; u64 iid-count ; iid-count × { bytes iid ; u64 id.ms ; u64 id.seq } }
 ///   (producers in pid order, iids in insertion order, oldest first)
+/// -- version 4 on: retention by age (issue 17), after the IDMP state --
+/// u64 max-age-ms (0 = no retention) ; u64 max-age-flags (bit 1: EXACT; 0 without retention)
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
@@ -160,6 +162,16 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
         }
     }
     save_idmp(s, out);
+    match s.max_age {
+        Some(a) => {
+            out.put_u64(a.ms);
+            out.put_u64(u64::from(a.exact));
+        }
+        None => {
+            out.put_u64(0);
+            out.put_u64(0);
+        }
+    }
 }
 
 /// The IDMP section (version 2): always written, the defaults and zeros for a stream
@@ -305,7 +317,8 @@ fn load_policy(inp: &mut impl RdbIn) -> Result<Option<QueuePolicy>, LoadError> {
 /// Reads a stream written with encoding `encver`, checking it as `check` says.
 ///
 /// One function for every version: version 2 adds sections (the IDMP state after the
-/// groups), read only when `version >= 2`.
+/// groups), read only when `version >= 2`; version 3 the group policies, version 4
+/// the retention by age.
 pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, LoadError> {
     if !(1..=ENCVER).contains(&encver) {
         return Err(LoadError::Version(encver));
@@ -395,6 +408,16 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
     }
     if version >= 2 {
         load_idmp(&mut s, inp)?;
+    }
+    if version >= 4 {
+        let ms = inp.get_u64()?;
+        let flags = inp.get_u64()?;
+        if flags > 1 || (ms == 0 && flags != 0) || ms > crate::stream::retention::MAX_AGE_MS {
+            return Err(invalid("MAXAGE section out of range"));
+        }
+        if ms > 0 {
+            s.max_age = Some(crate::stream::MaxAge::new(ms, flags == 1));
+        }
     }
     if deep {
         validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
@@ -544,15 +567,16 @@ mod tests {
         let mut io = VecIo::default();
         save(&s, &mut io);
         let items = io.items.clone();
-        // The IDMP section is the tail: 5 counters/window items, then 2 producers.
-        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3);
+        // The IDMP section is the tail before v4's retention (2 items): 5
+        // counters/window items, then 2 producers.
+        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
         // Version 1: the same stream without its groups (whose version-2 sections version 1
         // does not have) and without the IDMP tail loads with no IDMP state.
         let mut groupless = s.clone();
         groupless.groups = None;
         let mut io1 = VecIo::default();
         save(&groupless, &mut io1);
-        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3);
+        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
         let v1 = load(1, &mut VecIo { items: io1.items[..cut].to_vec(), pos: 0 }, Check::Deep).unwrap();
         assert!(v1.idmp.is_none());
         assert_eq!(v1.length, s.length);
@@ -573,6 +597,41 @@ mod tests {
     }
 
     #[test]
+    fn version_4_retention_round_trips_and_version_3_loads_without_it() {
+        let mut s = sample();
+        s.max_age = Some(crate::stream::MaxAge::new(60_000, true));
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        let n = io.items.len();
+        assert_eq!(io.items[n - 2..], [VecItem::U64(60_000), VecItem::U64(1)]);
+        let t = load(ENCVER, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
+        let a = t.max_age.unwrap();
+        assert_eq!((a.ms, a.exact, a.indexed_due_ms), (60_000, true, 0));
+        // Without retention: two zeros.
+        let mut plain = VecIo::default();
+        save(&sample(), &mut plain);
+        let m = plain.items.len();
+        assert_eq!(plain.items[m - 2..], [VecItem::U64(0), VecItem::U64(0)]);
+        assert!(load(ENCVER, &mut plain, Check::Deep).unwrap().max_age.is_none());
+        // A version 3 payload is a version 4 one without the section.
+        let v3 = io.items[..n - 2].to_vec();
+        let t = load(3, &mut VecIo { items: v3, pos: 0 }, Check::Deep).unwrap();
+        assert!(t.max_age.is_none());
+        assert_eq!(dump(&s), dump(&t));
+        // Bad sections are refused; a missing one is an I/O error.
+        for (ms, flags) in [(0, 1), (5, 2), (u64::MAX, 0)] {
+            let mut items = io.items.clone();
+            items[n - 2] = VecItem::U64(ms);
+            items[n - 1] = VecItem::U64(flags);
+            assert_eq!(
+                load(ENCVER, &mut VecIo { items, pos: 0 }, Check::Deep).err(),
+                Some(LoadError::Invalid("MAXAGE section out of range".into()))
+            );
+        }
+        assert_eq!(load(ENCVER, &mut VecIo { items: io.items[..n - 1].to_vec(), pos: 0 }, Check::Deep).err(), Some(LoadError::Io));
+    }
+
+    #[test]
     fn version_2_payload_still_loads_without_policies() {
         // A v2 payload is a v3 one without the per-group policy word.
         let mut s = sample();
@@ -581,6 +640,8 @@ mod tests {
         save(&s, &mut io);
         // Every group's policy word is a 0 just before the next group's name (or the end).
         let mut items = io.items.clone();
+        // (v4's retention section, the last two items, goes first.)
+        items.truncate(items.len() - 2);
         let mut cut = Vec::new();
         let groups_at = 1 + 2 * s.rax_keys() + 2 + 6;
         let mut at = groups_at + 1;

@@ -48,8 +48,9 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     let extras: &[&str] = match what {
         "xs.read" => &["MAXCOUNT", "MAXSIZE"],
         "xs.readgroup" => &["MAXCOUNT", "MAXSIZE", "CLAIM"],
-        "xs.add" => &["KEEPREF", "IDMP", "IDMPAUTO"],
-        "xs.trim" => &["KEEPREF"],
+        "xs.add" => &["KEEPREF", "IDMP", "IDMPAUTO", "MAXAGE"],
+        "xs.trim" => &["KEEPREF", "MAXAGE"],
+        "xs.cfgset" => &["MAXAGE"],
         _ => &[],
     };
     let missing: Vec<&str> = extras.iter().copied().filter(|x| !theirs.iter().any(|t| t == x)).collect();
@@ -62,6 +63,14 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
             problems.push(format!("{what}: the module's option {m} is not documented"));
         }
     }
+    // MAXAGE (ours, issue 17) is a strategy inside the `trim` block of XS.ADD / XS.TRIM: only
+    // that token goes, the block stays to be compared.
+    let our_args = &if missing.contains(&"MAXAGE") && what != "xs.cfgset" {
+        without_token(our_args, "MAXAGE")
+    } else {
+        our_args.clone()
+    };
+    let missing: Vec<&str> = if what == "xs.cfgset" { missing } else { missing.into_iter().filter(|m| *m != "MAXAGE").collect() };
     let drop = |a: &Reply| {
         let tok = field(a, "token").map(|t| t.text().to_ascii_uppercase());
         let sub = field(a, "arguments").map(tokens).unwrap_or_default();
@@ -71,6 +80,24 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     let mut out = ours.clone();
     out.set_field("arguments", Reply::Array(kept));
     out
+}
+
+/// An argument tree without the arguments whose token is `token` (at any depth).
+fn without_token(args: &Reply, token: &str) -> Reply {
+    let kept = args
+        .as_array()
+        .iter()
+        .filter(|a| field(a, "token").map(|t| t.text().to_ascii_uppercase()) != Some(token.to_string()))
+        .map(|a| match field(a, "arguments") {
+            Some(sub) => {
+                let mut a = a.clone();
+                a.set_field("arguments", without_token(sub, token));
+                a
+            }
+            None => a.clone(),
+        })
+        .collect();
+    Reply::Array(kept)
 }
 
 fn compare(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec<String>) {
@@ -161,7 +188,7 @@ fn command_docs_of_the_module_own_commands() {
         ("xs.compact", &["key", "nodes"]),
     ];
     if docs(&mut c, "xcfgset").is_none() {
-        expect.push(("xs.cfgset", &["key", "duration", "maxsize"]));
+        expect.push(("xs.cfgset", &["key", "duration", "maxsize", "maxage"]));
         expect.push(("xs.idmprecord", &["key", "pid", "iid", "stream-id"]));
     }
     expect.push(("xs.idmpexpire", &["key", "now-ms", "work", "pid"]));
@@ -182,6 +209,17 @@ fn command_docs_of_the_module_own_commands() {
         assert_eq!(field(&d, "group").map(|g| g.text()), Some("module".into()), "{name}");
         let got = names_of(field(&d, "arguments").unwrap_or_else(|| panic!("{name}: no arguments")));
         assert_eq!(got, args, "{name}: argument names");
+    }
+    // XS.CFGSET (ours or the twin's, extended): MAXAGE ms [EXACT]; XS.ADD / XS.TRIM: MAXAGE among
+    // the trimming strategies.
+    let d = docs(&mut c, "xs.cfgset").unwrap();
+    let t = tokens(field(&d, "arguments").unwrap());
+    assert!(t.ends_with(&["MAXAGE".to_string(), "EXACT".to_string()]), "{t:?}");
+    for name in ["xs.add", "xs.trim"] {
+        let d = docs(&mut c, name).unwrap();
+        let t = tokens(field(&d, "arguments").unwrap());
+        let at = t.iter().position(|x| x == "MINID").unwrap_or_else(|| panic!("{name}: {t:?}"));
+        assert_eq!(t.get(at + 1).map(String::as_str), Some("MAXAGE"), "{name}: {t:?}");
     }
     // SETPOLICY: every token, and the dead-letter key with the second key spec.
     let d = docs(&mut c, "xs.group|setpolicy").unwrap();

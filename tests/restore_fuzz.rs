@@ -372,6 +372,9 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
             u(&mut i, &mut r, Role::Num("iid-id.seq"))?;
         }
     }
+    // Version 4: retention by age (issue 17).
+    u(&mut i, &mut r, Role::Num("max-age-ms"))?;
+    u(&mut i, &mut r, Role::Num("max-age-flags"))?;
     if i != items.len() {
         return Err(format!("{} items, the layout ends at {i}", items.len()));
     }
@@ -723,7 +726,7 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
     out.push((Mutation::EofIs(OP_UINT), "EOF opcode -> UINT".into()));
     out.push((Mutation::EofIs(OP_STRING), "EOF opcode -> STRING".into()));
     out.push((Mutation::TrailingJunk, "junk after EOF".into()));
-    for e in [0u64, 2, 4, 1023] {
+    for e in [0u64, 2, 5, 1023] {
         out.push((Mutation::Encver(e), format!("encver -> {e}")));
     }
     for t in [6u8, 15, 0] {
@@ -887,6 +890,10 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
         explicit_workload(c, &mut r, true, &key, ops);
         if c.cmd(&["EXISTS", &key]) == Reply::Int(0) {
             c.cmd(&["XS.ADD", &key, "1-1", "f", "v"]);
+        }
+        // Encoding 4: a retention by age on some (an age reaching before the epoch: nothing trimmed).
+        if i % 2 == 1 {
+            c.cmd(&["XS.CFGSET", &key, "MAXAGE", "999999999999999", if i % 4 == 1 { "EXACT" } else { "IDMP-MAXSIZE" }, "100"][..if i % 4 == 1 { 5 } else { 6 }]);
         }
         for g in 0..groups {
             let gname = format!("g{g}");
@@ -1401,7 +1408,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 3, "{name}: encver 3");
+        assert_eq!(f.module_id & 1023, 4, "{name}: encver 4");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));

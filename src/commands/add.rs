@@ -1,5 +1,9 @@
 //! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [IDMP pid iid | IDMPAUTO pid]
-//!        [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//!        [MAXLEN|MINID|MAXAGE [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//!
+//! MAXAGE ms (ours, issue 17) is `MINID` at `now - ms` (server clock), propagated as
+//! `MINID = <id>`; a stream with a stored MAXAGE (XS.CFGSET) is also trimmed by age
+//! on every XS.ADD, sent as `XS.TRIM key MINID = <id>` after it.
 //!
 //! Also the option parser XS.TRIM shares (streamParseAddOrTrimArgsOrReply). The
 //! options come in any order before the ID; the reference policy (8.2) once, the
@@ -28,6 +32,9 @@ pub struct AddTrimArgs {
     /// IDMP / IDMPAUTO (8.6): the argument indexes of the producer ID and, for IDMP,
     /// of the iid (None: IDMPAUTO, the iid is the fields' hash).
     pub idmp: Option<(usize, Option<usize>)>,
+    /// MAXAGE (ours, issue 17): the keyword's argument index and the cutoff the
+    /// threshold was turned into (`MINID` at `now - ms`); propagated as `MINID =`.
+    pub maxage: Option<(usize, StreamId)>,
 }
 
 /// Parses options from argument 2 on. For XADD returns the index of the ID argument.
@@ -48,11 +55,16 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
         let c0 = opt.first().map_or(0, u8::to_ascii_lowercase);
         if xadd && cstr(opt) == b"*" {
             break;
-        } else if c0 == b'm' && (is_kw(opt, "maxlen") || is_kw(opt, "minid")) && moreargs > 0 {
+        } else if c0 == b'm' && (is_kw(opt, "maxlen") || is_kw(opt, "minid") || is_kw(opt, "maxage")) && moreargs > 0 {
             let maxlen = is_kw(opt, "maxlen");
+            let maxage = !maxlen && is_kw(opt, "maxage");
             if strategy.is_some() {
+                if maxage || a.maxage.is_some() {
+                    return Err(Error::Err("syntax error, MAXAGE cannot be used with MAXLEN or MINID"));
+                }
                 return Err(Error::Err("syntax error, MAXLEN and MINID options at the same time are not compatible"));
             }
+            let kw_idx = i;
             approx = false;
             let next = cstr(c.arg(i + 1));
             if moreargs >= 2 && next == b"~" {
@@ -67,6 +79,14 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
                     return Err(Error::Err("The MAXLEN argument must be >= 0."));
                 }
                 strategy = Some(TrimStrategy::MaxLen(n as u64));
+            } else if maxage {
+                let n = parse_ll(c.arg(i + 1))?;
+                if n < 0 {
+                    return Err(Error::Err("The MAXAGE argument must be >= 0."));
+                }
+                let cut = crate::stream::retention::cutoff(c.now_ms(), n as u64);
+                a.maxage = Some((kw_idx, cut));
+                strategy = Some(TrimStrategy::MinId(cut));
             } else {
                 let (id, _) = StreamId::parse(c.arg(i + 1), 0, true, false).ok_or(Error::InvalidId)?;
                 strategy = Some(TrimStrategy::MinId(id));
@@ -140,19 +160,22 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             return Err(Error::Err("syntax error, LIMIT cannot be used without the special ~ option"));
         }
     } else if approx {
-        // At most ~100 nodes of work per call, as the built-in.
-        limit = 100i64.saturating_mul(config::limits().entries_max);
-        if limit <= 0 {
-            limit = 10_000;
-        }
-        if limit > 1_000_000 {
-            limit = 1_000_000;
-        }
+        limit = default_approx_limit();
     } else {
         limit = 0;
     }
     a.trim = strategy.map(|strategy| Trim { strategy, approx, limit });
     Ok((a, i))
+}
+
+/// The work cap of an approximate trim without LIMIT: ~100 nodes, as the built-in.
+pub fn default_approx_limit() -> i64 {
+    let limit = 100i64.saturating_mul(config::limits().entries_max);
+    if limit <= 0 {
+        10_000
+    } else {
+        limit.min(1_000_000)
+    }
 }
 
 /// The argument that replaces an approximate threshold when propagating: the
@@ -289,9 +312,14 @@ pub fn run(c: &Ctx) -> Result<()> {
         if done.deleted > 0 {
             c.notify(c"xtrim", 1);
             crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);
+            if args.maxage.is_some() {
+                crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_expired, done.deleted);
+            }
         }
         if t.approx {
             threshold = Some(exact_threshold(s, t));
+        } else if let Some((_, cut)) = args.maxage {
+            threshold = Some(cut.to_bytes());
         }
         if done.deleted > 0 {
             // After the threshold: the first node holds the trim's tombstones.
@@ -299,6 +327,28 @@ pub fn run(c: &Ctx) -> Result<()> {
             super::compact_touched(s, &[first]);
         }
         trimmed = Some(done);
+    }
+    // Retention by age stored with the stream (XS.CFGSET MAXAGE): trimmed here on
+    // the primary, sent as `XS.TRIM key MINID = <id>` after this command. A replica
+    // or the AOF applies what the primary sent and never ages on its own clock.
+    let mut aged: Option<Vec<u8>> = None;
+    if s.max_age.is_some() && !c.must_obey() {
+        if let Some((t, done)) = s.trim_aged(c.now_ms(), default_approx_limit()) {
+            if done.deleted > 0 {
+                c.notify(c"xtrim", 1);
+                crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);
+                crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_expired, done.deleted);
+                aged = Some(match t.strategy {
+                    TrimStrategy::MinId(cut) if !t.approx => cut.to_bytes(),
+                    _ => exact_threshold(s, &t),
+                });
+                let first = s.first_id;
+                super::compact_touched(s, &[first]);
+            }
+        }
+    }
+    if s.max_age.is_some() {
+        crate::ffi::age_timer::note_write(c, 1, s);
     }
 
     // Propagation: the concrete ID instead of `*` / `ms-*`, and an approximate
@@ -326,18 +376,35 @@ pub fn run(c: &Ctx) -> Result<()> {
     } else if !auto_id && threshold.is_none() {
         c.replicate_verbatim();
     } else {
-        let mut changes: [(usize, &[u8]); 3] = [(0, &[]); 3];
+        let mut changes: [(usize, &[u8]); 4] = [(0, &[]); 4];
         let mut n = 0;
         if let Some(th) = &threshold {
-            changes[0] = (args.trim_arg_idx - 1, b"=");
-            changes[1] = (args.trim_arg_idx, th);
-            n = 2;
+            changes[0] = (args.trim_arg_idx, th);
+            n = 1;
+            match args.maxage {
+                // MAXAGE [=|~] ms: `MINID [=] <cutoff or first kept ID>`.
+                Some((kw, _)) => {
+                    changes[n] = (kw, b"MINID");
+                    n += 1;
+                    if args.trim_arg_idx - 1 != kw {
+                        changes[n] = (args.trim_arg_idx - 1, b"=");
+                        n += 1;
+                    }
+                }
+                None => {
+                    changes[n] = (args.trim_arg_idx - 1, b"=");
+                    n += 1;
+                }
+            }
         }
         if auto_id {
             changes[n] = (idpos, id_text);
             n += 1;
         }
         c.replicate_with(c"XS.ADD", &changes[..n]);
+    }
+    if let Some(th) = &aged {
+        c.replicate(c"XS.TRIM", &[Arg::Orig(1), Arg::New(b"MINID"), Arg::New(b"="), Arg::New(th)]);
     }
     if let Some(w) = new_window {
         super::idmp::propagate_window(c, 1, w, idmp.map(|(p, i)| (p, i, id)));

@@ -27,7 +27,11 @@ pub fn note_due(c: &Ctx, key_i: usize, m: &mut idmp::Idmp, due_ms: u64) {
     }
 }
 
-/// XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n]
+/// XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] [MAXAGE ms [EXACT]]
+///
+/// MAXAGE (ours, issue 17, docs/retention.md) stores a retention age (0 removes it);
+/// the trimming it asks for is the primary's (on writes and by its timer,
+/// src/ffi/age_timer.rs), propagated as explicit trims.
 ///
 /// Propagates itself verbatim only when a value changed (which also clears the
 /// producers); the same values change nothing, are not dirty, go nowhere.
@@ -40,6 +44,7 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
     }
     let mut duration: Option<u32> = None;
     let mut maxsize: Option<u32> = None;
+    let mut maxage: Option<(u64, bool)> = None;
     // Ours, from the AOF or a primary only (the AOF rewrite restores the lifetime
     // counters with them); a client gets the built-in's syntax error.
     let mut counters: [Option<u64>; 2] = [None, None];
@@ -66,6 +71,17 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
                 return Err(Error::Err("IDMP-MAXSIZE must be between 1 and 10000 entries"));
             }
             maxsize = Some(v as u32);
+        } else if is_kw(opt, "MAXAGE") && moreargs > 0 {
+            if maxage.is_some() {
+                return Err(Error::Err("MAXAGE specified multiple times"));
+            }
+            let v = parse_ll(c.arg(i + 1))?;
+            if v < 0 {
+                return Err(Error::Err("MAXAGE must be >= 0 milliseconds"));
+            }
+            let exact = moreargs > 1 && is_kw(c.arg(i + 2), "EXACT");
+            maxage = Some((v as u64, exact));
+            i += usize::from(exact);
         } else if obey && moreargs > 0 && (is_kw(opt, "IIDS-ADDED") || is_kw(opt, "IIDS-DUPLICATES")) {
             let v = parse_ll(c.arg(i + 1))?;
             counters[usize::from(is_kw(opt, "IIDS-DUPLICATES"))] = Some(v as u64);
@@ -74,7 +90,7 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
         }
         i += 2;
     }
-    if duration.is_none() && maxsize.is_none() && counters == [None, None] {
+    if duration.is_none() && maxsize.is_none() && maxage.is_none() && counters == [None, None] {
         return Err(Error::Err("At least one parameter must be specified"));
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
@@ -88,6 +104,24 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
         m.iids_added = counters[0].unwrap_or(m.iids_added);
         m.iids_duplicates = counters[1].unwrap_or(m.iids_duplicates);
         changes = true;
+    }
+    if let Some((ms, exact)) = maxage {
+        let new = (ms > 0).then(|| crate::stream::MaxAge::new(ms, exact));
+        let same = match (&s.max_age, &new) {
+            (Some(a), Some(b)) => a.same(b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            s.max_age = new;
+            changes = true;
+            // Trimmed by the timer from its next tick (on a primary).
+            if let Some(a) = s.max_age.as_mut() {
+                let now = c.now_ms();
+                crate::ffi::age_timer::register(c, 1, now);
+                a.indexed_due_ms = now;
+            }
+        }
     }
     if changes {
         c.signal_modified(1);

@@ -165,7 +165,9 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         // With compaction on (xstream.compact-deleted), the tombstones the nodes still hold:
         // what compaction has left to free. Absent when off, so replies stay the built-in's.
         let compacting = crate::config::compact_deleted() > 0;
-        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting));
+        // Retention by age (issue 17): only on a stream that has one.
+        let max_age = s.max_age;
+        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting) + usize::from(max_age.is_some()));
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -196,6 +198,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
                 c.reply_bulk(name);
                 c.reply_int(v);
             }
+        }
+        if let Some(a) = max_age {
+            c.reply_bulk(b"max-age");
+            c.reply_int(i64::try_from(a.ms).unwrap_or(i64::MAX));
         }
         if compacting {
             c.reply_bulk(b"deleted-entries");

@@ -86,6 +86,10 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             {
                 return Err(Error::Err("XS.EXPORT: the stream's groups have queue policies (XS.GROUP SETPOLICY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"));
             }
+            // Retention by age (issue 17): refused as the policies are, dropped with them.
+            if !drop_policies && s.max_age.is_some() {
+                return Err(Error::Err("XS.EXPORT: the stream has a retention by age (XS.CFGSET MAXAGE), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without it"));
+            }
             (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }
     };

@@ -1,4 +1,7 @@
-//! XS.TRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF|DELREF|ACKED]
+//! XS.TRIM key MAXLEN|MINID|MAXAGE [=|~] threshold [LIMIT count] [KEEPREF|DELREF|ACKED]
+//!
+//! MAXAGE ms (ours, issue 17): MINID at `now - ms` on the server clock, propagated as
+//! `MINID = <id>`.
 
 use super::add::{exact_threshold, parse_add_or_trim, policy_threshold, policy_word};
 use crate::stream::RefPolicy;
@@ -23,6 +26,9 @@ pub fn run(c: &Ctx) -> Result<()> {
     if deleted > 0 {
         c.notify(c"xtrim", 1);
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, deleted);
+        if args.maxage.is_some() {
+            crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_expired, deleted);
+        }
         // Propagation: only when something changed; an approximate trim goes out
         // as the exact one with the same result. DELREF / ACKED: as the exact trim
         // that deletes the same entries on any node layout (see XS.ADD).
@@ -32,6 +38,10 @@ pub fn run(c: &Ctx) -> Result<()> {
                 c"XS.TRIM",
                 &[Arg::Orig(1), Arg::New(strategy), Arg::New(b"="), Arg::New(&th), Arg::New(policy_word(args.policy))],
             );
+        } else if let Some((_, cut)) = args.maxage {
+            // MAXAGE [=|~] ms [LIMIT n]: `MINID = <cutoff or first kept ID>`.
+            let th = if t.approx { exact_threshold(s, &t) } else { cut.to_bytes() };
+            c.replicate(c"XS.TRIM", &[Arg::Orig(1), Arg::New(b"MINID"), Arg::New(b"="), Arg::New(&th)]);
         } else if t.approx {
             let th = exact_threshold(s, &t);
             c.replicate_with(c"XS.TRIM", &[(args.trim_arg_idx - 1, b"="), (args.trim_arg_idx, &th)]);

@@ -292,6 +292,23 @@ fn policy() -> ArgDoc {
         .since("8.2.0")
 }
 
+/// `[MAXAGE ms [EXACT]]` of XS.CFGSET (ours, issue 17).
+fn maxage_block() -> ArgDoc {
+    ArgDoc::group("maxage", "block", vec![ArgDoc::integer("ms"), ArgDoc::pure("EXACT").optional()]).token("MAXAGE").optional()
+}
+
+/// Adds MAXAGE (ours, issue 17) to the trimming strategies (`trim` block, `strategy` oneof).
+fn add_maxage_strategy(d: &mut Doc) {
+    let strategy = d
+        .args
+        .iter_mut()
+        .find(|a| a.name == "trim")
+        .and_then(|t| t.args.iter_mut().find(|a| a.name == "strategy"));
+    if let Some(st) = strategy {
+        st.args.push(ArgDoc::pure("MAXAGE"));
+    }
+}
+
 /// `IDS numids id [id ...]`.
 fn ids_block() -> ArgDoc {
     ArgDoc::group("ids", "block", vec![ArgDoc::integer("numids"), ArgDoc::string("id").multiple()]).token("IDS")
@@ -353,12 +370,13 @@ pub fn own_doc(name: &str) -> Option<Doc> {
             ],
         ),
         "xs.cfgset" => doc(
-            "Sets the idempotent-production window of a stream (how long, and how many, producer IDs are remembered).",
+            "Sets the idempotent-production window of a stream (how long, and how many, producer IDs are remembered), and its retention by age (MAXAGE).",
             "O(1); O(N) when a change clears the N tracked iids.",
             vec![
                 ArgDoc::key("key"),
                 ArgDoc::integer("duration").token("IDMP-DURATION").optional(),
                 ArgDoc::integer("maxsize").token("IDMP-MAXSIZE").optional(),
+                maxage_block(),
             ],
         ),
         "xs.idmprecord" => doc(
@@ -467,10 +485,21 @@ pub fn extend_twin_doc(name: &str, d: &mut Doc) {
                 .since("8.6.0");
                 insert(d, idmp, "trim");
             }
+            if !has(d, "MAXAGE") {
+                add_maxage_strategy(d);
+            }
         }
         "xs.trim" => {
             if !has(d, "KEEPREF") {
                 d.args.push(policy());
+            }
+            if !has(d, "MAXAGE") {
+                add_maxage_strategy(d);
+            }
+        }
+        "xs.cfgset" => {
+            if !has(d, "MAXAGE") {
+                d.args.push(maxage_block());
             }
         }
         _ => {}

@@ -36,6 +36,11 @@ const WORK_PER_TICK: u64 = 2000;
 const CONTINUE_MS: u64 = 1;
 /// How often a replica (or a loading server) looks again whether it became primary (ms).
 const REPLICA_RECHECK_MS: u64 = 1000;
+/// The longest the timer is armed for (ms); a due time further away is reached by
+/// re-arming. The event loop reschedules a module timer with `int retval * 1000` (µs):
+/// a period past 2,147,483 ms overflows into the past and the server spins (measured:
+/// one stream due in an hour kept a core at 100% on 7.0.15).
+const TIMER_PERIOD_MAX_MS: u64 = 600_000;
 
 /// One indexed key.
 struct Slot {
@@ -104,7 +109,7 @@ impl Index {
 fn arm(ctx: *mut raw::RedisModuleCtx, idx: &mut Index, at_ms: u64) {
     let mut armed = idx.timer.map(|(id, when)| (id, i64::try_from(when).unwrap_or(i64::MAX)));
     let due = i64::try_from(at_ms).unwrap_or(i64::MAX);
-    super::timer::arm_earliest(ctx, &mut armed, due, 1, 24 * 3600 * 1000, tick);
+    super::timer::arm_earliest(ctx, &mut armed, due, 1, TIMER_PERIOD_MAX_MS as i64, tick);
     idx.timer = armed.map(|(id, when)| (id, u64::try_from(when).unwrap_or(0)));
 }
 
@@ -247,19 +252,25 @@ unsafe extern "C" fn on_event(
         }
         // SAFETY: the context selects the event's DB; the key name is valid during the callback.
         let (db, name) = unsafe { (api!(RedisModule_GetSelectedDb)(ctx), super::ctx::string_bytes(key)) };
-        if let Some(due) = due_of(ctx, key) {
+        let (due, age_due) = due_of(ctx, key);
+        if let Some(due) = due {
             register_raw(ctx, db, name, due);
+        }
+        // Retention by age (age_timer.rs) rides on this subscription.
+        if let Some(due) = age_due {
+            super::age_timer::register_arrived(ctx, db, name, due);
         }
         0
     })
 }
 
-/// The due time of the stream at `key` (selected DB), if it is ours and holds iids.
-fn due_of(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> Option<u64> {
+/// The due times of the stream at `key` (selected DB), if it is ours: of its iids (if
+/// it holds some) and of its retention by age (if it has one; marked indexed).
+fn due_of(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> (Option<u64>, Option<u64>) {
     // SAFETY: valid context and key name; the key is closed below.
     let k = unsafe { api!(RedisModule_OpenKey)(ctx, key, raw::REDISMODULE_READ as c_int) };
     if k.is_null() {
-        return None;
+        return (None, None);
     }
     let k: *mut raw::RedisModuleKey = k.cast();
     // SAFETY: an open key.
@@ -267,12 +278,18 @@ fn due_of(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> Op
         // SAFETY: an open module key.
         && unsafe { api!(RedisModule_ModuleTypeGetType)(k) } == super::types::stream_type();
     let due = if ours {
-        // SAFETY: our type's values are Box<Stream> pointers; read only.
-        unsafe { api!(RedisModule_ModuleTypeGetValue)(k).cast::<crate::stream::Stream>().as_ref() }
-            .and_then(|s| s.idmp.as_ref())
-            .and_then(|m| m.due_ms())
+        // SAFETY: our type's values are Box<Stream> pointers, not borrowed elsewhere
+        // during the callback; written only to mark the retention indexed.
+        let s = unsafe { api!(RedisModule_ModuleTypeGetValue)(k).cast::<crate::stream::Stream>().as_mut() };
+        s.map_or((None, None), |s| {
+            let age = s.age_due_ms();
+            if let (Some(a), Some(d)) = (s.max_age.as_mut(), age) {
+                a.indexed_due_ms = d;
+            }
+            (s.idmp.as_ref().and_then(|m| m.due_ms()), age)
+        })
     } else {
-        None
+        (None, None)
     };
     // SAFETY: opened above, closed once.
     unsafe { api!(RedisModule_CloseKey)(k) };

@@ -113,6 +113,7 @@ unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisM
         } else if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
             super::adopt::loading_ended(ctx);
             super::idmp_expiry::loading_ended(ctx);
+            super::age_timer::loading_ended(ctx);
             super::ttl_timer::arm_after_loading(ctx);
         }
     })

@@ -90,6 +90,8 @@ pub struct Events {
     pub entries_added: AtomicU64,
     pub entries_deleted: AtomicU64,
     pub entries_trimmed: AtomicU64,
+    /// Retention by age (MAXAGE): entries trimmed for their age (also counted in entries_trimmed).
+    pub entries_expired: AtomicU64,
     pub entries_delivered: AtomicU64,
     pub entries_redelivered: AtomicU64,
     pub entries_acked: AtomicU64,
@@ -116,6 +118,7 @@ pub static EVENTS: Events = Events {
     entries_added: AtomicU64::new(0),
     entries_deleted: AtomicU64::new(0),
     entries_trimmed: AtomicU64::new(0),
+    entries_expired: AtomicU64::new(0),
     entries_delivered: AtomicU64::new(0),
     entries_redelivered: AtomicU64::new(0),
     entries_acked: AtomicU64::new(0),
@@ -165,7 +168,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 26] = [
+        let ints: [(&str, i64); 27] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -176,6 +179,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_added", e(&EVENTS.entries_added)),
             ("entries_deleted", e(&EVENTS.entries_deleted)),
             ("entries_trimmed", e(&EVENTS.entries_trimmed)),
+            ("entries_expired", e(&EVENTS.entries_expired)),
             ("entries_delivered", e(&EVENTS.entries_delivered)),
             ("entries_redelivered", e(&EVENTS.entries_redelivered)),
             ("entries_acked", e(&EVENTS.entries_acked)),

@@ -1,11 +1,17 @@
 //! The one-timer-per-index pattern of the module's time-driven work (claim_wake.rs: blocked
-//! CLAIM / ACKTIMEOUT readers; ttl_timer.rs: CONSUMERTTL; idmp_expiry.rs: IDMP expiry): each
+//! CLAIM / ACKTIMEOUT readers; ttl_timer.rs: CONSUMERTTL; idmp_expiry.rs: IDMP expiry; age_timer.rs: MAXAGE retention): each
 //! keeps an index by due time and ONE module timer armed for its earliest entry, re-armed only
 //! when an earlier time comes and cleared by its callback when it fires. Nothing polls.
 
 use super::api;
 use redis_module::raw;
 use std::os::raw::c_void;
+
+/// The longest delay a module timer is armed for; a later due time re-arms when it fires. The
+/// event loop reschedules a module timer as an `int` number of ms * 1000, which overflows past
+/// about 2,147 s: a timer armed further ahead fires at once, again and again (100% of a core;
+/// found with a MAXAGE stream with nothing to trim for an hour, `far_timers_keep_the_server_idle`).
+pub const PERIOD_MAX_MS: i64 = 600_000;
 
 /// The armed timer of an index: (timer ID, Unix ms it fires at).
 pub type Armed = Option<(raw::RedisModuleTimerID, i64)>;
@@ -34,7 +40,7 @@ pub fn arm_earliest(ctx: *mut raw::RedisModuleCtx, armed: &mut Armed, due: i64, 
         *armed = None;
     }
     let now = now_ms();
-    let period = due.saturating_sub(now).clamp(min_ms, max_ms);
+    let period = due.saturating_sub(now).clamp(min_ms, max_ms.min(PERIOD_MAX_MS));
     // SAFETY: a live main-thread context; the callback is a plain function that lives as long
     // as the module; no data.
     let id = unsafe { api!(RedisModule_CreateTimer)(ctx, period, Some(cb), std::ptr::null_mut()) };

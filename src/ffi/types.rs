@@ -115,6 +115,10 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
                     // Indexed for expiry at the end of the load (RESTORE: by its keyspace event).
                     super::idmp_expiry::LOADED_IIDS.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
+                if s.max_age.is_some() {
+                    // Indexed for retention at the end of the load (RESTORE: by its keyspace event).
+                    super::age_timer::LOADED_RETAINED.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 let mut s = Box::new(s);
                 if crate::stream::compression() {
                     s.pack_sealed();
@@ -217,6 +221,14 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         let maxdel = s.max_deleted_entry_id.to_bytes();
         emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
         aof_rewrite_idmp(aof, key, s);
+        if let Some(a) = s.max_age {
+            let ms = a.ms.to_string();
+            if a.exact {
+                emit(aof, c"XS.CFGSET", key, &[b"MAXAGE", ms.as_bytes(), b"EXACT"]);
+            } else {
+                emit(aof, c"XS.CFGSET", key, &[b"MAXAGE", ms.as_bytes()]);
+            }
+        }
         // Groups: XS.GROUP CREATE with ENTRIESREAD; XS.GROUP CREATECONSUMER for
         // consumers without pending entries; one XS.CLAIM ... TIME t RETRYCOUNT n
         // JUSTID FORCE per owned pending entry, in the group's time order (each
@@ -379,6 +391,14 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
                     add(&id.to_be_bytes());
                 }
             }
+            // SAFETY: valid digest handle.
+            unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        }
+        // Retention by age: only when set (a plain stream's digest stays what it was).
+        if let Some(a) = s.max_age {
+            add(b"max-age");
+            add(&a.ms.to_be_bytes());
+            add(&[u8::from(a.exact)]);
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };
         }

@@ -24,6 +24,7 @@ pub mod idmp;
 pub mod node;
 pub mod policy;
 pub mod queue;
+pub mod retention;
 pub mod timelist;
 pub mod validate;
 pub mod wake;
@@ -31,6 +32,7 @@ pub mod wake;
 pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, ENTRIES_READ_INVALID, NO_OWNER};
 pub use id::{SeqGiven, StreamId};
 pub use idmp::Idmp;
+pub use retention::MaxAge;
 pub use policy::{DelOutcome, RefPolicy};
 
 
@@ -140,6 +142,8 @@ pub struct Stream {
     /// stream created while the configs are not the defaults gets its Idmp at once
     /// ([`Stream::new_with_idmp`]), as the configs seed new streams only (§5.6).
     pub idmp: Option<Box<Idmp>>,
+    /// Retention by age (ours, src/stream/retention.rs); None for a stream without one.
+    pub max_age: Option<MaxAge>,
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
