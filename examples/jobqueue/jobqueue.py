@@ -157,17 +157,21 @@ def status(args):
 
 
 def demo(args):
-    """Produce, run --workers workers (the first one crashes after 25 jobs), wait, check."""
+    """Produce, run a worker that crashes after 25 jobs, then --workers - 1 others that recover its jobs, check."""
     r = connect(args)
     r.delete(STREAM, RESULTS, "stats")
     base = [sys.executable, __file__, "--host", args.host, "--port", str(args.port), "--names", args.names]
     subprocess.run(base + ["produce", "--jobs", str(args.jobs)], check=True)
-    procs = []
-    for i in range(args.workers):
-        extra = ["--crash-after", "25"] if i == 0 else []
-        procs.append(subprocess.Popen(base + ["work", "--name", f"w{i + 1}", "--claim-idle", str(args.claim_idle),
-                                              "--exit-when-idle", "3"] + extra))
     deadline = time.monotonic() + args.timeout
+
+    def worker(i, extra=()):
+        return subprocess.Popen(base + ["work", "--name", f"w{i + 1}", "--claim-idle", str(args.claim_idle),
+                                        "--exit-when-idle", "3", *extra])
+    # The first worker runs alone until it crashes, so the crash happens whatever the machine's speed
+    # (started together, the others could empty the queue before it took its 25th job).
+    procs = [worker(0, ["--crash-after", "25"])]
+    procs[0].wait(timeout=max(1, deadline - time.monotonic()))
+    procs += [worker(i) for i in range(1, args.workers)]
     for p in procs:
         p.wait(timeout=max(1, deadline - time.monotonic()))
     s = Streams(r, args.names)
