@@ -8,7 +8,8 @@
 #                       + test-matrix (the comparison runners on every host; NO_MATRIX=1 skips it)
 #   make test-clients  node-redis, ioredis and redis-rs, unmodified, in takeover mode (tests/clients; npm, cargo)
 #   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
-#   make soak           long differential runs (several seeds)
+#   make soak           the long runs end to end (tests/soak.sh): differential seeds on every host,
+#                       RESTORE fuzz, kill -9, truncation, blocking, cluster, Redis 8 / queue workloads, ASan
 #   make fuzz           cargo fuzz (listpack_validate), 10 minutes
 #   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
@@ -261,33 +262,12 @@ $(VENV)/.requirements-installed: tests/requirements.txt
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 	touch $@
 
-# Long differential runs, one seed each (a failure prints its XSTREAM_SEED for replay).
-soak: deps build
-	@for i in $$(seq 1 $(SOAK_RUNS)); do \
-		echo "soak run $$i/$(SOAK_RUNS)"; \
-		XSTREAM_MODULE=$(MODULE) XSTREAM_DIFF_OPS=$(SOAK_OPS) XSTREAM_DIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
-		XSTREAM_DIFF_SEGMENTS=20 XSTREAM_HOSTILE_CASES=20000 \
-			$(CARGO) test --release --test differential --test hostile -- --test-threads=$(TEST_THREADS) || exit 1; \
-		XSTREAM_MODULE=$(MODULE) XSTREAM_GDIFF_OPS=$(SOAK_OPS) XSTREAM_GDIFF_OPS3=$$(( $(SOAK_OPS) / 4 )) \
-			$(CARGO) test --release --test differential_groups -- --test-threads=$(TEST_THREADS) || exit 1; \
-	done
-	@echo "soak: Redis Cluster (10 reshards under load, 5 kill -9 failovers and manual failovers back, 100k-entry streams with large PELs moved)"
-	XSTREAM_MODULE=$(MODULE) XSTREAM_RESHARD_ROUNDS=$${XSTREAM_RESHARD_ROUNDS:-10} XSTREAM_RESHARD_OPS=$${XSTREAM_RESHARD_OPS:-50000} \
-	XSTREAM_FAILOVER_ROUNDS=$${XSTREAM_FAILOVER_ROUNDS:-5} XSTREAM_CLUSTER_ENTRIES=$${XSTREAM_CLUSTER_ENTRIES:-100000} \
-		$(CARGO) test --release --test cluster -- --test-threads=1
-	@echo "soak: blocking (250,000 blocked reads per side)"
-	XSTREAM_MODULE=$(MODULE) XSTREAM_BLOCK_SOAK=1 $(CARGO) test --release --test blocking_soak -- --nocapture
-	@# Robustness (issue 8) at the long sizes; each size can be overridden from the environment:
-	@# >= 10,000 structure-aware RESTORE payloads with 1 s of traffic on each accepted one,
-	@# 20 kill -9 cycles, 200 truncation points per file, 512 MB names, and the hostile inputs,
-	@# OOM and ACL comparisons. One test at a time (the 512 MB names need a few GB).
-	@echo "soak: robustness (restore_fuzz, hostile_inputs, crash_recovery, oom, acl)"
-	XSTREAM_MODULE=$(MODULE) \
-	XSTREAM_FUZZ_SCALE=$${XSTREAM_FUZZ_SCALE:-10} XSTREAM_FUZZ_TRAFFIC_MS=$${XSTREAM_FUZZ_TRAFFIC_MS:-1000} \
-	XSTREAM_KILL9_CYCLES=$${XSTREAM_KILL9_CYCLES:-20} XSTREAM_TRUNCATE_POINTS=$${XSTREAM_TRUNCATE_POINTS:-200} \
-	XSTREAM_HOSTILE_NAME_MB=$${XSTREAM_HOSTILE_NAME_MB:-512} \
-		$(CARGO) test --release --no-fail-fast --test restore_fuzz --test hostile_inputs --test crash_recovery \
-		--test oom --test acl -- --test-threads=1
+# The long runs (issue 21), one part after the other with a summary line per part and the total
+# wall time: tests/soak.sh (sizes and parts there; SOAK_PARTS="fuzz kill9" runs some of them).
+# Logs: target/soak/<part>.log. About 3 h on the 2-core machine.
+soak: deps build hooks hosts
+	MODULE=$(MODULE) HOSTS_DIR=$(HOSTS_DIR) HOSTS="$(HOSTS)" TEST_THREADS=$(TEST_THREADS) \
+	SOAK_RUNS=$(SOAK_RUNS) SOAK_OPS=$(SOAK_OPS) tests/soak.sh
 
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
