@@ -423,3 +423,31 @@ fn far_timers_keep_the_server_idle() {
     assert!(used < 0.2, "the server used {:.0}% of a core while idle", used * 100.0);
     assert_eq!(len(&mut c, "s"), 1);
 }
+
+/// SWAPDB: the time-driven indexes follow their keys into the other database. A retained
+/// stream and a stream with an iid (IDMP-DURATION 1) move from db 0 to db 1, and plain
+/// streams of the same names from db 1 to db 0: the retained stream still ages and the iid
+/// still expires, under db 1, and db 0's streams are left alone. (Before the indexes followed
+/// SWAPDB, the timers looked in db 0, found streams without MAXAGE / iids, and forgot both.)
+#[test]
+fn timers_follow_their_keys_through_swapdb() {
+    let s = Server::builder().start();
+    let mut c = s.conn();
+    c.cmd(&["XS.ADD", "x", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "x", "MAXAGE", "800", "EXACT"]), ok());
+    c.cmd(&["XS.ADD", "i", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "i", "IDMP-DURATION", "1"]), ok());
+    let id1 = c.cmd(&["XS.ADD", "i", "IDMP", "p", "r", "*", "f", "v"]).text();
+    assert_eq!(c.cmd(&["SELECT", "1"]), ok());
+    c.cmd(&["XS.ADD", "x", "*", "f", "v"]);
+    c.cmd(&["XS.ADD", "i", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), ok());
+    assert_eq!((len(&mut c, "x"), len(&mut c, "i")), (1, 2), "db 1 now holds db 0's streams");
+    wait_until("the retained stream to age in db 1", Duration::from_secs(5), || len(&mut c, "x") == 0);
+    wait_until("the iid to expire in db 1", Duration::from_secs(5), || {
+        c.cmd(&["XS.ADD", "i", "IDMP", "p", "r", "*", "f", "v"]).text() != id1
+    });
+    assert_eq!(len(&mut c, "i"), 3);
+    assert_eq!(c.cmd(&["SELECT", "0"]), ok());
+    assert_eq!((len(&mut c, "x"), len(&mut c, "i")), (1, 1), "db 0's streams (db 1's before) untouched");
+}

@@ -3,8 +3,8 @@
 //! Groups with a CONSUMERTTL are registered here, by (db, key, group), with the
 //! earliest time one of their consumers can expire (SETPOLICY registers the group
 //! at once; every `>` read and every expiry pass registers it again with the time
-//! the pass computed, src/commands/queue.rs `expire_consumers`). The index is
-//! [`WakeIndex`] (pure, keyed by db and a key+group composite); ONE module timer is
+//! the pass computed, src/commands/queue.rs `expire_consumers`). The index is a
+//! [`KeyTimer`] (keyed by db and a key+group composite); ONE module timer is
 //! armed for its earliest time. When it fires, on the primary, at most
 //! [`GROUPS_PER_TICK`] due groups are expired (each at most 16 consumers), their
 //! changes propagated as the explicit commands (XS.NACK ... FAIL, XS.GROUP
@@ -22,24 +22,17 @@
 use super::api;
 use super::ctx::Ctx;
 use super::fence;
-use crate::stream::wake::WakeIndex;
+use super::timer::KeyTimer;
 use redis_module::raw;
 use std::os::raw::c_void;
-use std::sync::Mutex;
 
 /// Groups expired per timer tick at most (bounded work, like active expiry).
 const GROUPS_PER_TICK: usize = 64;
-/// The longest the timer is armed for.
-const TIMER_PERIOD_MAX_MS: i64 = 600_000;
 /// When a replica looks again at what is due (it acts on nothing itself).
 const REPLICA_RETRY_MS: i64 = 1000;
 
-static INDEX: Mutex<Option<WakeIndex>> = Mutex::new(None);
-static ARMED: Mutex<Option<(raw::RedisModuleTimerID, i64)>> = Mutex::new(None);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// The groups (key + group composites) by the time one of their consumers can expire.
+pub static TIMER: KeyTimer = KeyTimer::new(on_timer, 0);
 
 fn now_ms() -> i64 {
     // SAFETY: no arguments; plain clock read.
@@ -63,13 +56,7 @@ fn split(c: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Registers group `group` of `key` in `db` to be looked at at `due_ms`.
 pub fn schedule(ctx: *mut raw::RedisModuleCtx, db: i32, key: &[u8], group: &[u8], due_ms: i64) {
-    let earliest = {
-        let mut g = lock(&INDEX);
-        let w = g.get_or_insert_with(WakeIndex::new);
-        w.insert(db, &composite(key, group), due_ms);
-        w.earliest()
-    };
-    arm(ctx, earliest);
+    TIMER.schedule(ctx, db, &composite(key, group), due_ms);
 }
 
 /// Registers the CONSUMERTTL groups of a stream just loaded (RDB, full sync, RESTORE) under
@@ -102,34 +89,26 @@ pub unsafe fn register_loaded(io: *mut raw::RedisModuleIO, s: &crate::stream::St
     // SAFETY: a live string of the callback (checked non-null).
     let key = unsafe { super::ctx::string_bytes(name.cast_mut()) }.to_vec();
     let now = now_ms();
-    let mut g = lock(&INDEX);
-    let w = g.get_or_insert_with(WakeIndex::new);
     for group in groups {
-        w.insert(db, &composite(&key, &group), now);
+        TIMER.put(db, &composite(&key, &group), now);
     }
 }
 
 /// When loading ends: arms the timer for what loading registered.
 pub fn arm_after_loading(ctx: *mut raw::RedisModuleCtx) {
-    let earliest = lock(&INDEX).as_ref().and_then(WakeIndex::earliest);
-    arm(ctx, earliest);
+    TIMER.rearm(ctx, i64::MIN);
 }
 
 /// Groups registered (tests).
 pub fn pending() -> usize {
-    lock(&INDEX).as_ref().map_or(0, WakeIndex::len)
-}
-
-fn arm(ctx: *mut raw::RedisModuleCtx, earliest: Option<i64>) {
-    let Some(due) = earliest else { return };
-    super::timer::arm_earliest(ctx, &mut lock(&ARMED), due, 0, TIMER_PERIOD_MAX_MS, on_timer);
+    TIMER.len()
 }
 
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     fence::guard("CONSUMERTTL timer", (), || {
-        *lock(&ARMED) = None;
+        TIMER.fired();
         let now = now_ms();
-        let due = lock(&INDEX).as_mut().map(|w| w.pop_due_max(now, GROUPS_PER_TICK)).unwrap_or_default();
+        let due = TIMER.pop_due(now, GROUPS_PER_TICK);
         // SAFETY: the timer's context, valid during the callback.
         let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
         let primary = flags & (raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_LOADING) == 0;
@@ -144,17 +123,7 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
             if unsafe { api!(RedisModule_SelectDb)(ctx, db) } != raw::REDISMODULE_OK as i32 {
                 continue;
             }
-            // SAFETY: strings owned here (NULL ctx), freed below, after the Ctx that uses them.
-            let mut argv = unsafe {
-                [
-                    api!(RedisModule_CreateString)(std::ptr::null_mut(), key.as_ptr().cast(), key.len()),
-                    api!(RedisModule_CreateString)(std::ptr::null_mut(), group.as_ptr().cast(), group.len()),
-                ]
-            };
-            let next = {
-                // SAFETY: the timer's context is valid during the callback; `argv` holds two live
-                // strings that outlive `c` (this block).
-                let c = unsafe { Ctx::new(ctx, argv.as_mut_ptr(), 2) };
+            let next = super::timer::with_command(ctx, &[key, group], |c: &Ctx| {
                 let mut k = c.key(0, true);
                 match k.stream_mut() {
                     Some(s) => {
@@ -162,30 +131,21 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
                         if let Some(g) = s.group_mut(group) {
                             g.ttl_unscheduled();
                         }
-                        crate::commands::queue::expire_consumers(&c, s, group, 0, 1, None, now)
+                        crate::commands::queue::expire_consumers(c, s, group, 0, 1, None, now)
                     }
                     None => None,
                 }
-            };
-            for s in argv.iter_mut() {
-                // SAFETY: created above with a NULL ctx; Redis took its own references if it kept any.
-                unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), *s) };
-            }
+            });
             if let Some(n) = next {
                 if n != i64::MAX {
                     again.push((db, comp, n.max(now + 1)));
                 }
             }
         }
-        let earliest = {
-            let mut g = lock(&INDEX);
-            let w = g.get_or_insert_with(WakeIndex::new);
-            for (db, comp, at) in again {
-                w.insert(db, &comp, at);
-            }
-            w.earliest()
-        };
-        arm(ctx, earliest);
+        for (db, comp, at) in again {
+            TIMER.put(db, &comp, at);
+        }
+        TIMER.rearm(ctx, i64::MIN);
     })
 }
 

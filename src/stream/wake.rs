@@ -80,6 +80,24 @@ impl WakeIndex {
         self.by_key.is_empty()
     }
 
+    /// SWAPDB a b: the keys of `a` are now those of `b` and back.
+    pub fn swap_db(&mut self, a: i32, b: i32) {
+        if a == b {
+            return;
+        }
+        let other = |db: i32| if db == a { b } else if db == b { a } else { db };
+        let moved: Vec<(i64, i32, Vec<u8>)> = self.by_due.iter().filter(|(_, db, _)| *db == a || *db == b).cloned().collect();
+        // All out, then all in: a key present in both databases must not meet itself.
+        for (due, db, key) in &moved {
+            self.by_due.remove(&(*due, *db, key.clone()));
+            self.by_key.remove(&(*db, key.clone()));
+        }
+        for (due, db, key) in moved {
+            self.by_due.insert((due, other(db), key.clone()));
+            self.by_key.insert((other(db), key), due);
+        }
+    }
+
     /// Forgets everything (FLUSHALL is not needed: stale entries are harmless).
     pub fn clear(&mut self) {
         self.by_key.clear();
@@ -108,6 +126,24 @@ mod tests {
         assert!(w.insert(0, b"a", 200));
         assert_eq!(w.pop_due(i64::MAX), vec![(1, b"a".to_vec()), (0, b"a".to_vec())]);
         assert!(w.is_empty() && w.earliest().is_none());
+    }
+
+    #[test]
+    fn swap_db_exchanges_two_databases() {
+        let mut w = WakeIndex::new();
+        w.insert(0, b"a", 10);
+        w.insert(1, b"a", 20);
+        w.insert(1, b"b", 30);
+        w.insert(2, b"c", 40);
+        w.swap_db(0, 1);
+        w.swap_db(3, 3);
+        assert_eq!(w.len(), 4);
+        assert!(!w.insert(1, b"a", 15), "db 0's a (10) is now db 1's");
+        assert!(!w.insert(0, b"b", 35), "db 1's b (30) is now db 0's");
+        assert_eq!(
+            w.pop_due(i64::MAX),
+            vec![(1, b"a".to_vec()), (0, b"a".to_vec()), (0, b"b".to_vec()), (2, b"c".to_vec())]
+        );
     }
 
     /// Against a model: a map of the minimum per key.
