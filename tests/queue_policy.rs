@@ -698,3 +698,42 @@ fn deleted_pending_entries_do_not_wake_blocked_readers() {
     let used = cpu(&mut c) - before;
     assert!(used < 0.3, "the server used {used:.3} s of CPU while the reader waited 0.8 s");
 }
+
+/// A stream whose group has a CONSUMERTTL keeps it when it arrives under another name: RENAME,
+/// MOVE, COPY and RESTORE (the timer's index knew the old name; a RESTOREd stream was indexed
+/// but the timer not armed). Each idle consumer is expired by the timer, with no command on it.
+#[test]
+fn consumer_ttl_follows_rename_move_copy_and_restore() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 3);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "gone", "COUNT", "2", "STREAMS", "s", ">"]);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "300"]));
+    let payload = c.cmd(&["DUMP", "s"]);
+    let Reply::Bulk(p) = payload else { panic!("DUMP: {payload}") };
+    assert_eq!(c.cmd(&["COPY", "s", "copied"]), Reply::Int(1));
+    ok(c.cmd(&["RENAME", "s", "renamed"]));
+    ok(c.cmd(&[&b"RESTORE"[..], b"restored", b"0", &p]));
+    ok(c.cmd(&[&b"RESTORE"[..], b"moved", b"0", &p]));
+    assert_eq!(c.cmd(&["MOVE", "moved", "1"]), Reply::Int(1));
+    let consumers = |c: &mut Conn, key: &str| c.cmd(&["XS.INFO", "CONSUMERS", key, "g"]).as_array().len();
+    for k in ["copied", "renamed", "restored"] {
+        assert_eq!(consumers(&mut c, k), 1, "{k}");
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let db0 = ["copied", "renamed", "restored"].iter().all(|k| consumers(&mut c, k) == 0);
+        ok(c.cmd(&["SELECT", "1"]));
+        let db1 = consumers(&mut c, "moved") == 0;
+        ok(c.cmd(&["SELECT", "0"]));
+        if db0 && db1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for k in ["copied", "renamed", "restored"] {
+        assert_eq!(consumers(&mut c, k), 0, "{k}: the idle consumer was not expired");
+    }
+    ok(c.cmd(&["SELECT", "1"]));
+    assert_eq!(consumers(&mut c, "moved"), 0, "moved: the idle consumer was not expired");
+}

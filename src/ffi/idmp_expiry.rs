@@ -165,48 +165,70 @@ unsafe extern "C" fn on_event(
         }
         // SAFETY: the context selects the event's DB; the key name is valid during the callback.
         let (db, name) = unsafe { (api!(RedisModule_GetSelectedDb)(ctx), super::ctx::string_bytes(key)) };
-        let (due, age_due) = due_of(ctx, key);
-        if let Some(due) = due {
+        let a = arrived(ctx, key);
+        if let Some(due) = a.idmp_due {
             register_raw(ctx, db, name, due);
         }
-        // Retention by age (age_timer.rs) rides on this subscription.
-        if let Some(due) = age_due {
+        // Retention by age (age_timer.rs) and CONSUMERTTL (ttl_timer.rs) ride on this
+        // subscription: their indexes know the key by its old name (or, for RESTORE, not
+        // armed: rdb_load registered the groups without a context that may arm a timer).
+        if let Some(due) = a.age_due {
             super::age_timer::register_arrived(ctx, db, name, due);
+        }
+        if !a.ttl_groups.is_empty() {
+            // SAFETY: no arguments; plain clock read.
+            let now = unsafe { api!(RedisModule_Milliseconds)() };
+            for g in &a.ttl_groups {
+                super::ttl_timer::schedule(ctx, db, name, g, now);
+            }
         }
         0
     })
 }
 
-/// The due times of the stream at `key` (selected DB), if it is ours: of its iids (if
-/// it holds some) and of its retention by age (if it has one; marked indexed).
-fn due_of(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> (Option<u64>, Option<u64>) {
+/// What the time-driven parts need to know of a stream that arrived under a name.
+#[derive(Default)]
+struct Arrived {
+    /// When its oldest iid expires (if it holds some).
+    idmp_due: Option<u64>,
+    /// When something in it ages out (if it has a MAXAGE; marked indexed).
+    age_due: Option<u64>,
+    /// Its groups with a CONSUMERTTL.
+    ttl_groups: Vec<Vec<u8>>,
+}
+
+/// [`Arrived`] for the stream at `key` (selected DB), if it is ours.
+fn arrived(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> Arrived {
     // SAFETY: valid context and key name; the key is closed below.
     let k = unsafe { api!(RedisModule_OpenKey)(ctx, key, raw::REDISMODULE_READ as c_int) };
     if k.is_null() {
-        return (None, None);
+        return Arrived::default();
     }
     let k: *mut raw::RedisModuleKey = k.cast();
     // SAFETY: an open key.
     let ours = unsafe { api!(RedisModule_KeyType)(k) } as isize == raw::REDISMODULE_KEYTYPE_MODULE
         // SAFETY: an open module key.
         && unsafe { api!(RedisModule_ModuleTypeGetType)(k) } == super::types::stream_type();
-    let due = if ours {
-        // SAFETY: our type's values are Box<Stream> pointers, not borrowed elsewhere
-        // during the callback; written only to mark the retention indexed.
-        let s = unsafe { api!(RedisModule_ModuleTypeGetValue)(k).cast::<crate::stream::Stream>().as_mut() };
-        s.map_or((None, None), |s| {
-            let age = s.age_due_ms();
-            if let (Some(a), Some(d)) = (s.max_age.as_mut(), age) {
-                a.indexed_due_ms = d;
+    let mut a = Arrived::default();
+    // SAFETY: our type's values are Box<Stream> pointers, not borrowed elsewhere during the
+    // callback; written only to mark the retention indexed.
+    if let Some(s) = ours.then(|| unsafe { api!(RedisModule_ModuleTypeGetValue)(k).cast::<crate::stream::Stream>().as_mut() }).flatten() {
+        a.age_due = s.age_due_ms();
+        if let (Some(m), Some(d)) = (s.max_age.as_mut(), a.age_due) {
+            m.indexed_due_ms = d;
+        }
+        a.idmp_due = s.idmp.as_ref().and_then(|m| m.due_ms());
+        if let Some(mut it) = s.groups_iter() {
+            while let Some((name, g)) = it.next() {
+                if g.policy().is_some_and(|p| p.consumer_ttl.is_some()) {
+                    a.ttl_groups.push(name.to_vec());
+                }
             }
-            (s.idmp.as_ref().and_then(|m| m.due_ms()), age)
-        })
-    } else {
-        (None, None)
-    };
+        }
+    }
     // SAFETY: opened above, closed once.
     unsafe { api!(RedisModule_CloseKey)(k) };
-    due
+    a
 }
 
 /// End of a load: indexes every stream with iids, once, when the load brought some.
