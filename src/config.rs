@@ -93,7 +93,7 @@ pub static COMPRESSION_CONFIG: CompressionConfig = CompressionConfig;
 
 impl ConfigurationValue<RedisString> for CompressionConfig {
     fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        RedisString::create(None, if crate::stream::compression() { "lz4" } else { "off" })
+        interned(if crate::stream::compression() { "lz4" } else { "off" })
     }
 
     fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
@@ -252,9 +252,31 @@ pub const COMPAT_VALUES: &[(&str, u8)] = &[
     ("latest", Level::Latest as u8),
 ];
 
+/// A string config's value for Redis, created once per distinct value and kept for the life
+/// of the module. The crate's getter hands Redis `get(..).take()` (Redis copies it and frees
+/// nothing), so a fresh string per call leaked one allocation per CONFIG GET, and per CONFIG
+/// SET (Redis reads the old value to roll back a failed SET): LeakSanitizer's finding. The
+/// wrapper returned here does not own the cached string: `take()` passes the pointer on and
+/// nothing ever frees it (the crate never drops a getter's value otherwise).
+pub fn interned(value: &'static str) -> RedisString {
+    static CACHE: std::sync::Mutex<Vec<(&'static str, usize)>> = std::sync::Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ptr = match cache.iter().find(|(v, _)| *v == value) {
+        Some(&(_, p)) => p,
+        None => {
+            let r = RedisString::create(None, value);
+            let p = r.inner as usize;
+            std::mem::forget(r); // kept for the life of the module
+            cache.push((value, p));
+            p
+        }
+    };
+    RedisString::from_redis_module_string(std::ptr::null_mut(), ptr as *mut redis_module::raw::RedisModuleString)
+}
+
 impl ConfigurationValue<RedisString> for CompatConfig {
     fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        RedisString::create(None, compat_name())
+        interned(compat_name())
     }
 
     fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
