@@ -410,10 +410,11 @@ pub fn run(c: &Ctx) -> Result<()> {
     } else {
         let mut changes: [(usize, &[u8]); 6] = [(0, &[]); 6];
         let mut n = 0;
-        let due_text = delayed_due.unwrap_or(0).to_string();
-        if let Some((kw, _)) = args.delay {
+        // Formatted only with the option (the common XS.ADD pays nothing for it).
+        let due_text = args.delay.map(|_| delayed_due.unwrap_or(0).to_string());
+        if let (Some((kw, _)), Some(t)) = (args.delay, &due_text) {
             changes[0] = (kw, b"NOTBEFORE");
-            changes[1] = (kw + 1, due_text.as_bytes());
+            changes[1] = (kw + 1, t.as_bytes());
             n = 2;
         }
         if let Some(th) = &threshold {
