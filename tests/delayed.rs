@@ -163,8 +163,9 @@ fn group_reads_pass_over_then_deliver_in_due_order() {
     each_protocol(&s, |c, _| {
         ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0", "MKSTREAM"]));
         let a = add(c, &[]);
-        let late = add(c, &["DELAY", "900"]);
-        let early = add(c, &["DELAY", "400"]);
+        // Due times far enough for the reads and checks below to run before them on a loaded machine.
+        let late = add(c, &["DELAY", "2500"]);
+        let early = add(c, &["DELAY", "1500"]);
         let b = add(c, &[]);
         let t0 = Instant::now();
         assert_eq!(readgroup(c, "c1", &[]), vec![a.clone(), b.clone()]);
@@ -179,7 +180,7 @@ fn group_reads_pass_over_then_deliver_in_due_order() {
         assert_eq!(ac.as_array()[1].as_array().len(), 2, "{ac}");
         // Nothing due yet: an empty read.
         assert!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">"]).is_nil());
-        while t0.elapsed() < Duration::from_millis(1000) {
+        while t0.elapsed() < Duration::from_millis(2600) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let n = add(c, &[]);
@@ -257,11 +258,11 @@ fn ack_timeout_redeliveries_then_scheduled_then_new() {
     let s = Server::start();
     let mut c = s.conn();
     ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0", "MKSTREAM"]));
-    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "ACKTIMEOUT", "300"]));
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "ACKTIMEOUT", "1000"]));
     let a = add(&mut c, &[]);
-    let d = add(&mut c, &["DELAY", "300"]);
+    let d = add(&mut c, &["DELAY", "1000"]);
     assert_eq!(readgroup(&mut c, "c1", &[]), vec![a.clone()]);
-    std::thread::sleep(Duration::from_millis(450));
+    std::thread::sleep(Duration::from_millis(1300));
     let n = add(&mut c, &[]);
     assert_eq!(readgroup(&mut c, "c2", &[]), vec![a, d, n]);
 }
@@ -377,7 +378,9 @@ fn random_op(c: &mut Conn, rng: &mut Rng) {
 /// DUMP / RESTORE copies; `>` reads after the reload deliver the schedule on time.
 #[test]
 fn replica_aof_rdb_digests_identical() {
-    let primary = Server::builder().arg("--appendonly", "yes").module_args(&["node-max-entries", "4"]).start();
+    // No RDB preamble: the AOF rewrite writes commands (XS.ADD NOTBEFORE, XS.GROUP SCHEDULE).
+    let primary =
+        Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").module_args(&["node-max-entries", "4"]).start();
     let replica = Server::replica_of(&primary);
     let (mut c, mut rc) = (primary.conn(), replica.conn());
     for k in ["s0", "s1", "s2"] {
@@ -397,6 +400,19 @@ fn replica_aof_rdb_digests_identical() {
         c.cmd(&["XS.READGROUP", "GROUP", "g1", "c0", "STREAMS", k, ">"]);
     }
     assert!(group_field(&mut c, "s0", "g1", "scheduled").is_some_and(|r| r.as_int() >= 1));
+    // Pending entries whose stream entry was deleted or trimmed do not survive an AOF rewrite (as
+    // the built-in's rewrite: docs/redis8.md): acknowledged first, so that every digest compares.
+    for k in ["s0", "s1", "s2"] {
+        for g in ["g1", "g2"] {
+            let p = c.cmd(&["XS.PENDING", k, g, "-", "+", "100000"]);
+            for e in p.as_array() {
+                let id = e.as_array()[0].text();
+                if c.cmd(&["XS.RANGE", k, &id, &id]).as_array().is_empty() {
+                    c.cmd(&["XS.ACK", k, g, &id]);
+                }
+            }
+        }
+    }
     wait_synced(&mut c, &mut rc);
     for k in ["s0", "s1", "s2"] {
         assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), rc.cmd(&["DEBUG", "DIGEST-VALUE", k]), "{k}");
