@@ -4,15 +4,16 @@
 A producer adds N entries to one stream, pipelined, each due at a random time uniform in
 [0, SPREAD] ms after the start (`XS.ADD k NOTBEFORE <due> * due <due>`: DELAY with the absolute
 time computed by the client, so that both sides agree on the due time to the millisecond).
-C consumer processes loop on `XS.READGROUP GROUP g cN COUNT 100 BLOCK 5000 STREAMS k >` and
-acknowledge what they get. For each entry:
+C consumer processes loop on `XS.READGROUP GROUP g cN COUNT 100 BLOCK 5000 STREAMS k >` (not
+acknowledging: the PEL keeps the server's delivery time of each entry). For each entry:
 
     lateness = receive time - max(due time, insertion time)
 
 (the insertion time is the entry ID's milliseconds: an entry added after its due time is an
 ordinary entry, and what it measures is then the delivery of a new entry). Reports p50 / p99 /
-max lateness, the entries delivered before their due time (must be 0), the server's CPU and
-the load average before and after.
+max lateness (all entries; delayed ones, those due while the producer ran and after; and the
+server side: the PEL's delivery time - due time, without the clients' own scheduling), the
+entries delivered before their due time (must be 0), the server's CPU and the load average.
 
     bench/delayed.py [--entries 1000000] [--spread-ms 60000] [--consumers 4]
                      [--server redis-server] [--module target/release/libxstream.so]
@@ -64,8 +65,9 @@ def consumer(port, name, total, done, out_q):
                 d = t - max(due, ins)
                 if t < due:
                     early += 1
-                late.append(d)
-        r.execute_command("XS.ACK", "k", "g", *ids)
+                # (lateness, delayed: added before its due time, due time)
+                late.append((d, due > ins, due))
+        # Not acknowledged: the PEL keeps the server's delivery time of each entry (read at the end).
         with done.get_lock():
             done.value += len(ids)
     out_q.put((late, early))
@@ -125,13 +127,49 @@ def main():
             early += e
         for pr in procs:
             pr.join(timeout=10)
-        late.sort()
-        n = len(late)
-        pct = lambda x: late[min(n - 1, int(x * n))] if n else float("nan")
+        # Server-side lateness: the delivery time each entry got in the PEL (XS.PENDING's idle time
+        # against the server's TIME just before it, same event-loop pass), less the due time.
+        server_late = []
+        start = "-"
+        while True:
+            pipe = r.pipeline(transaction=False)
+            pipe.execute_command("TIME")
+            pipe.execute_command("XS.PENDING", "k", "g", "IDLE", "0", start, "+", "10000")
+            tm, pend = pipe.execute()
+            if not pend:
+                break
+            now_srv = int(tm[0]) * 1000 + int(tm[1]) // 1000
+            ids = [e[0] for e in pend]
+            dues = r.pipeline(transaction=False)
+            for eid in ids:
+                dues.execute_command("XS.RANGE", "k", eid, eid)
+            for e, rng_ in zip(pend, dues.execute()):
+                fd = dict(zip(rng_[0][1][::2], rng_[0][1][1::2]))
+                due = int(fd[b"due"])
+                ins = int(e[0].split(b"-")[0])
+                if due > ins:
+                    server_late.append(now_srv - int(e[2]) - due)
+            start = "(" + ids[-1].decode()
+        server_late.sort()
         load1 = os.getloadavg()
         print(f"entries {a.entries}, spread {a.spread_ms} ms, consumers {a.consumers}; produced in {t_prod / 1000:.1f} s; all received after {t_all / 1000:.1f} s")
-        print(f"delivered {n}, before their due time: {early}")
-        print(f"lateness ms: p50 {pct(0.50):.1f}  p99 {pct(0.99):.1f}  p99.9 {pct(0.999):.1f}  max {late[-1] if n else float('nan'):.1f}")
+        print(f"delivered {len(late)}, before their due time: {early}")
+        t_end = t0 + t_prod
+
+        def show(label, xs):
+            xs = sorted(xs)
+            n = len(xs)
+            if not n:
+                return
+            pct = lambda x: xs[min(n - 1, int(x * n))]
+            print(f"lateness ms, {label} ({n}): p50 {pct(0.50):.1f}  p99 {pct(0.99):.1f}  p99.9 {pct(0.999):.1f}  max {xs[-1]:.1f}")
+
+        show("all entries", [d for d, _, _ in late])
+        show("delayed entries (added before their due time)", [d for d, dl, _ in late if dl])
+        show("delayed entries due while the producer ran", [d for d, dl, due in late if dl and due <= t_end])
+        show("delayed entries due after the producer ended", [d for d, dl, due in late if dl and due > t_end])
+        show("entries added after their due time (ordinary)", [d for d, dl, _ in late if not dl])
+        show("delayed entries, server side (PEL delivery time - due time)", server_late)
         print(f"server CPU {cpu1 - cpu0:.1f} s over {t_all / 1000:.1f} s ({100 * (cpu1 - cpu0) / (t_all / 1000):.0f} % of a core)")
         print(f"INFO xstream: entries_delayed {info.get('xstream_entries_delayed', info.get('entries_delayed'))}, "
               f"entries_scheduled_delivered {info.get('xstream_entries_scheduled_delivered', info.get('entries_scheduled_delivered'))}")

@@ -178,6 +178,10 @@ fn group_reads_pass_over_then_deliver_in_due_order() {
         assert_eq!(c.cmd(&["XS.PENDING", "s", "g"]).as_array()[0], Reply::Int(2));
         let ac = c.cmd(&["XS.AUTOCLAIM", "s", "g", "c2", "0", "0", "JUSTID"]);
         assert_eq!(ac.as_array()[1].as_array().len(), 2, "{ac}");
+        // XS.CLAIM without FORCE does not take a scheduled entry; a history read sees the PEL only.
+        assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "c2", "0", &early, "JUSTID"]), Reply::Array(vec![]));
+        let hist = c.cmd(&["XS.READGROUP", "GROUP", "g", "c2", "STREAMS", "s", "0"]);
+        assert_eq!(read_ids(&hist), vec![a.clone(), b.clone()]);
         // Nothing due yet: an empty read.
         assert!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">"]).is_nil());
         while t0.elapsed() < Duration::from_millis(2600) {
