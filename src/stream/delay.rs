@@ -195,6 +195,11 @@ impl Stream {
         let meta = self.meta(rules);
         let Some(start) = self.group(gname).map(|g| g.last_id) else { return out };
         let Some(start) = start.next() else { return out };
+        // No record after the group's last ID: nothing to pass over, no walk (the common case
+        // of readers at the stream's tail).
+        if self.delayed.as_deref().is_none_or(|m| m.range(start..).next().is_none()) {
+            return out;
+        }
         let mut todo: Vec<(StreamId, i64)> = Vec::new();
         {
             let Some(g) = self.group(gname) else { return out };

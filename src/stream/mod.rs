@@ -776,7 +776,7 @@ impl Stream {
     ) -> (u64, bool) {
         let meta = self.meta(rules);
         // Delayed delivery (delay.rs): entries not due are passed over into the schedule.
-        let delayed = self.delayed.as_deref().filter(|_| skipped.is_some());
+        let delayed = self.delayed.as_deref().filter(|m| skipped.is_some() && m.range(start..).next().is_some());
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
         let mut n = 0u64;
         let mut last_changed = false;
