@@ -339,6 +339,37 @@ fn interplay_with_group_commands() {
     );
     assert_eq!(c.cmd(&["XS.EXPORT", "s", "DROPPOLICIES"]), Reply::Int(2));
     assert_eq!(c.cmd(&["TYPE", "s"]), Reply::Simple("stream".into()));
+    // Retention by age trims a scheduled entry like any other (here an explicit 1970 ID).
+    ok(c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0", "MKSTREAM"]));
+    assert_eq!(c.cmd(&["XS.ADD", "m", "DELAY", "60000", "1-0", "f", "v"]).text(), "1-0");
+    c.cmd(&["XS.ADD", "m", "*", "f", "v"]);
+    assert_eq!(read_ids(&c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "m", ">"])).len(), 1);
+    assert_eq!(group_field(&mut c, "m", "g", "scheduled"), Some(Reply::Int(1)));
+    assert_eq!(c.cmd(&["XS.TRIM", "m", "MAXAGE", "=", "60000"]), Reply::Int(1));
+    assert_eq!(group_field(&mut c, "m", "g", "scheduled"), None);
+    assert!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("delayed-entries").is_none());
+}
+
+/// INFO xstream counts entries added delayed and scheduled entries delivered.
+#[test]
+fn info_counters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let counter = |c: &mut Conn, name: &str| -> i64 {
+        let info = c.cmd(&["INFO", "xstream"]).text();
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("xstream_{name}:")).or_else(|| l.trim().strip_prefix(&format!("{name}:"))))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in INFO xstream: {info}"))
+    };
+    ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0", "MKSTREAM"]));
+    let id = add(&mut c, &["DELAY", "1500"]);
+    add(&mut c, &["DELAY", "0"]);
+    assert_eq!(counter(&mut c, "entries_delayed"), 1);
+    assert_eq!(readgroup(&mut c, "c", &[]).len(), 1);
+    std::thread::sleep(Duration::from_millis(1600));
+    assert_eq!(readgroup(&mut c, "c", &[]), vec![id]);
+    assert_eq!(counter(&mut c, "entries_scheduled_delivered"), 1);
 }
 
 // ---- [VT] propagation and persistence -----------------------------------------------------------
