@@ -545,3 +545,33 @@ fn delivery_after_debug_reload() {
     assert_eq!(read_ids(&r), vec![id]);
     assert!(at >= due && at - due < 1000, "lateness {}", at - due);
 }
+
+/// [VT] A `>` read passes over at most 10,000 entries per stream (bounded work per command):
+/// behind 21,000 entries not due, a non-blocking read gets nothing at first, and a blocked
+/// reader is re-run at once until it reaches the ordinary entry; every passed-over entry is
+/// scheduled, lag 0.
+#[test]
+fn pass_over_is_bounded_per_read() {
+    let s = Server::start();
+    let mut c = s.conn();
+    ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0", "MKSTREAM"]));
+    let n = 21_000;
+    for chunk in 0..(n / 1000) {
+        for _ in 0..1000 {
+            c.send(&["XS.ADD", "s", "DELAY", "3600000", "*", "f", "v"]).unwrap();
+        }
+        for _ in 0..1000 {
+            let (r, _) = c.read_reply().unwrap();
+            assert!(!r.is_error(), "chunk {chunk}: {r}");
+        }
+    }
+    let plain = add(&mut c, &[]);
+    // The first read stops at the cap: no new entry for this stream yet.
+    assert!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]).is_nil());
+    assert_eq!(scheduled(&mut c), 10_000);
+    let r = c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "10000", "STREAMS", "s", ">"]);
+    assert_eq!(read_ids(&r), vec![plain]);
+    assert_eq!(scheduled(&mut c), n as i64);
+    assert_eq!(group_field(&mut c, "s", "g", "lag"), Some(Reply::Int(0)));
+    assert_eq!(group_field(&mut c, "s", "g", "entries-read"), Some(Reply::Int(n as i64 + 1)));
+}

@@ -336,12 +336,13 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             (None, ReadFrom::New) => continue,
         };
         let mut gt = gt;
+        let mut capped = false;
         if let Some((g, ga)) = gname {
             purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
-            pass_over_delayed(c, s, g, key_idx, ga, now);
+            capped = pass_over_delayed(c, s, g, key_idx, ga, now);
             gt = s.group(g).map_or(gt, |grp| grp.last_id);
         }
-        let has_new = s.length > 0 && s.last_valid_id() > gt;
+        let has_new = !capped && s.length > 0 && s.last_valid_id() > gt;
         let claimable = match (gname, st.claim) {
             (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now) || scheduled_now(s, g, now),
             (Some((g, _)), None) => (!st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
@@ -572,11 +573,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
             (Some(g), ReadFrom::New) => {
-                if let Some(ga) = group_arg {
-                    pass_over_delayed(c, s, g, key_idx, ga, now);
-                }
+                let capped = group_arg.is_some_and(|ga| pass_over_delayed(c, s, g, key_idx, ga, now));
                 let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
-                let has_new = s.length > 0 && s.last_valid_id() > last;
+                let has_new = !capped && s.length > 0 && s.last_valid_id() > last;
                 // §4.3: with CLAIM, a stream with a claimable entry is served too
                 // ("claimed only" when nothing is new).
                 let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now))
@@ -881,19 +880,28 @@ fn serve_group_policy(
 /// group's last ID that are not due are passed over (scheduled; the last ID and
 /// entries-read move past them), propagated as `XS.GROUP SETID key group last
 /// ENTRIESREAD n` then `XS.GROUP SCHEDULE key group id ...`. The primary only.
-fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, now: i64) {
+///
+/// Returns true when it stopped at its cap (PASS_OVER_MAX) on an entry still to pass
+/// over: the read then serves no new entry from this stream (only due ones), and the
+/// readers blocked on the key re-run at once to go on (bounded work per command).
+fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, now: i64) -> bool {
     if s.delayed.is_none() || c.must_obey() {
-        return;
+        return false;
     }
     let ids = s.pass_over_delayed(g, now, crate::config::lag_rules());
     if ids.is_empty() {
-        return;
+        return false;
     }
     if let Some(grp) = s.group(g) {
         propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
     }
     propagate_schedule(c, key_idx, group_arg, b"SCHEDULE", &ids);
     wake_at_next_scheduled(c, s, g, key_idx);
+    let capped = ids.len() >= crate::stream::delay::PASS_OVER_MAX;
+    if capped {
+        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), now);
+    }
+    capped
 }
 
 /// Readers blocked on the key re-run when the group's earliest scheduled entry is due.

@@ -13,7 +13,8 @@
 //!   hold the same records).
 //! - A `>` read that reaches an entry whose record is due after `now` (and that is
 //!   not pending in the group) passes over it: the group's last ID and read counter
-//!   move past it as if it had been read, and it enters the group's schedule.
+//!   move past it as if it had been read, and it enters the group's schedule (at most
+//!   [`PASS_OVER_MAX`] entries per read).
 //! - Scheduled entries are served by later `>` reads once due, by (due, ID).
 //! - Invariants ([`check_delayed`]): every record names a live entry; every
 //!   scheduled ID has a record with the same due time, is at or before the group's
@@ -29,6 +30,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A stream's delayed entries: ID -> due time (unix ms).
 pub type DelayMap = BTreeMap<StreamId, i64>;
+
+/// Most entries one `>` read passes over per stream (bounded work per command: a read that
+/// reaches it stops there, and the next read goes on).
+pub const PASS_OVER_MAX: usize = 10_000;
 
 /// A group's scheduled entries, by due time and by ID.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,8 +190,9 @@ impl Stream {
 
     /// Before a `>` read of `gname`: the delayed entries right after the group's
     /// last ID that are not due at `now` are passed over (scheduled, the last ID and
-    /// read counter moved past each). Stops at the first entry it must deliver.
-    /// Returns the entries scheduled.
+    /// read counter moved past each). Stops at the first entry it must deliver, or
+    /// after [`PASS_OVER_MAX`] entries. Returns the entries scheduled (as many as the
+    /// cap when it stopped there).
     pub fn pass_over_delayed(&mut self, gname: &[u8], now: i64, rules: super::LagRules) -> Vec<StreamId> {
         let mut out = Vec::new();
         if self.delayed.is_none() {
@@ -204,6 +210,9 @@ impl Stream {
         {
             let Some(g) = self.group(gname) else { return out };
             for e in self.range(start, StreamId::MAX, false) {
+                if todo.len() >= PASS_OVER_MAX {
+                    break;
+                }
                 match self.passes_over(g, e.id(), now) {
                     Some(due) => todo.push((e.id(), due)),
                     None => break,
@@ -404,6 +413,30 @@ mod tests {
         let g = s.group_mut(b"g").unwrap();
         g.nack_entry(id(2), crate::stream::group::NackCount::Fail, true);
         assert_eq!(g.scheduled_count(), 0);
+    }
+
+    #[test]
+    fn a_read_passes_over_at_most_the_cap() {
+        let n = PASS_OVER_MAX as u64 + 5;
+        let delayed: Vec<(u64, i64)> = (1..=n).map(|t| (t, 1_000_000)).collect();
+        let mut s = stream(n + 1, &delayed);
+        assert_eq!(s.pass_over_delayed(b"g", 0, LagRules::Redis82).len(), PASS_OVER_MAX);
+        assert_eq!(s.group(b"g").unwrap().last_id, id(PASS_OVER_MAX as u64));
+        // The next read goes on: 5 more, then the ordinary entry is delivered.
+        let (got, sched) = read_new(&mut s, 0, 0);
+        assert_eq!((got, sched.len()), (vec![id(n + 1)], 5));
+        assert_eq!(s.group(b"g").unwrap().scheduled_count(), n as usize);
+        // Skipping inside a read is capped too.
+        let mut s = stream(n + 1, &[(1, 5)]);
+        for t in 2..=n {
+            s.record_delay(id(t), 1_000_000);
+        }
+        let slot = s.group_mut(b"g").unwrap().create_consumer(b"c", 0).unwrap();
+        let mut skipped = Vec::new();
+        let (got, moved) = s.read_group_new(b"g", slot, id(1), 0, false, 10, LagRules::Redis82, Some(&mut skipped), |_, _, _| true);
+        assert_eq!((got, moved, skipped.len()), (1, true, PASS_OVER_MAX));
+        assert_eq!(s.group(b"g").unwrap().last_id, id(PASS_OVER_MAX as u64 + 1));
+        check_delayed(&s, true).unwrap();
     }
 
     #[test]

@@ -791,6 +791,10 @@ impl Stream {
                 g.schedule_entry(id, due);
                 if let Some(v) = skipped.as_deref_mut() {
                     v.push(id);
+                    // Bounded work per read: the next read goes on from here.
+                    if v.len() >= delay::PASS_OVER_MAX {
+                        break;
+                    }
                 }
                 continue;
             }
