@@ -17,6 +17,10 @@ Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, whic
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
 MAXAGE ~ 60000 * f v).
+Delayed delivery (issue 17; a build with NOTBEFORE / DELAY): delay_add (XS.ADD s DELAY 60000 * f v),
+delayed_readack (readack on a stream where every other entry is due in an hour: each read passes
+over ~10 entries to deliver 10), scheduled_readack (readack served from the group's schedule: every
+entry passed over by one read, then due).
 """
 
 import argparse
@@ -50,6 +54,24 @@ def prepare(r, name, ops):
             pipe.execute_command("XS.ADD", "s", "*", "f", "v")
         pipe.execute()
         r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
+    if name in ("delayed_readack", "scheduled_readack"):
+        # Delayed delivery (issue 17). delayed_readack: every other entry due in an hour, so each
+        # `>` read passes over about 10 entries (scheduling them) to deliver 10. scheduled_readack:
+        # every entry due 1.5 s after the add, all passed over by one read, then served from the
+        # schedule once due.
+        pipe = r.pipeline(transaction=False)
+        for i in range(ops * 20 if name == "delayed_readack" else ops * 10):
+            if name == "scheduled_readack" or i % 2 == 1:
+                pipe.execute_command("XS.ADD", "s", "DELAY", "3600000" if name == "delayed_readack" else "1500", "*", "f", "v")
+            else:
+                pipe.execute_command("XS.ADD", "s", "*", "f", "v")
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
+        if name == "scheduled_readack":
+            r.execute_command("XS.READGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">")
+            time.sleep(1.6)
     if name in RETENTION:
         pipe = r.pipeline(transaction=False)
         for i in range(1, 20001):
@@ -89,7 +111,10 @@ def run(r, name, ops):
         for i in range(ops):
             pipe.execute_command("XS.ADD", "s", "IDMPAUTO", "p", "*", "n", str(i), *FIVE[2:])
         # The same with distinct content per entry (every entry is new: no duplicate shortcut).
-    elif name in ("readack", "claim"):
+    elif name == "delay_add":
+        for _ in range(ops):
+            pipe.execute_command("XS.ADD", "s", "DELAY", "60000", "*", "f", "v")
+    elif name in ("readack", "claim", "delayed_readack", "scheduled_readack"):
         extra = ["CLAIM", "0"] if name == "claim" else []
         for _ in range(ops):
             ids = r.execute_command("XS.READGROUP", "GROUP", "g", "c", *extra, "COUNT", "10", "STREAMS", "s", ">")

@@ -20,7 +20,7 @@ use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 4;
+pub const ENCVER: i32 = 5;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +111,7 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 ///   (producers in pid order, iids in insertion order, oldest first)
 /// -- version 4 on: retention by age (issue 17), after the IDMP state --
 /// u64 max-age-ms (0 = no retention) ; u64 max-age-flags (bit 1: EXACT; 0 without retention)
+/// -- version 5 on: delayed delivery (issue 17), last: see [`save_delayed`] --
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
@@ -172,6 +173,82 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
             out.put_u64(0);
         }
     }
+    save_delayed(s, out);
+}
+
+/// The delayed-delivery section (version 5, issue 17), last:
+///
+/// ```text
+/// u64 record-count ; record-count × { u64 id.ms ; u64 id.seq ; u64 due (i64 unix ms) }   (ID order)
+/// u64 scheduling-groups ; × { bytes group-name ; u64 n ; n × { u64 id.ms ; u64 id.seq } } (ID order)
+/// ```
+fn save_delayed(s: &Stream, out: &mut impl RdbOut) {
+    match s.delayed.as_deref() {
+        Some(m) => {
+            out.put_u64(m.len() as u64);
+            for (id, due) in m {
+                put_id(out, *id);
+                out.put_u64(*due as u64);
+            }
+        }
+        None => out.put_u64(0),
+    }
+    // Names copied (the group iterator lends them): groups with a schedule only.
+    let mut with: Vec<Vec<u8>> = Vec::new();
+    if let Some(mut it) = s.groups_iter() {
+        while let Some((name, g)) = it.next() {
+            if g.schedule().is_some() {
+                with.push(name.to_vec());
+            }
+        }
+    }
+    out.put_u64(with.len() as u64);
+    for name in with {
+        let Some(sch) = s.group(&name).and_then(|g| g.schedule()) else { continue };
+        out.put_bytes(&name);
+        out.put_u64(sch.len() as u64);
+        for id in sch.ids() {
+            put_id(out, id);
+        }
+    }
+}
+
+/// Reads [`save_delayed`]'s section: records in increasing ID order, schedules of
+/// existing groups (once each) naming recorded IDs at or before the group's last
+/// ID, not pending, once each.
+fn load_delayed(s: &mut Stream, inp: &mut impl RdbIn, deep: bool) -> Result<(), LoadError> {
+    let invalid = |m: &str| LoadError::Invalid(m.to_string());
+    let records = inp.get_u64()?;
+    let mut prev: Option<StreamId> = None;
+    for _ in 0..records {
+        let id = get_id(inp)?;
+        let due = inp.get_u64()? as i64;
+        if prev.is_some_and(|p| id <= p) {
+            return Err(invalid("delayed-entry records not in increasing ID order"));
+        }
+        prev = Some(id);
+        s.record_delay(id, due);
+    }
+    let groups = inp.get_u64()?;
+    for _ in 0..groups {
+        let name = inp.get_bytes()?;
+        let n = inp.get_u64()?;
+        if s.group(&name).is_none_or(|g| g.schedule().is_some()) {
+            return Err(invalid("schedule of a missing group, or listed twice"));
+        }
+        for _ in 0..n {
+            let id = get_id(inp)?;
+            let due = s.delay_of(id).ok_or_else(|| invalid("scheduled entry without a delayed-entry record"))?;
+            let g = s.group_mut(&name).ok_or_else(|| invalid("group vanished"))?;
+            if id > g.last_id || g.nack(id).is_some() || !g.schedule_entry(id, due) {
+                return Err(invalid("scheduled entry after the group's last ID, pending, or listed twice"));
+            }
+        }
+        if n == 0 {
+            return Err(invalid("empty schedule"));
+        }
+    }
+    crate::stream::delay::check_delayed(s, deep).map_err(invalid)
 }
 
 /// The IDMP section (version 2): always written, the defaults and zeros for a stream
@@ -422,6 +499,10 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
     if deep {
         validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
     }
+    // After the nodes were validated: the deep check looks the records' entries up.
+    if version >= 5 {
+        load_delayed(&mut s, inp, deep)?;
+    }
     Ok(s)
 }
 
@@ -567,16 +648,16 @@ mod tests {
         let mut io = VecIo::default();
         save(&s, &mut io);
         let items = io.items.clone();
-        // The IDMP section is the tail before v4's retention (2 items): 5
-        // counters/window items, then 2 producers.
-        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
+        // The IDMP section is the tail before v4's retention (2 items) and v5's
+        // delayed delivery (2 items when empty): 5 counters/window items, then 2 producers.
+        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 4;
         // Version 1: the same stream without its groups (whose version-2 sections version 1
         // does not have) and without the IDMP tail loads with no IDMP state.
         let mut groupless = s.clone();
         groupless.groups = None;
         let mut io1 = VecIo::default();
         save(&groupless, &mut io1);
-        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
+        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 4;
         let v1 = load(1, &mut VecIo { items: io1.items[..cut].to_vec(), pos: 0 }, Check::Deep).unwrap();
         assert!(v1.idmp.is_none());
         assert_eq!(v1.length, s.length);
@@ -602,17 +683,22 @@ mod tests {
         s.max_age = Some(crate::stream::MaxAge::new(60_000, true));
         let mut io = VecIo::default();
         save(&s, &mut io);
+        // Version 4: version 5 without its (empty) delayed-delivery section.
+        let m5 = io.items.len();
+        assert_eq!(io.items[m5 - 2..], [VecItem::U64(0), VecItem::U64(0)]);
+        io.items.truncate(m5 - 2);
         let n = io.items.len();
         assert_eq!(io.items[n - 2..], [VecItem::U64(60_000), VecItem::U64(1)]);
-        let t = load(ENCVER, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
+        let t = load(4, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
         let a = t.max_age.unwrap();
         assert_eq!((a.ms, a.exact, a.indexed_due_ms), (60_000, true, 0));
         // Without retention: two zeros.
         let mut plain = VecIo::default();
         save(&sample(), &mut plain);
-        let m = plain.items.len();
+        let m = plain.items.len() - 2;
+        plain.items.truncate(m);
         assert_eq!(plain.items[m - 2..], [VecItem::U64(0), VecItem::U64(0)]);
-        assert!(load(ENCVER, &mut plain, Check::Deep).unwrap().max_age.is_none());
+        assert!(load(4, &mut plain, Check::Deep).unwrap().max_age.is_none());
         // A version 3 payload is a version 4 one without the section.
         let v3 = io.items[..n - 2].to_vec();
         let t = load(3, &mut VecIo { items: v3, pos: 0 }, Check::Deep).unwrap();
@@ -624,11 +710,53 @@ mod tests {
             items[n - 2] = VecItem::U64(ms);
             items[n - 1] = VecItem::U64(flags);
             assert_eq!(
-                load(ENCVER, &mut VecIo { items, pos: 0 }, Check::Deep).err(),
+                load(4, &mut VecIo { items, pos: 0 }, Check::Deep).err(),
                 Some(LoadError::Invalid("MAXAGE section out of range".into()))
             );
         }
-        assert_eq!(load(ENCVER, &mut VecIo { items: io.items[..n - 1].to_vec(), pos: 0 }, Check::Deep).err(), Some(LoadError::Io));
+        assert_eq!(load(4, &mut VecIo { items: io.items[..n - 1].to_vec(), pos: 0 }, Check::Deep).err(), Some(LoadError::Io));
+    }
+
+    #[test]
+    fn version_5_delayed_delivery_round_trips_and_bad_sections_are_refused() {
+        let mut s = sample();
+        // The sample's last entries, delayed; group "g1" passes over them.
+        let ids: Vec<StreamId> = s.range(StreamId::MIN, StreamId::MAX, false).map(|e| e.id()).collect();
+        let n = ids.len();
+        let (a, b) = (ids[n - 2], ids[n - 1]);
+        s.record_delay(a, 5_000);
+        s.record_delay(b, 4_000);
+        s.create_group(b"late", b, 0);
+        assert!(s.schedule_existing(b"late", a));
+        assert!(s.schedule_existing(b"late", b));
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        let t = load(ENCVER, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
+        assert_eq!(t.delayed, s.delayed);
+        assert_eq!(t.group(b"late").unwrap().schedule(), s.group(b"late").unwrap().schedule());
+        let shallow = load(ENCVER, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Shallow).unwrap();
+        assert_eq!(shallow.group(b"late").unwrap().scheduled_count(), 2);
+        // Every truncation is an I/O error; a mutation of the section refused or consistent.
+        let m = io.items.len();
+        for cut in m - 12..m {
+            assert_eq!(load(ENCVER, &mut VecIo { items: io.items[..cut].to_vec(), pos: 0 }, Check::Deep).err(), Some(LoadError::Io));
+        }
+        for i in m - 12..m {
+            for v in [VecItem::U64(0), VecItem::U64(1), VecItem::U64(u64::MAX), VecItem::Bytes(b"late".to_vec()), VecItem::Bytes(b"x".to_vec())] {
+                let mut items = io.items.clone();
+                items[i] = v;
+                if let Ok(t) = load(ENCVER, &mut VecIo { items, pos: 0 }, Check::Deep) {
+                    crate::stream::delay::check_delayed(&t, true).unwrap();
+                }
+            }
+        }
+        // A record of an entry that does not exist: refused by the deep check only.
+        let mut u = sample();
+        u.record_delay(StreamId::new(999_999, 0), 1);
+        let mut io = VecIo::default();
+        save(&u, &mut io);
+        assert!(load(ENCVER, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).is_err());
+        assert!(load(ENCVER, &mut VecIo { items: io.items, pos: 0 }, Check::Shallow).is_ok());
     }
 
     #[test]

@@ -374,8 +374,15 @@ fn getkeys_match_builtin() {
             out.push(format!("key specs {ks}"));
         }
         if let Some(Reply::Array(subs)) = v.get(9) {
-            // The module's own subcommands (queue policies, issue 16) have no built-in to match.
-            let own = ["name xgroup|setpolicy", "name xgroup|getpolicy", "name xgroup|deadletter"];
+            // The module's own subcommands (queue policies, issue 16; delayed delivery, issue 17)
+            // have no built-in to match.
+            let own = [
+                "name xgroup|setpolicy",
+                "name xgroup|getpolicy",
+                "name xgroup|deadletter",
+                "name xgroup|schedule",
+                "name xgroup|unschedule",
+            ];
             let mut s: Vec<Vec<String>> = subs.iter().map(norm_info).filter(|x| !x.iter().any(|l| own.contains(&l.as_str()))).collect();
             s.sort();
             for x in s {

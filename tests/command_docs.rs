@@ -48,7 +48,7 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     let extras: &[&str] = match what {
         "xs.read" => &["MAXCOUNT", "MAXSIZE"],
         "xs.readgroup" => &["MAXCOUNT", "MAXSIZE", "CLAIM"],
-        "xs.add" => &["KEEPREF", "IDMP", "IDMPAUTO", "MAXAGE"],
+        "xs.add" => &["KEEPREF", "IDMP", "IDMPAUTO", "MAXAGE", "NOTBEFORE", "DELAY"],
         "xs.trim" => &["KEEPREF", "MAXAGE"],
         "xs.cfgset" => &["MAXAGE"],
         _ => &[],
@@ -120,7 +120,8 @@ fn compare(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec<String>) {
 }
 
 /// Subcommands no twin has (XS.GROUP SETPOLICY / GETPOLICY / DEADLETTER): the module's own trees.
-const OWN_SUBCOMMANDS: &[&str] = &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter"];
+const OWN_SUBCOMMANDS: &[&str] =
+    &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter", "xs.group|schedule", "xs.group|unschedule"];
 
 #[test]
 fn command_docs_match_the_twins() {
@@ -202,6 +203,9 @@ fn command_docs_of_the_module_own_commands() {
     expect.push(("xs.group|setpolicy", &["key", "group", "max-deliveries", "ack-timeout", "ttl-ms", "reset"]));
     expect.push(("xs.group|getpolicy", &["key", "group"]));
     expect.push(("xs.group|deadletter", &["key", "group", "id"]));
+    // Delayed delivery (issue 17).
+    expect.push(("xs.group|schedule", &["key", "group", "id"]));
+    expect.push(("xs.group|unschedule", &["key", "group", "id"]));
     for (name, args) in expect {
         let d = docs(&mut c, name).unwrap_or_else(|| panic!("no COMMAND DOCS for {name}"));
         assert!(field(&d, "summary").is_some_and(|s| !s.text().is_empty()), "{name}: no summary: {d:?}");
@@ -221,6 +225,12 @@ fn command_docs_of_the_module_own_commands() {
         let at = t.iter().position(|x| x == "MINID").unwrap_or_else(|| panic!("{name}: {t:?}"));
         assert_eq!(t.get(at + 1).map(String::as_str), Some("MAXAGE"), "{name}: {t:?}");
     }
+    // XS.ADD: NOTBEFORE | DELAY, one block before the trimming options.
+    let d = docs(&mut c, "xs.add").unwrap();
+    let t = tokens(field(&d, "arguments").unwrap());
+    let at = t.iter().position(|x| x == "NOTBEFORE").unwrap_or_else(|| panic!("xs.add: {t:?}"));
+    assert_eq!(t.get(at + 1).map(String::as_str), Some("DELAY"), "{t:?}");
+    assert!(t.iter().position(|x| x == "MAXLEN").is_some_and(|m| m > at), "{t:?}");
     // SETPOLICY: every token, and the dead-letter key with the second key spec.
     let d = docs(&mut c, "xs.group|setpolicy").unwrap();
     let args = field(&d, "arguments").unwrap();

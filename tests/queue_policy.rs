@@ -287,7 +287,12 @@ fn persistence_copy_dump_restore_aof_and_replica() {
         let who = format!("c{}", rng.below(8));
         match rng.below(6) {
             0 => {
-                c.cmd(&["XS.ADD", "s", "*", "f", &i.to_string()]);
+                // A third of them delayed (issue 17): scheduled by the `>` reads, served once due.
+                if rng.below(3) == 0 {
+                    c.cmd(&["XS.ADD", "s", "DELAY", &rng.below(80).to_string(), "*", "f", &i.to_string()]);
+                } else {
+                    c.cmd(&["XS.ADD", "s", "*", "f", &i.to_string()]);
+                }
             }
             1 | 2 => {
                 c.cmd(&["XS.READGROUP", "GROUP", "g", &who, "COUNT", "3", "STREAMS", "s", ">"]);

@@ -1,5 +1,5 @@
 //! Issue 15's three features together: one random workload of XS.ADD with IDMP / IDMPAUTO
-//! (duplicates included), XS.READGROUP with and without CLAIM, XS.NACK in every mode (FORCE and
+//! (duplicates included) and DELAY (issue 17's delayed delivery), XS.READGROUP with and without CLAIM, XS.NACK in every mode (FORCE and
 //! RETRYCOUNT too), XS.CLAIM / XS.AUTOCLAIM, XS.ACK, XS.CFGSET and deletions, on a primary with
 //! a replica and an AOF. At the end the digests are equal on the primary, the replica, the AOF
 //! loaded again, and the rewritten AOF after a restart; and the group invariants hold after
@@ -39,9 +39,11 @@ fn claim_idmp_and_nack_workload_replicates_and_persists() {
             0 => {
                 let pid = format!("p{}", rng.below(3));
                 let v = rng.below(20).to_string();
-                let r = match rng.below(3) {
+                let r = match rng.below(4) {
                     0 => c.cmd(&["XS.ADD", k, "IDMP", &pid, &format!("i{}", rng.below(60)), "*", "f", &v]),
                     1 => c.cmd(&["XS.ADD", k, "IDMPAUTO", &pid, "*", "f", &v]),
+                    // Delayed delivery (issue 17): `>` reads pass over it, schedule it, serve it later.
+                    2 => c.cmd(&["XS.ADD", k, "DELAY", &rng.below(40).to_string(), "IDMP", &pid, &format!("d{}", rng.below(60)), "*", "f", &v]),
                     _ => c.cmd(&["XS.ADD", k, "MAXLEN", "~", "200", "*", "f", &v]),
                 };
                 if !r.is_error() {

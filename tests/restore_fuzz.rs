@@ -375,6 +375,22 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
     // Version 4: retention by age (issue 17).
     u(&mut i, &mut r, Role::Num("max-age-ms"))?;
     u(&mut i, &mut r, Role::Num("max-age-flags"))?;
+    // Version 5: delayed delivery (issue 17): the records, then the groups' schedules.
+    let records = u(&mut i, &mut r, Role::Count("delayed-count"))?;
+    for _ in 0..records {
+        u(&mut i, &mut r, Role::Num("delayed-id.ms"))?;
+        u(&mut i, &mut r, Role::Num("delayed-id.seq"))?;
+        u(&mut i, &mut r, Role::Num("delayed-due"))?;
+    }
+    let scheduling = u(&mut i, &mut r, Role::Count("scheduling-groups"))?;
+    for _ in 0..scheduling {
+        s(&mut i, &mut r, Role::Name("schedule-group"))?;
+        let n = u(&mut i, &mut r, Role::Count("schedule-count"))?;
+        for _ in 0..n {
+            u(&mut i, &mut r, Role::Num("scheduled-id.ms"))?;
+            u(&mut i, &mut r, Role::Num("scheduled-id.seq"))?;
+        }
+    }
     if i != items.len() {
         return Err(format!("{} items, the layout ends at {i}", items.len()));
     }
@@ -895,6 +911,13 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
         if i % 2 == 1 {
             c.cmd(&["XS.CFGSET", &key, "MAXAGE", "999999999999999", if i % 4 == 1 { "EXACT" } else { "IDMP-MAXSIZE" }, "100"][..if i % 4 == 1 { 5 } else { 6 }]);
         }
+        // Encoding 5: delayed entries on some (due far ahead), which the groups' first `>`
+        // reads below pass over into their schedules.
+        if i % 3 == 0 {
+            for _ in 0..3 {
+                c.cmd(&["XS.ADD", &key, "DELAY", "999999999999", "*", "f", "late"]);
+            }
+        }
         for g in 0..groups {
             let gname = format!("g{g}");
             let start = if g % 2 == 0 { "0" } else { "$" };
@@ -1413,7 +1436,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 4, "{name}: encver 4");
+        assert_eq!(f.module_id & 1023, 5, "{name}: encver 5");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));

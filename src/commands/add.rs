@@ -1,5 +1,9 @@
 //! XS.ADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [IDMP pid iid | IDMPAUTO pid]
+//!        [NOTBEFORE unix-ms | DELAY ms]
 //!        [MAXLEN|MINID|MAXAGE [=|~] threshold [LIMIT count]] *|id field value [field value ...]
+//!
+//! NOTBEFORE / DELAY (ours, delayed delivery: src/stream/delay.rs) record a due time
+//! for the new entry; `>` reads of consumer groups deliver it not before then.
 //!
 //! MAXAGE ms (ours, issue 17) is `MINID` at `now - ms` (server clock), propagated as
 //! `MINID = <id>`; a stream with a stored MAXAGE (XS.CFGSET) is also trimmed by age
@@ -35,6 +39,11 @@ pub struct AddTrimArgs {
     /// MAXAGE (ours, issue 17): the keyword's argument index and the cutoff the
     /// threshold was turned into (`MINID` at `now - ms`); propagated as `MINID =`.
     pub maxage: Option<(usize, StreamId)>,
+    /// NOTBEFORE unix-ms | DELAY ms (ours, delayed delivery): the keyword's argument
+    /// index and the due time (unix ms; DELAY is added to the server clock).
+    /// Propagated as `NOTBEFORE <due>` (or `NOTBEFORE 0` when the entry was not
+    /// delayed: due time not after the clock).
+    pub delay: Option<(usize, i64)>,
 }
 
 /// Parses options from argument 2 on. For XADD returns the index of the ID argument.
@@ -122,6 +131,18 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
                 return Err(Error::Err("syntax error, IDMPAUTO requires a non-empty producer ID"));
             }
             a.idmp = Some((i + 1, None));
+            i += 1;
+        } else if xadd && (c0 == b'n' || c0 == b'd') && moreargs > 0 && (is_kw(opt, "notbefore") || is_kw(opt, "delay")) {
+            let delay = is_kw(opt, "delay");
+            if a.delay.is_some() {
+                return Err(Error::Err("syntax error, NOTBEFORE and DELAY options at the same time are not compatible"));
+            }
+            let n = parse_ll(c.arg(i + 1))?;
+            if n < 0 {
+                return Err(Error::Err(if delay { "The DELAY argument must be >= 0." } else { "The NOTBEFORE argument must be >= 0." }));
+            }
+            let due = if delay { (c.now_ms() as i64).saturating_add(n) } else { n };
+            a.delay = Some((i, due));
             i += 1;
         } else if let Some(p) = matches!(c0, b'k' | b'd' | b'a')
             .then(|| RefPolicy::from_keyword(cstr(opt)))
@@ -301,6 +322,13 @@ pub fn run(c: &Ctx) -> Result<()> {
         let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
         super::idmp::note_due(c, 1, m, due);
     }
+    // Delayed delivery: recorded when the due time is still to come on the primary;
+    // from the primary or the AOF whenever it is given (the primary sends 0 otherwise).
+    let delayed_due = args.delay.map(|(_, due)| due).filter(|&due| if c.must_obey() { due > 0 } else { due > c.now_ms() as i64 });
+    if let Some(due) = delayed_due {
+        s.record_delay(id, due);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delayed, 1);
+    }
     c.signal_modified(1);
     c.notify(c"xadd", 1);
     crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_added, 1);
@@ -370,17 +398,28 @@ pub fn run(c: &Ctx) -> Result<()> {
         if done.deleted > 0 {
             argv.extend([Arg::New(policy_word(args.policy)), Arg::New(th.0), Arg::New(b"="), Arg::New(&th.1)]);
         }
+        let due_text = delayed_due.map(|d| d.to_string());
+        if let Some(d) = &due_text {
+            argv.extend([Arg::New(b"NOTBEFORE"), Arg::New(d.as_bytes())]);
+        }
         argv.push(Arg::New(id_text));
         argv.extend((idpos + 1..c.argc()).map(Arg::Orig));
         c.replicate(c"XS.ADD", &argv);
-    } else if !auto_id && threshold.is_none() {
+    } else if !auto_id && threshold.is_none() && args.delay.is_none() {
         c.replicate_verbatim();
     } else {
-        let mut changes: [(usize, &[u8]); 4] = [(0, &[]); 4];
+        let mut changes: [(usize, &[u8]); 6] = [(0, &[]); 6];
         let mut n = 0;
+        // Formatted only with the option (the common XS.ADD pays nothing for it).
+        let due_text = args.delay.map(|_| delayed_due.unwrap_or(0).to_string());
+        if let (Some((kw, _)), Some(t)) = (args.delay, &due_text) {
+            changes[0] = (kw, b"NOTBEFORE");
+            changes[1] = (kw + 1, t.as_bytes());
+            n = 2;
+        }
         if let Some(th) = &threshold {
-            changes[0] = (args.trim_arg_idx, th);
-            n = 1;
+            changes[n] = (args.trim_arg_idx, th);
+            n += 1;
             match args.maxage {
                 // MAXAGE [=|~] ms: `MINID [=] <cutoff or first kept ID>`.
                 Some((kw, _)) => {

@@ -133,6 +133,11 @@ pub fn run(c: &Ctx) -> Result<()> {
         let g = s.group_mut(gname).ok_or_else(|| nogroup_for_key(gname, c.arg(2)))?;
         g.last_id = id;
         g.entries_read = entries_read;
+        // Delayed delivery: scheduled entries after the new last ID leave the schedule
+        // (the next `>` read reaches them again and looks at their due time then).
+        if g.schedule().is_some() {
+            g.unschedule_after(id);
+        }
         c.reply_ok();
         c.notify(c"xgroup-setid", 2);
         c.replicate_verbatim();
@@ -171,6 +176,40 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
     } else {
         return Err(super::info::subcommand_syntax_error(c));
+    }
+    Ok(())
+}
+
+/// XS.GROUP SCHEDULE key group id [id ...] / XS.GROUP UNSCHEDULE key group id [id ...]
+/// (delayed delivery, src/stream/delay.rs): the propagated forms of a `>` read that
+/// passed over delayed entries (SCHEDULE) or served scheduled entries with NOACK
+/// (UNSCHEDULE), and the AOF rewrite's. SCHEDULE adds an ID that was added delayed,
+/// exists, is at or before the group's last ID and is not pending, with its
+/// recorded due time; other IDs are ignored. UNSCHEDULE removes IDs from the
+/// schedule. Both reply the number of IDs changed; any client may send them (they
+/// only move entries the group already passed over).
+pub fn run_schedule(c: &Ctx) -> Result<()> {
+    let add = is_kw(c.arg(1), "SCHEDULE");
+    let mut ids = Vec::with_capacity(c.argc().saturating_sub(4));
+    for i in 4..c.argc() {
+        ids.push(StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?.0);
+    }
+    let mut key = c.key(2, true);
+    if key.kind() == KeyKind::Other {
+        return Err(key.wrong_type());
+    }
+    let gname = c.arg(3);
+    let Some(s) = key.stream_mut().filter(|s| s.group(gname).is_some()) else {
+        return Err(nogroup_for_key(gname, c.arg(2)));
+    };
+    let mut n = 0i64;
+    for id in ids {
+        let changed = if add { s.schedule_existing(gname, id) } else { s.group_mut(gname).is_some_and(|g| g.unschedule(id)) };
+        n += i64::from(changed);
+    }
+    c.reply_int(n);
+    if n > 0 {
+        c.replicate_verbatim();
     }
     Ok(())
 }

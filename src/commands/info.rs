@@ -85,7 +85,9 @@ pub fn run_groups(c: &Ctx) -> Result<()> {
             // A group with a queue policy (issue 16): its fields and counters after
             // the built-in's six.
             let pol = g.policy().map(|p| (super::queue::policy_fields(p), p.counters));
-            c.reply_map(6 + pol.as_ref().map_or(0, |(f, _)| f.len() + 4));
+            // Delayed delivery (issue 17): `scheduled` only on a stream that has delayed entries.
+            let delayed = s.delayed.is_some() || g.schedule().is_some();
+            c.reply_map(6 + pol.as_ref().map_or(0, |(f, _)| f.len() + 4) + usize::from(delayed));
             c.reply_bulk(b"name");
             c.reply_bulk(name);
             c.reply_bulk(b"consumers");
@@ -98,6 +100,10 @@ pub fn run_groups(c: &Ctx) -> Result<()> {
             reply_entries_read(c, g);
             c.reply_bulk(b"lag");
             reply_lag(c, &meta, g);
+            if delayed {
+                c.reply_bulk(b"scheduled");
+                c.reply_int(g.scheduled_count() as i64);
+            }
             if let Some((fields, n)) = &pol {
                 super::queue::reply_fields(c, fields);
                 for (k, v) in [("delivered", n.delivered), ("acked", n.acked), ("redelivered", n.redelivered), ("dead-lettered", n.dead_lettered)] {
@@ -167,7 +173,9 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         let compacting = crate::config::compact_deleted() > 0;
         // Retention by age (issue 17): only on a stream that has one.
         let max_age = s.max_age;
-        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting) + usize::from(max_age.is_some()));
+        // Delayed delivery (issue 17): only on a stream that has delayed entries.
+        let delayed = s.delayed_count();
+        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting) + usize::from(max_age.is_some()) + usize::from(delayed > 0));
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -202,6 +210,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         if let Some(a) = max_age {
             c.reply_bulk(b"max-age");
             c.reply_int(i64::try_from(a.ms).unwrap_or(i64::MAX));
+        }
+        if delayed > 0 {
+            c.reply_bulk(b"delayed-entries");
+            c.reply_int(delayed as i64);
         }
         if compacting {
             c.reply_bulk(b"deleted-entries");

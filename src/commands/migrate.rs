@@ -90,6 +90,20 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             if !drop_policies && s.max_age.is_some() {
                 return Err(Error::Err("XS.EXPORT: the stream has a retention by age (XS.CFGSET MAXAGE), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without it"));
             }
+            // Delayed delivery (issue 17): entries a group passed over and has not served
+            // would be lost; the records alone are dropped with DROPPOLICIES.
+            if s.groups_iter().is_some_and(|mut it| {
+                let mut any = false;
+                while let Some((_, g)) = it.next() {
+                    any |= g.schedule().is_some();
+                }
+                any
+            }) {
+                return Err(Error::Err("XS.EXPORT: the stream's groups have scheduled entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold"));
+            }
+            if !drop_policies && s.delayed.is_some() {
+                return Err(Error::Err("XS.EXPORT: the stream has delayed entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"));
+            }
             (crate::native::encode_dump(s, crate::config::host_level() >= crate::config::Level::V7_2), key.expire_at_ms(), s.length)
         }
     };

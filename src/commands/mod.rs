@@ -55,6 +55,7 @@ command_entry!(xs_readgroup, read::run_readgroup);
 command_entry!(xs_group, group::run);
 command_entry!(xs_group_help, group::run_help);
 command_entry!(xs_group_setpolicy, queue::run_setpolicy);
+command_entry!(xs_group_schedule, group::run_schedule);
 command_entry!(xs_group_getpolicy, queue::run_getpolicy);
 command_entry!(xs_group_deadletter, queue::run_deadletter);
 command_entry!(xs_ack, ack::run);
@@ -131,9 +132,12 @@ pub static COMMANDS: &[Command] = &[
             Command { name: "destroy", func: Some(xs_group), flags: "write", arity: 4, key: key2(RW_DELETE), subcommands: &[] },
             Command { name: "getpolicy", func: Some(xs_group_getpolicy), flags: "readonly", arity: 4, key: key2(RO), subcommands: &[] },
             Command { name: "help", func: Some(xs_group_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
+            // Delayed delivery (issue 17): the propagated forms of `>` reads' schedule changes.
+            Command { name: "schedule", func: Some(xs_group_schedule), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
             Command { name: "setid", func: Some(xs_group), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
             // The dead-letter key is a second key spec (DEADLETTER keyword, src/ffi/register.rs).
             Command { name: "setpolicy", func: Some(xs_group_setpolicy), flags: "write deny-oom", arity: -4, key: key2(RW_UPDATE), subcommands: &[] },
+            Command { name: "unschedule", func: Some(xs_group_schedule), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
         ],
     },
     Command { name: "xs.ack", func: Some(xs_ack), flags: "write fast", arity: -4, key: key1(RW_UPDATE), subcommands: &[] },

@@ -335,13 +335,17 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
             (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
             (None, ReadFrom::New) => continue,
         };
+        let mut gt = gt;
+        let mut capped = false;
         if let Some((g, ga)) = gname {
             purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
+            capped = pass_over_delayed(c, s, g, key_idx, ga, now);
+            gt = s.group(g).map_or(gt, |grp| grp.last_id);
         }
-        let has_new = s.length > 0 && s.last_valid_id() > gt;
+        let has_new = !capped && s.length > 0 && s.last_valid_id() > gt;
         let claimable = match (gname, st.claim) {
-            (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now),
-            (Some((g, _)), None) => !st.noack && redelivers(s, g) && due_now(s, g, now),
+            (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now) || scheduled_now(s, g, now),
+            (Some((g, _)), None) => (!st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
             _ => false,
         };
         if !has_new && !claimable {
@@ -569,12 +573,14 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
             (Some(g), ReadFrom::New) => {
+                let capped = group_arg.is_some_and(|ga| pass_over_delayed(c, s, g, key_idx, ga, now));
                 let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
-                let has_new = s.length > 0 && s.last_valid_id() > last;
+                let has_new = !capped && s.length > 0 && s.last_valid_id() > last;
                 // §4.3: with CLAIM, a stream with a claimable entry is served too
                 // ("claimed only" when nothing is new).
                 let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now))
-                    || (claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now));
+                    || (claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now))
+                    || scheduled_now(s, g, now);
                 (has_new || claimable, last, false)
             }
             (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
@@ -813,12 +819,24 @@ fn serve_group_policy(
         None if !r.noack && !c.must_obey() && redelivers(s, g) => serve_due(c, s, g, slot, r, budget, dl),
         None => (0, true),
     };
+    // Delayed delivery: scheduled entries now due, before new ones.
+    let (scheduled, go_on) = if go_on && (r.count == 0 || r.count > claimed) {
+        let limit = if r.count == 0 { 0 } else { r.count - claimed };
+        serve_scheduled(c, s, g, slot, r, limit, budget)
+    } else {
+        (0, go_on)
+    };
+    let claimed_only = claimed;
+    let claimed = claimed + scheduled;
     let count_new = if r.count == 0 { 0 } else { r.count.saturating_sub(claimed) };
     // Bounded by the entries actually delivered.
     let mut delivered: Vec<(StreamId, Nack)> = Vec::new();
+    // Entries passed over into the schedule (streams with delayed entries only).
+    let mut skipped: Vec<StreamId> = Vec::new();
+    let track = s.delayed.is_some() && !c.must_obey();
     let (n, moved) = if go_on && (r.count == 0 || count_new > 0) {
         let four = r.claim.is_some();
-        s.read_group_new(g, slot, r.start, count_new, r.noack, now, crate::config::lag_rules(), |e, nack, _| {
+        s.read_group_new(g, slot, r.start, count_new, r.noack, now, crate::config::lag_rules(), track.then_some(&mut skipped), |e, nack, _| {
             if four {
                 reply_entry_claimed(c, &e, 0, 0);
             } else {
@@ -835,10 +853,10 @@ fn serve_group_policy(
     c.set_array_len((claimed + n) as usize);
     budget.add_array(claimed + n);
     if let Some(grp) = s.group_mut(g) {
-        grp.count_deliveries(claimed + n, claimed);
+        grp.count_deliveries(claimed + n, claimed_only);
     }
-    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, n as u64);
-    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed as u64);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, (n + scheduled) as u64);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed_only as u64);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
         // 7.2's active-time: the last time entries went into this consumer's PEL.
@@ -849,7 +867,121 @@ fn serve_group_policy(
     } else if moved {
         propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
     }
+    if !skipped.is_empty() {
+        // After the group's last ID went out: the replica checks each ID is behind it.
+        propagate_schedule(c, key_idx, group_arg, b"SCHEDULE", &skipped);
+        wake_at_next_scheduled(c, s, g, key_idx);
+    }
     Ok(())
+}
+
+/// Delayed delivery (src/stream/delay.rs): before a `>` read of group `g` decides
+/// whether the stream has something new, the delayed entries right after the
+/// group's last ID that are not due are passed over (scheduled; the last ID and
+/// entries-read move past them), propagated as `XS.GROUP SETID key group last
+/// ENTRIESREAD n` then `XS.GROUP SCHEDULE key group id ...`. The primary only.
+///
+/// Returns true when it stopped at its cap (PASS_OVER_MAX) on an entry still to pass
+/// over: the read then serves no new entry from this stream (only due ones), and the
+/// readers blocked on the key re-run at once to go on (bounded work per command).
+fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, now: i64) -> bool {
+    if s.delayed.is_none() || c.must_obey() {
+        return false;
+    }
+    let ids = s.pass_over_delayed(g, now, crate::config::lag_rules());
+    if ids.is_empty() {
+        return false;
+    }
+    if let Some(grp) = s.group(g) {
+        propagate_group_id(c, key_idx, group_arg, grp.last_id, grp.entries_read);
+    }
+    propagate_schedule(c, key_idx, group_arg, b"SCHEDULE", &ids);
+    wake_at_next_scheduled(c, s, g, key_idx);
+    let capped = ids.len() >= crate::stream::delay::PASS_OVER_MAX;
+    if capped {
+        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), now);
+    }
+    capped
+}
+
+/// Readers blocked on the key re-run when the group's earliest scheduled entry is due.
+fn wake_at_next_scheduled(c: &Ctx, s: &crate::stream::Stream, g: &[u8], key_idx: usize) {
+    if let Some(due) = s.group(g).and_then(|grp| grp.next_scheduled()) {
+        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), due);
+    }
+}
+
+/// IDs per propagated XS.GROUP SCHEDULE / UNSCHEDULE.
+const SCHEDULE_BATCH: usize = 1000;
+
+/// `XS.GROUP SCHEDULE|UNSCHEDULE key group id ...`, in batches.
+fn propagate_schedule(c: &Ctx, key_idx: usize, group_arg: usize, sub: &[u8], ids: &[StreamId]) {
+    for chunk in ids.chunks(SCHEDULE_BATCH) {
+        let texts: Vec<Vec<u8>> = chunk.iter().map(|id| id.to_bytes()).collect();
+        let mut args: Vec<Arg> = Vec::with_capacity(texts.len() + 3);
+        args.extend([Arg::New(sub), Arg::Orig(key_idx), Arg::Orig(group_arg)]);
+        args.extend(texts.iter().map(|t| Arg::New(t)));
+        c.replicate(c"XS.GROUP", &args);
+    }
+}
+
+/// Whether group `g` has a scheduled entry due at `now`.
+fn scheduled_now(s: &crate::stream::Stream, g: &[u8], now: i64) -> bool {
+    s.group(g).is_some_and(|grp| grp.next_scheduled().is_some_and(|d| d <= now))
+}
+
+/// The scheduled part of a `>` read (delayed delivery): entries of the group's
+/// schedule due at `now`, by (due, ID), at most `limit` (0 = all) within the
+/// budget, replied as new entries are and delivered as new entries are (a NACK
+/// with count 1 at the time list's tail, or none with NOACK). Propagated as the
+/// deliveries' `XS.CLAIM ... FORCE JUSTID LASTID` (a forced claim takes an entry
+/// out of the schedule), or with NOACK `XS.GROUP UNSCHEDULE key group id ...`.
+fn serve_scheduled(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], slot: u32, r: &GroupRead, limit: u64, budget: &mut Budget) -> (u64, bool) {
+    let now = r.now;
+    let Some(grp) = s.group(g) else { return (0, true) };
+    if grp.schedule().is_none() || c.must_obey() {
+        return (0, true);
+    }
+    let last = grp.last_id;
+    let ids = grp.scheduled_due(now, limit);
+    let mut done: Vec<StreamId> = Vec::new();
+    let mut go_on = true;
+    let four = r.claim.is_some();
+    for id in ids {
+        let more = {
+            let Some(e) = s.range(id, id, false).next_entry() else { continue };
+            if four {
+                reply_entry_claimed(c, &e, 0, 0);
+            } else {
+                super::range::reply_entry(c, &e);
+            }
+            budget.add_entry(Some(&e), id, four.then_some((0, 0)))
+        };
+        if let Some(grp) = s.group_mut(g) {
+            grp.unschedule(id);
+            if !r.noack {
+                grp.deliver_new(id, slot, now);
+            }
+        }
+        done.push(id);
+        if !more {
+            go_on = false;
+            break;
+        }
+    }
+    if done.is_empty() {
+        return (0, go_on);
+    }
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_scheduled_delivered, done.len() as u64);
+    if r.noack {
+        propagate_schedule(c, r.key_idx, r.group_arg, b"UNSCHEDULE", &done);
+    } else {
+        if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(slot)) {
+            cons.active_time = now;
+        }
+        propagate_claim_ids(c, r.key_idx, r.group_arg, &done, now, 1, last, None);
+    }
+    (done.len() as u64, go_on)
 }
 
 /// The reading consumer of group `g`, seen now, or created (see [`serve_group`]
@@ -1134,6 +1266,34 @@ fn serve_due(
 /// streams, or min-idle from now when they have none. None without CLAIM, or when
 /// the block times out first.
 fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let at = claim_or_due_wake_at(c, st, now);
+    let sched = scheduled_wake_at(c, st, now);
+    match (at, sched) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// When a blocked `>` reader must re-run for its groups' scheduled entries (delayed
+/// delivery): the earliest due time in their schedules; None without one, or when
+/// the block times out first.
+fn scheduled_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let g = c.arg(st.group_arg?);
+    let mut due: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        if let Some(d) = key.stream().and_then(|s| s.group(g)).and_then(|grp| grp.next_scheduled()) {
+            due = Some(due.map_or(d, |o: i64| o.min(d)));
+        }
+    }
+    let due = due?.max(now);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+fn claim_or_due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     let ga = st.group_arg?;
     let Some(min_idle) = st.claim else { return due_wake_at(c, st, now) };
     let g = c.arg(ga);
@@ -1179,7 +1339,11 @@ fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
 fn policy_reader(c: &Ctx, st: &BlockState) -> bool {
     let Some(ga) = st.group_arg else { return false };
     let g = c.arg(ga);
-    (0..st.from.len()).any(|k| c.key(st.streams_arg + k, false).stream().is_some_and(|s| redelivers(s, g)))
+    (0..st.from.len()).any(|k| {
+        c.key(st.streams_arg + k, false)
+            .stream()
+            .is_some_and(|s| redelivers(s, g) || s.delayed.is_some() || s.group(g).is_some_and(|grp| grp.schedule().is_some()))
+    })
 }
 
 /// Registers a blocked CLAIM reader's keys for its next wake-up (src/ffi/claim_wake.rs).

@@ -428,6 +428,17 @@ pub fn own_doc(name: &str) -> Option<Doc> {
                 ArgDoc::pure("RESET").optional(),
             ],
         ),
+        // Delayed delivery (issue 17).
+        "xs.group|schedule" => doc(
+            "Adds entries added with NOTBEFORE/DELAY that the group passed over to its schedule (the propagated form of a `>` read).",
+            "O(N*log(M)) with N the number of IDs and M the size of the schedule.",
+            vec![ArgDoc::key("key"), ArgDoc::string("group"), ArgDoc::string("id").multiple()],
+        ),
+        "xs.group|unschedule" => doc(
+            "Removes entries from the schedule of a consumer group (the propagated form of a NOACK `>` read).",
+            "O(N*log(M)) with N the number of IDs and M the size of the schedule.",
+            vec![ArgDoc::key("key"), ArgDoc::string("group"), ArgDoc::string("id").multiple()],
+        ),
         "xs.group|getpolicy" => doc(
             "Returns the reliable-queue policy of a consumer group.",
             "O(1)",
@@ -487,6 +498,16 @@ pub fn extend_twin_doc(name: &str, d: &mut Doc) {
             }
             if !has(d, "MAXAGE") {
                 add_maxage_strategy(d);
+            }
+            if !has(d, "NOTBEFORE") {
+                // Delayed delivery (ours, issue 17).
+                let delay = ArgDoc::group(
+                    "delay",
+                    "oneof",
+                    vec![ArgDoc::new("unix-time-milliseconds", "unix-time").token("NOTBEFORE"), ArgDoc::integer("milliseconds").token("DELAY")],
+                )
+                .optional();
+                insert(d, delay, "trim");
             }
         }
         "xs.trim" => {

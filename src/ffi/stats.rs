@@ -104,6 +104,10 @@ pub struct Events {
     pub entries_dead_lettered: AtomicU64,
     pub entries_timed_out: AtomicU64,
     pub consumers_expired: AtomicU64,
+    /// Delayed delivery (issue 17): entries added with a due time to come; scheduled
+    /// entries served by `>` reads once due.
+    pub entries_delayed: AtomicU64,
+    pub entries_scheduled_delivered: AtomicU64,
     pub streams_adopted: AtomicU64,
     pub streams_imported: AtomicU64,
     pub streams_exported: AtomicU64,
@@ -128,6 +132,8 @@ pub static EVENTS: Events = Events {
     entries_dead_lettered: AtomicU64::new(0),
     entries_timed_out: AtomicU64::new(0),
     consumers_expired: AtomicU64::new(0),
+    entries_delayed: AtomicU64::new(0),
+    entries_scheduled_delivered: AtomicU64::new(0),
     streams_adopted: AtomicU64::new(0),
     streams_imported: AtomicU64::new(0),
     streams_exported: AtomicU64::new(0),
@@ -168,7 +174,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 27] = [
+        let ints: [(&str, i64); 29] = [
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -189,6 +195,8 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_dead_lettered", e(&EVENTS.entries_dead_lettered)),
             ("entries_timed_out", e(&EVENTS.entries_timed_out)),
             ("consumers_expired", e(&EVENTS.consumers_expired)),
+            ("entries_delayed", e(&EVENTS.entries_delayed)),
+            ("entries_scheduled_delivered", e(&EVENTS.entries_scheduled_delivered)),
             ("streams_adopted", e(&EVENTS.streams_adopted)),
             ("streams_imported", e(&EVENTS.streams_imported)),
             ("streams_exported", e(&EVENTS.streams_exported)),

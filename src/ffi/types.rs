@@ -202,6 +202,11 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
             let mut owned: Vec<Vec<u8>> = Vec::new();
             for e in s.range(StreamId::MIN, StreamId::MAX, false) {
                 owned.clear();
+                // Delayed delivery: `NOTBEFORE due` (from the AOF, recorded whatever the clock).
+                if let Some(due) = s.delay_of(e.id()) {
+                    owned.push(b"NOTBEFORE".to_vec());
+                    owned.push(due.to_string().into_bytes());
+                }
                 owned.push(e.id().to_bytes());
                 e.for_each_field(|f, v| {
                     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -294,6 +299,15 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
                 batch.push(id.to_bytes());
             }
             flush(&mut batch, batch_count);
+            // The schedule (delayed delivery), after the PEL: XS.GROUP SCHEDULE in batches.
+            if let Some(sch) = g.schedule() {
+                let ids: Vec<Vec<u8>> = sch.ids().map(|id| id.to_bytes()).collect();
+                for chunk in ids.chunks(NACK_BATCH) {
+                    let mut args: Vec<&[u8]> = vec![gname];
+                    args.extend(chunk.iter().map(Vec::as_slice));
+                    emit_sub(aof, c"XS.GROUP", Some(c"SCHEDULE"), key, &args);
+                }
+            }
             // The queue policy last (commands from the AOF never apply it).
             if let Some(p) = g.policy() {
                 let args = p.setpolicy_args();
@@ -402,6 +416,16 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             // SAFETY: valid digest handle.
             unsafe { api!(RedisModule_DigestEndSequence)(md) };
         }
+        // Delayed delivery: the records, only when there are some.
+        if let Some(m) = s.delayed.as_deref() {
+            add(b"delayed");
+            for (id, due) in m {
+                add(&id.to_be_bytes());
+                add(&due.to_be_bytes());
+            }
+            // SAFETY: valid digest handle.
+            unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        }
         // Groups: names, positions, PELs with owners, consumers with their PELs.
         // Seen/active times are left out: they are not replicated by the built-in
         // either (a replica or an AOF replay sets them to its own clock).
@@ -434,6 +458,14 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
                 add(b"policy");
                 for a in p.setpolicy_args() {
                     add(&a);
+                }
+            }
+            // The schedule, only when there is one.
+            if let Some(sch) = g.schedule() {
+                add(b"schedule");
+                for (due, id) in sch.iter() {
+                    add(&due.to_be_bytes());
+                    add(&id.to_be_bytes());
                 }
             }
             // SAFETY: valid digest handle.

@@ -456,7 +456,7 @@ mod tests {
         let mut s = filled(2000, limits);
         assert!(s.create_group(b"g", StreamId::MIN, 0));
         let slot = s.group_mut(b"g").unwrap().create_consumer(b"c", 0).unwrap();
-        s.read_group_new(b"g", slot, StreamId::MIN, 300, false, 5, crate::stream::LagRules::Redis7, |_, _, _| true);
+        s.read_group_new(b"g", slot, StreamId::MIN, 300, false, 5, crate::stream::LagRules::Redis7, None, |_, _, _| true);
         let mut r = crate::stream::tests::Rng::new(7);
         let ids: Vec<StreamId> = (1..=2000).filter(|_| r.below(10) < 9).map(|i| StreamId::new(i, 0)).collect();
         let out = s.delete_ex(&ids, RefPolicy::KeepRef);

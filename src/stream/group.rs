@@ -229,6 +229,8 @@ pub struct Group {
     free_slots: Vec<u32>,
     /// The reliable-queue policy (queue.rs); None for a plain group.
     pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
+    /// Delayed entries passed over and not yet served (delay.rs); None when empty.
+    pub(crate) schedule: Option<Box<super::delay::Schedule>>,
 }
 
 impl Group {
@@ -242,6 +244,7 @@ impl Group {
             slots: Vec::new(),
             free_slots: Vec::new(),
             policy: None,
+            schedule: None,
         }
     }
 
@@ -457,6 +460,9 @@ impl Group {
     /// its count reset to 1. It goes to the tail of the time list.
     pub fn deliver_new(&mut self, id: StreamId, slot: u32, now: i64) -> Nack {
         let key = id.to_be_bytes();
+        if self.schedule.is_some() {
+            self.unschedule(id);
+        }
         // The common case, a new NACK: one insertion, linked at once.
         let link = self.time.push_tail(id);
         let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot, link };
@@ -496,6 +502,10 @@ impl Group {
     pub fn claim(&mut self, id: StreamId, slot: u32, when: DeliveryTime, count: ClaimCount, create: bool) -> Option<Nack> {
         let key = id.to_be_bytes();
         if create && self.pel.get(&key).is_none() {
+            // A scheduled entry claimed with FORCE is delivered: it leaves the schedule.
+            if self.schedule.is_some() {
+                self.unschedule(id);
+            }
             self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: NIL });
         }
         let pos = match when {
@@ -524,6 +534,9 @@ impl Group {
     pub fn nack_entry(&mut self, id: StreamId, rule: NackCount, create: bool) -> bool {
         let key = id.to_be_bytes();
         if create && self.pel.get(&key).is_none() {
+            if self.schedule.is_some() {
+                self.unschedule(id);
+            }
             self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: NIL });
         }
         let Some((old, _)) = self.relocate(id, Place::Zone, |n| {
@@ -692,7 +705,8 @@ impl Group {
             + self.consumers.mem_bytes()
             + self.slots.capacity() * std::mem::size_of::<Option<Consumer>>()
             + self.free_slots.capacity() * 4
-            + self.policy.as_ref().map_or(0, |p| std::mem::size_of_val(&**p) + p.dead_letter_key().map_or(0, <[u8]>::len));
+            + self.policy.as_ref().map_or(0, |p| std::mem::size_of_val(&**p) + p.dead_letter_key().map_or(0, <[u8]>::len))
+            + self.schedule.as_ref().map_or(0, |s| s.mem_bytes());
         for c in self.slots.iter().flatten() {
             total += c.name.len() + c.pel.mem_bytes();
         }

@@ -18,6 +18,7 @@
 pub mod census;
 pub mod claim;
 pub mod compact;
+pub mod delay;
 pub mod group;
 pub mod id;
 pub mod idmp;
@@ -144,6 +145,9 @@ pub struct Stream {
     pub idmp: Option<Box<Idmp>>,
     /// Retention by age (ours, src/stream/retention.rs); None for a stream without one.
     pub max_age: Option<MaxAge>,
+    /// Delayed delivery (ours, src/stream/delay.rs): ID -> due time of the entries
+    /// added with NOTBEFORE / DELAY; None for a stream that never had one.
+    pub delayed: Option<Box<delay::DelayMap>>,
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
@@ -244,7 +248,7 @@ impl Meta {
     }
 
     /// The read counter of a group that is delivered `id` (> its last ID).
-    fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
+    pub(crate) fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
         let from = if self.rules == LagRules::Redis7 { id } else { g.last_id };
         let behind_first = self.rules == LagRules::Redis82 && g.last_id < self.first_id;
         if g.entries_read != ENTRIES_READ_INVALID && !behind_first && !self.range_has_tombstones(from, StreamId::MAX) {
@@ -326,6 +330,9 @@ impl Stream {
         }
         if let Some(m) = &self.idmp {
             total += m.mem_bytes();
+        }
+        if let Some(m) = &self.delayed {
+            total += std::mem::size_of::<delay::DelayMap>() + m.len() * (16 + 8 + 16);
         }
         total
     }
@@ -506,6 +513,9 @@ impl Stream {
             }
         }
         self.length = self.length.saturating_sub(1);
+        if self.delayed.is_some() {
+            self.forget_delay(id);
+        }
         true
     }
 
@@ -687,6 +697,9 @@ impl Stream {
         } else if deleted > 0 {
             self.first_id = self.edge_id(true, true);
         }
+        if deleted > 0 && self.delayed.is_some() {
+            self.forget_trimmed(policy == RefPolicy::Acked);
+        }
         let examined_below = match frontier {
             _ if policy == RefPolicy::KeepRef => None,
             Frontier::At(id) => Some(id),
@@ -758,9 +771,12 @@ impl Stream {
         noack: bool,
         now: i64,
         rules: LagRules,
+        mut skipped: Option<&mut Vec<StreamId>>,
         mut emit: impl FnMut(Entry<'_>, Option<Nack>, StreamId) -> bool,
     ) -> (u64, bool) {
         let meta = self.meta(rules);
+        // Delayed delivery (delay.rs): entries not due are passed over into the schedule.
+        let delayed = self.delayed.as_deref().filter(|m| skipped.is_some() && m.range(start..).next().is_some());
         let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
         let mut n = 0u64;
         let mut last_changed = false;
@@ -770,6 +786,17 @@ impl Stream {
                 g.entries_read = meta.entries_read_after(g, id);
                 g.last_id = id;
                 last_changed = true;
+            }
+            if let Some(due) = delayed.and_then(|m| m.get(&id).copied()).filter(|&d| d > now && g.nack(id).is_none()) {
+                g.schedule_entry(id, due);
+                if let Some(v) = skipped.as_deref_mut() {
+                    v.push(id);
+                    // Bounded work per read: the next read goes on from here.
+                    if v.len() >= delay::PASS_OVER_MAX {
+                        break;
+                    }
+                }
+                continue;
             }
             let nack = if noack { None } else { Some(g.deliver_new(id, slot, now)) };
             let more = emit(e, nack, g.last_id);

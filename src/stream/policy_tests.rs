@@ -173,7 +173,7 @@ fn run_seed(seed: u64, ops: usize) {
                     let mg = m.groups.get_mut(g).unwrap();
                     let start = mg.last_id.next().unwrap_or(StreamId::MAX);
                     let mut got = Vec::new();
-                    s.read_group_new(g.as_bytes(), slot, start, count, noack, 0, LagRules::Redis8, |e, _, _| {
+                    s.read_group_new(g.as_bytes(), slot, start, count, noack, 0, LagRules::Redis8, None, |e, _, _| {
                         got.push(e.id());
                         true
                     });
@@ -343,7 +343,7 @@ fn vt_trims_in_nodes_of_two() {
         }
         s.create_group(b"g", StreamId::MIN, 0);
         let slot = s.group_mut(b"g").unwrap().create_consumer(b"c", 0).unwrap();
-        s.read_group_new(b"g", slot, StreamId::new(0, 1), read, false, 0, LagRules::Redis8, |_, _, _| true);
+        s.read_group_new(b"g", slot, StreamId::new(0, 1), read, false, 0, LagRules::Redis8, None, |_, _, _| true);
         for &a in acks {
             s.group_mut(b"g").unwrap().ack(StreamId::new(a, 0));
         }

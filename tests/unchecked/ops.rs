@@ -194,14 +194,14 @@ pub fn exercise(s: &Stream, probes: &[StreamId]) -> u64 {
     for (gi, name) in names.iter().enumerate() {
         let Some(g) = t.group_mut(name) else { continue };
         let Some(slot) = g.lookup_consumer(b"c", Some(5)).or_else(|| g.create_consumer(b"c", 5)) else { continue };
-        let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 7, gi % 2 == 1, 10, LagRules::Redis7, |e, _, _| {
+        let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 7, gi % 2 == 1, 10, LagRules::Redis7, None, |e, _, _| {
             consume(&e, &mut sink);
             true
         });
         sink = sink.wrapping_add(n);
         // (COUNT-bounded, as are the PEL walks below: a point lookup scans its node,
         // so PEL size x node size is the cost for valid nodes too.)
-        let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 100, false, 11, LagRules::Redis8, |e, _, _| {
+        let (n, _) = t.read_group_new(name, slot, StreamId::MIN, 100, false, 11, LagRules::Redis8, None, |e, _, _| {
             consume(&e, &mut sink);
             true
         });
