@@ -63,6 +63,12 @@ def fill(port: int, cmd: str, key: str, n: int, start: int = 0, seed: int = 18) 
 
 def used(c: Redis) -> int:
     time.sleep(0.05)
+    # Sealed nodes are compressed by a background step: wait until nothing is queued.
+    for _ in range(600):
+        q = c.info("xstream").get("xstream_compression_queued_keys")
+        if q is None or int(q) == 0:
+            break
+        time.sleep(0.05)
     return int(c.info("memory")["used_memory"])
 
 

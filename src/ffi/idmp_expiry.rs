@@ -256,6 +256,11 @@ unsafe extern "C" fn on_event(
         if let Some(due) = due {
             register_raw(ctx, db, name, due);
         }
+        // Compression of queued nodes (pack_timer.rs): looked up by the new name when the
+        // step runs (skipped if nothing is queued there).
+        if crate::stream::compression() {
+            super::pack_timer::note(ctx, db, name);
+        }
         // Retention by age (age_timer.rs) rides on this subscription.
         if let Some(due) = age_due {
             super::age_timer::register_arrived(ctx, db, name, due);

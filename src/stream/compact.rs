@@ -393,6 +393,15 @@ mod tests {
         }
         assert_eq!(s.rax_keys(), plain.rax_keys());
         let sealed = s.rax_keys() as u64 - 1;
+        // Appends queue the nodes they seal; the background step packs them.
+        assert_eq!(s.packed_nodes(), 0);
+        assert_eq!(s.pack_queue.len() as u64, sealed);
+        let mut ticks = 0;
+        while !s.pack_queue.is_empty() {
+            s.pack_queued(4, || true);
+            ticks += 1;
+        }
+        assert_eq!(ticks, sealed.div_ceil(4));
         assert_eq!(s.packed_nodes(), sealed);
         assert!(s.mem_bytes() * 2 < plain.mem_bytes(), "{} vs {}", s.mem_bytes(), plain.mem_bytes());
         assert_eq!(dump(&s), dump(&plain));

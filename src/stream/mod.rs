@@ -147,6 +147,10 @@ pub struct Stream {
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
+    /// Sealed nodes waiting for the background step to compress them (`xstream.compression`
+    /// on: [`Stream::pack_queued`]), oldest first. Layout only: not part of the content
+    /// (digest, RDB and equality ignore it); a node gone meanwhile is skipped.
+    pub pack_queue: Vec<StreamId>,
 }
 
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0
@@ -395,10 +399,11 @@ impl Stream {
             // (The count always takes the new value: the first element of every loaded
             // node passed the listpack check, and it is an integer in a valid node.)
             if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
-                // Sealed: the node will not grow again.
+                // Sealed: the node will not grow again. Compressed later, off the append
+                // path, by the background step (src/ffi/pack_timer.rs).
                 lp.shrink_to_fit();
                 if compression() {
-                    lp.pack();
+                    self.pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));
                 }
             } else {
                 use_tail = true;
@@ -928,6 +933,35 @@ impl Stream {
             }
         }
         n
+    }
+
+    /// The background step: compresses up to `max` queued sealed nodes, oldest first, while
+    /// `more()` says the time budget allows. Nodes gone (deleted, trimmed, merged) or that
+    /// became the tail are skipped; with compression off the queue is dropped. Returns the
+    /// nodes taken off the queue.
+    pub fn pack_queued(&mut self, max: usize, mut more: impl FnMut() -> bool) -> usize {
+        if !compression() {
+            let n = self.pack_queue.len();
+            self.pack_queue = Vec::new();
+            return n;
+        }
+        let last = self.rax.seek(SeekOp::Last, &[]).next().map(|(k, _)| k.to_vec());
+        let mut taken = 0;
+        while taken < max && taken < self.pack_queue.len() && more() {
+            let k = self.pack_queue[taken].to_be_bytes();
+            taken += 1;
+            if last.as_deref() == Some(&k[..]) {
+                continue;
+            }
+            if let Some(lp) = self.rax.get_mut(&k) {
+                lp.pack();
+            }
+        }
+        self.pack_queue.drain(..taken);
+        if self.pack_queue.is_empty() {
+            self.pack_queue = Vec::new();
+        }
+        taken
     }
 
     /// Nodes stored compressed.
