@@ -387,3 +387,95 @@ fn compressed_nodes_read_as_the_builtin() {
     assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
     c.cmd(&["CONFIG", "SET", "xstream.compression", "off"]);
 }
+
+/// The codecs of `xstream.compression` (besides `off`).
+const CODECS: &[&str] = &["lz4"];
+
+fn wait_queue_empty(c: &mut Conn) {
+    let t0 = std::time::Instant::now();
+    while info_field(c, "compression_queued_keys") != 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "queued nodes never compressed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// RDB encoding 6: compressed nodes are saved compressed (with their codec tag) and loaded
+/// without recompression, through DEBUG RELOAD, DUMP / RESTORE, a replica's full sync and an
+/// AOF with an RDB preamble; the memory stays that of the compressed stream and every read is
+/// the built-in's. Loaded with compression off, they stay compressed.
+#[test]
+fn compressed_nodes_persist_compressed() {
+    for codec in CODECS {
+        let p = Server::builder()
+            .arg("--appendonly", "yes")
+            .arg("--aof-use-rdb-preamble", "yes")
+            .arg("--xstream.compression", codec)
+            .start();
+        let mut c = p.conn();
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), *codec);
+        pipeline(&mut c, &events("XS.ADD", "m", 3000, 6));
+        pipeline(&mut c, &events("XADD", "b", 3000, 6));
+        c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "10", "STREAMS", "m", ">"]);
+        wait_queue_empty(&mut c);
+        let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+        let mm = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+        assert!(mm * 10 < mb * 6, "{codec}: {mm} vs {mb}");
+        let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+        let check = |c: &mut Conn, key: &str, what: &str| {
+            assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", key]), digest, "{codec} {what}: digest");
+            assert_eq!(c.cmd(&["XS.RANGE", key, "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{codec} {what}");
+            assert_eq!(c.cmd(&["XS.REVRANGE", key, "+", "1500", "COUNT", "100"]), c.cmd(&["XREVRANGE", "b", "+", "1500", "COUNT", "100"]));
+            let m = c.cmd(&["MEMORY", "USAGE", key]).as_int();
+            // Compressed as it was (the tail node and allocator rounding aside).
+            assert!(m * 10 < mb * 6 && m * 10 < mm * 11, "{codec} {what}: {m} vs {mm} (built-in {mb})");
+        };
+        check(&mut c, "m", "written");
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        check(&mut c, "m", "DEBUG RELOAD");
+        let payload = c.cmd(&["DUMP", "m"]).as_bytes().unwrap().to_vec();
+        assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+        check(&mut c, "m2", "RESTORE");
+        c.cmd(&["DEL", "m2"]);
+        c.cmd(&["BGREWRITEAOF"]);
+        wait_persistence_idle(&mut c, Duration::from_secs(20));
+        assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), Reply::Simple("OK".into()));
+        check(&mut c, "m", "AOF with an RDB preamble");
+        // A replica with compression off: the full sync brings the nodes compressed, as saved.
+        let r = Server::builder().arg("--xstream.compression", "off").start();
+        let mut rc = r.conn();
+        rc.cmd(&["REPLICAOF", "127.0.0.1", &p.port().to_string()]);
+        let t0 = std::time::Instant::now();
+        while rc.cmd(&["DBSIZE"]).as_int() != 2 || !rc.cmd(&["INFO", "replication"]).text().contains("master_link_status:up") {
+            assert!(t0.elapsed() < Duration::from_secs(20), "replica never synced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        check(&mut rc, "m", "replica full sync");
+        // XS.EXPORT writes the built-in's format: plain listpacks.
+        assert_eq!(c.cmd(&["XS.EXPORT", "m"]), Reply::Int(3000));
+        assert_eq!(c.cmd(&["TYPE", "m"]), Reply::Simple("stream".into()));
+        assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    }
+}
+
+/// A file of encoding 4 (tests/fixtures/stream_encver4.rdb, saved by the build before
+/// encoding 6: a 100-entry stream `m` with nodes of 10 entries, a group with 7 delivered, 3-0
+/// deleted, a MAXAGE; `b` the built-in twin) loads with compression on (its sealed nodes
+/// packed at load), and saves again in encoding 6.
+#[test]
+fn encver4_fixture_loads_with_compression() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stream_encver4.rdb");
+    let mut s = Server::builder().arg("--xstream.compression", "lz4").start();
+    std::fs::copy(&fixture, s.dir().join("dump.rdb")).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    let check = |c: &mut Conn, what: &str| {
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{what}");
+        assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(99), "{what}");
+        assert_eq!(c.cmd(&["XS.PENDING", "m", "g"]).to_string(), c.cmd(&["XPENDING", "b", "g"]).to_string(), "{what}");
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("max-age"), Some(&Reply::Int(999999999999999)), "{what}");
+    };
+    check(&mut c, "encoding 4 loaded");
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    check(&mut c, "encoding 6 reloaded");
+}

@@ -122,6 +122,8 @@ pub enum LpError {
     CountMismatch { header: u16, actual: usize },
     /// The operation would make the listpack larger than MAX_BYTES.
     TooLarge { bytes: usize },
+    /// A compressed block that does not decode to the size it claims.
+    BadBlock,
 }
 
 impl std::fmt::Display for LpError {
@@ -161,6 +163,7 @@ impl std::fmt::Display for LpError {
                     "listpack header counts {header} elements but has {actual}"
                 )
             }
+            LpError::BadBlock => write!(f, "compressed listpack does not decode to its size"),
             LpError::TooLarge { bytes } => {
                 write!(
                     f,
@@ -188,9 +191,38 @@ pub struct Listpack {
     z: Option<Box<Packed>>,
 }
 
+/// How a packed listpack's bytes are compressed (the codec tag of RDB encoding 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// An LZ4 block (lz4_flex).
+    Lz4,
+}
+
+impl Codec {
+    /// The tag stored in RDB encoding 6 (0 is a plain node).
+    pub fn tag(self) -> u64 {
+        match self {
+            Codec::Lz4 => 1,
+        }
+    }
+
+    pub fn from_tag(t: u64) -> Option<Codec> {
+        match t {
+            1 => Some(Codec::Lz4),
+            _ => None,
+        }
+    }
+}
+
+/// The largest plain size a compressed block may claim, per compressed byte: LZ4's own
+/// bound (255:1). `pack` keeps a node plain rather than exceed it, so that loading can
+/// refuse a larger claim before allocating (the allocation is sized by bytes that exist).
+pub const MAX_RATIO: usize = 255;
+
 #[derive(Debug)]
 struct Packed {
-    /// LZ4 block of the listpack's bytes.
+    codec: Codec,
+    /// The compressed block of the listpack's bytes.
     data: Box<[u8]>,
     /// Bytes once decompressed.
     plain_len: usize,
@@ -202,7 +234,7 @@ impl Clone for Listpack {
     fn clone(&self) -> Self {
         // A clone starts without a cache (the fill count stays exact).
         let z = self.z.as_ref().map(|p| {
-            Box::new(Packed { data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
+            Box::new(Packed { codec: p.codec, data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
         });
         Listpack { buf: self.buf.clone(), z }
     }
@@ -250,10 +282,30 @@ fn packed_view(p: &Packed) -> &Listpack {
 /// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
 /// an empty listpack.
 fn unpack_block(p: &Packed) -> Vec<u8> {
-    let mut out = vec![0u8; p.plain_len];
-    match lz4_flex::block::decompress_into(&p.data, &mut out) {
-        Ok(n) if n == p.plain_len && validate(&out, false).is_ok() => out,
+    match decompress(p.codec, &p.data, p.plain_len) {
+        Some(out) if validate(&out, false).is_ok() => out,
         _ => EMPTY.to_vec(),
+    }
+}
+
+/// The `plain_len` bytes `data` decompresses to, or None if it does not decode to exactly
+/// that many (never panics on any input).
+fn decompress(codec: Codec, data: &[u8], plain_len: usize) -> Option<Vec<u8>> {
+    if plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
+        return None;
+    }
+    let mut out = vec![0u8; plain_len];
+    match codec {
+        Codec::Lz4 => match lz4_flex::block::decompress_into(data, &mut out) {
+            Ok(n) if n == plain_len => Some(out),
+            _ => None,
+        },
+    }
+}
+
+fn compress(codec: Codec, plain: &[u8]) -> Vec<u8> {
+    match codec {
+        Codec::Lz4 => lz4_flex::block::compress(plain),
     }
 }
 
@@ -323,20 +375,44 @@ impl Listpack {
         self.z.is_some()
     }
 
-    /// Compresses the listpack when that saves at least an eighth of it; returns whether it
-    /// is packed now. (Sealed stream nodes: the tail, which takes appends, never is.)
-    pub fn pack(&mut self) -> bool {
+    /// Compresses the listpack with `codec` when that saves at least an eighth of it; returns
+    /// whether it is packed now (a packed one stays as it is, whatever its codec). (Sealed
+    /// stream nodes: the tail, which takes appends, never is.)
+    pub fn pack(&mut self, codec: Codec) -> bool {
         if self.z.is_some() {
             return true;
         }
         let plain_len = self.buf.len();
-        let data = lz4_flex::block::compress(&self.buf);
-        if data.len() + plain_len / 8 > plain_len {
+        let data = compress(codec, &self.buf);
+        if data.len() + plain_len / 8 > plain_len || plain_len > data.len().saturating_mul(MAX_RATIO) {
             return false;
         }
-        self.z = Some(Box::new(Packed { data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
+        self.z = Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
         self.buf = EMPTY.to_vec();
         true
+    }
+
+    /// The stored form of a packed listpack: (codec, plain bytes, compressed block); None
+    /// when plain (RDB encoding 6 saves it as it is).
+    pub fn packed_parts(&self) -> Option<(Codec, usize, &[u8])> {
+        self.z.as_ref().map(|p| (p.codec, p.plain_len, &p.data[..]))
+    }
+
+    /// A packed listpack from its stored form (RDB encoding 6), checked as
+    /// [`Listpack::from_vec`] checks a plain one: the block must decompress to exactly
+    /// `plain_len` bytes that pass [`validate`] (`deep` or not) and hold an element. The
+    /// decompressed bytes are dropped: the listpack stays packed, as saved.
+    pub fn from_packed(codec: Codec, plain_len: usize, data: Vec<u8>, deep: bool) -> Result<Self, LpError> {
+        let plain = decompress(codec, &data, plain_len).ok_or(LpError::BadBlock)?;
+        validate(&plain, deep)?;
+        let lp = Listpack { buf: plain, z: None };
+        if lp.first().is_none() {
+            return Err(LpError::TooShort { len: plain_len });
+        }
+        Ok(Listpack {
+            buf: EMPTY.to_vec(),
+            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
+        })
     }
 
     /// Decompresses for good (before a mutation; public for callers that read a node they

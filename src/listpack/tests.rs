@@ -1571,7 +1571,7 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
         lp.append_int(i);
     }
     let plain = lp.clone();
-    assert!(lp.pack());
+    assert!(lp.pack(Codec::Lz4));
     assert!(lp.is_packed());
     assert!(lp.alloc_bytes() < plain.alloc_bytes() / 2, "{} vs {}", lp.alloc_bytes(), plain.alloc_bytes());
     let before = super::cache_fills();
@@ -1598,5 +1598,47 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
         x ^= x << 17;
         r.append_str(&x.to_le_bytes());
     }
-    assert!(!r.pack());
+    assert!(!r.pack(Codec::Lz4));
+}
+
+/// RDB encoding 6: a packed listpack's stored form loads back packed; any mutation of the
+/// block, of its claimed size or of its codec is refused or loads a valid listpack, never
+/// a panic, and no claim larger than MAX_RATIO per compressed byte is allocated.
+#[test]
+fn packed_parts_load_back_and_mutants_never_panic() {
+    let mut lp = Listpack::new();
+    for i in 0..300 {
+        lp.append_str(format!("{{\"user\":\"u{}\",\"page\":\"/p/{}\"}}", i % 11, i % 5).as_bytes());
+        lp.append_int(i * 37);
+    }
+    let plain = lp.clone();
+    assert!(lp.pack(Codec::Lz4));
+    let (codec, n, data) = lp.packed_parts().unwrap();
+    assert_eq!((codec, n), (Codec::Lz4, plain.bytes_len()));
+    let data = data.to_vec();
+    let back = Listpack::from_packed(codec, n, data.clone(), true).unwrap();
+    assert!(back.is_packed());
+    assert_eq!(back, plain);
+    assert_eq!(Listpack::from_packed(codec, n + 1, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, n - 1, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, usize::MAX, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, data.len() * MAX_RATIO + 17, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Codec::from_tag(0), None);
+    assert_eq!(Codec::from_tag(9), None);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut m = data.clone();
+        let i = (x as usize) % m.len();
+        m[i] ^= (x >> 32) as u8 | 1;
+        if x & 0x100 != 0 {
+            m.truncate((x >> 40) as usize % (m.len() + 1));
+        }
+        if let Ok(l) = Listpack::from_packed(codec, n, m, x & 0x200 != 0) {
+            let _ = l.iter().count();
+            assert!(l.view().first().is_some());
+        }
+    }
 }

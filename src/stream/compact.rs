@@ -218,8 +218,10 @@ impl Stream {
         let mut new = b.finish();
         // Sealed (not the last node): compressed like any sealed node.
         let last_consumed = keys[consumed - 1].to_be_bytes();
-        if super::compression() && self.rax.seek(SeekOp::Gt, &last_consumed).next().is_some() {
-            new.pack();
+        if let Some(codec) = super::codec() {
+            if self.rax.seek(SeekOp::Gt, &last_consumed).next().is_some() {
+                new.pack(codec);
+            }
         }
         let after = new.alloc_bytes();
         for &k in &keys[1..consumed] {

@@ -76,6 +76,7 @@ fn lp_invalid(e: &LpError) -> Invalid {
         LpError::MisplacedTerminator { .. } => "listpack: terminator before the end",
         LpError::CountMismatch { .. } => "listpack: header count disagrees with the elements",
         LpError::TooLarge { .. } => "listpack: too large",
+        LpError::BadBlock => "listpack: compressed block does not decode",
     })
 }
 
