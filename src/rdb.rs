@@ -86,7 +86,7 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// ```text
 /// u64 node-count
 ///   node-count × { bytes master-id (16, big endian) ;
-///                  v6: u64 codec (0 plain, 1 LZ4 block) ; [codec != 0: u64 plain-bytes] ;
+///                  v6: u64 codec (0 plain, 1 LZ4 block, 2 zstd frame) ; [codec != 0: u64 plain-bytes] ;
 ///                  bytes listpack (codec 0) or its compressed block }
 /// u64 length ; u64 entries-added
 /// u64 last-id.ms ; u64 last-id.seq

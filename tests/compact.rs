@@ -332,11 +332,54 @@ fn background_step_compresses_sealed_nodes() {
 /// read, reload, DUMP / RESTORE and XS.EXPORT gives what the built-in gives.
 #[test]
 fn compressed_nodes_read_as_the_builtin() {
+    compressed_nodes_read_as_the_builtin_with("lz4");
+}
+
+/// The same with zstd; then nodes of both codecs in one stream (the setting changed midway).
+#[test]
+fn zstd_nodes_read_as_the_builtin_and_mix_with_lz4() {
+    compressed_nodes_read_as_the_builtin_with("zstd");
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]);
+    let m = events("XS.ADD", "m", 3000, 8);
+    let b = events("XADD", "b", 3000, 8);
+    pipeline(&mut c, &m[..1500]);
+    wait_queue_empty(&mut c);
+    let lz4_half = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "zstd"]);
+    pipeline(&mut c, &m[1500..]);
+    pipeline(&mut c, &b);
+    wait_queue_empty(&mut c);
+    let mixed = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    // zstd packs the second half tighter than LZ4 packed the first.
+    assert!(mixed < lz4_half * 2, "{mixed} vs {lz4_half}");
+    let check = |c: &mut Conn| {
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+        for start in ["1", "1490", "1510", "2999"] {
+            assert_eq!(c.cmd(&["XS.RANGE", "m", start, "+", "COUNT", "100"]), c.cmd(&["XRANGE", "b", start, "+", "COUNT", "100"]));
+            assert_eq!(c.cmd(&["XS.REVRANGE", "m", start, "-", "COUNT", "100"]), c.cmd(&["XREVRANGE", "b", start, "-", "COUNT", "100"]));
+        }
+    };
+    check(&mut c);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 5 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    check(&mut c);
+    for conf in ["off", "lz4"] {
+        c.cmd(&["CONFIG", "SET", "xstream.compression", conf]);
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        check(&mut c);
+        assert!(c.cmd(&["MEMORY", "USAGE", "m"]).as_int() < mixed * 11 / 10);
+    }
+}
+
+fn compressed_nodes_read_as_the_builtin_with(codec: &str) {
     let s = Server::start();
     let mut c = s.conn();
     assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), "off");
     assert!(c.cmd(&["CONFIG", "SET", "xstream.compression", "zip"]).is_error());
-    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), codec);
     let mut rng = Rng::new(18);
     let cmds = |cmd: &str, key: &str, rng: &mut Rng| -> Vec<Vec<String>> {
         (1..=3000u64).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), event(rng, i), "v".into(), "1".into()]).collect()
@@ -389,7 +432,7 @@ fn compressed_nodes_read_as_the_builtin() {
 }
 
 /// The codecs of `xstream.compression` (besides `off`).
-const CODECS: &[&str] = &["lz4"];
+const CODECS: &[&str] = &["lz4", "zstd"];
 
 fn wait_queue_empty(c: &mut Conn) {
     let t0 = std::time::Instant::now();

@@ -29,7 +29,7 @@
 //! XS.READGROUP, XS.ACK, XS.ADD, XS.TRIM, XS.AUTOCLAIM, XS.CLAIM, XS.PENDING, XS.GROUP ...,
 //! DEBUG DIGEST-VALUE, DUMP/RESTORE) with PING answering, and still passes the invariant check.
 //!
-//! `XSTREAM_FUZZ_COMPRESSION=1` runs it with `xstream.compression lz4` and
+//! `XSTREAM_FUZZ_COMPRESSION=1` (or `=zstd`) runs it with `xstream.compression lz4` (zstd) and
 //! `xstream.compact-deleted 30` (payloads load into compressed nodes).
 //!
 //! Sizes (env): `XSTREAM_FUZZ_SCALE` (default 1: about 1,200 payloads; `make soak` uses 10),
@@ -1008,15 +1008,17 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
     // Encoding 6: compressed nodes (LZ4 blocks with their codec tag), packed by the background
     // step before the DUMP; the compression setting is restored after.
     let was = c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text();
-    c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]);
     set_node_limits(c, 0, 512, true);
-    for i in 1..=60u64 {
-        c.cmd(&["XS.ADD", "srcpacked", &format!("{i}-0"), "event", &format!("{{\"user\":\"u{}\",\"action\":\"click\",\"page\":\"/home\"}}", i % 7)]);
+    for (key, codec) in [("srcpacked", "lz4"), ("srcpackedz", "zstd")] {
+        c.cmd(&["CONFIG", "SET", "xstream.compression", codec]);
+        for i in 1..=60u64 {
+            c.cmd(&["XS.ADD", key, &format!("{i}-0"), "event", &format!("{{\"user\":\"u{}\",\"action\":\"click\",\"page\":\"/home\"}}", i % 7)]);
+        }
+        c.cmd(&["XS.GROUP", "CREATE", key, "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", key, ">"]);
+        keys.push(key.into());
+        wait_packed(c);
     }
-    c.cmd(&["XS.GROUP", "CREATE", "srcpacked", "g", "0"]);
-    c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", "srcpacked", ">"]);
-    keys.push("srcpacked".into());
-    wait_packed(c);
     c.cmd(&["CONFIG", "SET", "xstream.compression", &was]);
     set_node_limits(c, 100, 4096, true);
     if was != "off" {
@@ -1454,7 +1456,7 @@ fn parser_round_trips_and_matches_docs() {
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));
-        if name == "srcpacked" {
+        if name.starts_with("srcpacked") {
             assert!(r.iter().filter(|x| **x == Role::Block).count() >= 3, "{name}: compressed nodes saved compressed");
         }
         // Every listpack re-encodes byte for byte; every element re-encodes canonically.
@@ -1498,9 +1500,11 @@ fn structure_aware_restore_fuzz() {
     let mut c = s.conn();
     // XSTREAM_FUZZ_COMPRESSION=1: accepted payloads are loaded into compressed nodes (and
     // compacted by the traffic's deletions), so the traffic runs on packed nodes.
-    let compressed = std::env::var_os("XSTREAM_FUZZ_COMPRESSION").is_some();
-    if compressed {
-        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4", "xstream.compact-deleted", "30"]), Reply::Simple("OK".into()));
+    // (XSTREAM_FUZZ_COMPRESSION=zstd: with zstd.)
+    let compressed = std::env::var("XSTREAM_FUZZ_COMPRESSION").ok();
+    if let Some(v) = &compressed {
+        let codec = if v == "zstd" { "zstd" } else { "lz4" };
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec, "xstream.compact-deleted", "30"]), Reply::Simple("OK".into()));
     }
     let src = sources(&mut c, &mut rng);
     let ver = src[0].2;

@@ -1606,15 +1606,20 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
 /// a panic, and no claim larger than MAX_RATIO per compressed byte is allocated.
 #[test]
 fn packed_parts_load_back_and_mutants_never_panic() {
+    packed_parts_with(Codec::Lz4);
+    packed_parts_with(Codec::Zstd);
+}
+
+fn packed_parts_with(codec: Codec) {
     let mut lp = Listpack::new();
     for i in 0..300 {
         lp.append_str(format!("{{\"user\":\"u{}\",\"page\":\"/p/{}\"}}", i % 11, i % 5).as_bytes());
         lp.append_int(i * 37);
     }
     let plain = lp.clone();
-    assert!(lp.pack(Codec::Lz4));
-    let (codec, n, data) = lp.packed_parts().unwrap();
-    assert_eq!((codec, n), (Codec::Lz4, plain.bytes_len()));
+    assert!(lp.pack(codec));
+    let (c, n, data) = lp.packed_parts().unwrap();
+    assert_eq!((c, n), (codec, plain.bytes_len()));
     let data = data.to_vec();
     let back = Listpack::from_packed(codec, n, data.clone(), true).unwrap();
     assert!(back.is_packed());
@@ -1625,6 +1630,10 @@ fn packed_parts_load_back_and_mutants_never_panic() {
     assert_eq!(Listpack::from_packed(codec, data.len() * MAX_RATIO + 17, data.clone(), false).err(), Some(LpError::BadBlock));
     assert_eq!(Codec::from_tag(0), None);
     assert_eq!(Codec::from_tag(9), None);
+    assert_eq!(Codec::from_tag(codec.tag()), Some(codec));
+    // The other codec's decoder on this block: refused or valid, never a panic.
+    let other = if codec == Codec::Lz4 { Codec::Zstd } else { Codec::Lz4 };
+    let _ = Listpack::from_packed(other, n, data.clone(), true);
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..20_000 {
         x ^= x << 13;

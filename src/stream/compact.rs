@@ -369,6 +369,17 @@ mod tests {
     }
 
     #[test]
+    fn model_random_ops_with_compaction_and_zstd() {
+        crate::stream::set_codec(Some(crate::listpack::Codec::Zstd));
+        let base = seed();
+        for i in 0..10 {
+            run_model_with(base.wrapping_add(3000 + i), 600, true);
+        }
+        crate::stream::set_codec(None);
+        assert_eq!(crate::listpack::cache_fills(), 0);
+    }
+
+    #[test]
     fn model_random_ops_with_compaction_and_compression() {
         crate::stream::set_compression(true);
         let base = seed();
