@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Compression of sealed nodes (issue 18): memory and costs, on one server.
 
-  python3 bench/compression.py [--module target/release/libxstream.so] [--n 1000000] [--reps 3]
+  python3 bench/compression.py [--module target/release/libxstream.so] [--n 1000000] [--reps 3] [--codecs lz4,zstd]
 
 1. Memory: N JSON-like event entries (150-300 bytes, fixed seed 18, realistic variety:
    user, action, ts, props{page, ref, device, ms, tags}) into a built-in stream (XADD), a module
-   stream with `xstream.compression off` and one with `lz4`: used_memory deltas and ratios to the
-   built-in. Deterministic.
-2. Costs, module with compression off vs lz4, interleaved over --reps (A B B A): server time
-   per call (INFO commandstats usec_per_call) of
+   stream with `xstream.compression off` and one per codec (lz4, zstd): used_memory deltas (once the
+   background step compressed every sealed node) and ratios to the built-in. Deterministic.
+2. Costs, module with compression off vs each codec, interleaved over --reps (the order rotates):
+   server time per call (INFO commandstats usec_per_call) of
    - XS.ADD of 100,000 more entries (pipelined, 100 per batch),
    - XS.RANGE key <random existing ID> + COUNT 100 (20,000 calls, fixed seed),
-   - RDB load (DEBUG RELOAD) of the N-entry stream, against the built-in's.
+   - RDB load (DEBUG RELOAD: save + load) of each N-entry stream, against the built-in's (a
+     difference of medians of reloads of sets of streams), also with sanitize-dump-payload yes.
    The machine is shared: read the medians, and repeat.
 
 Reuses bench/xbench.py's server and RESP client.
@@ -85,6 +86,7 @@ def main() -> int:
     ap.add_argument("--module", default=os.path.join(xbench.ROOT, "target", "release", "libxstream.so"))
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--codecs", default="lz4,zstd", help="codecs to measure, comma-separated")
     a = ap.parse_args()
     srv = Server(a.module)
     srv.start()
@@ -96,7 +98,9 @@ def main() -> int:
             sizes.append(len(event(rng, i)))
         print(f"event sizes: min {min(sizes)} median {statistics.median(sizes)} max {max(sizes)} bytes")
         mem = {}
-        for arm, cmd, comp in (("builtin", "XADD", None), ("module-off", "XS.ADD", "off"), ("module-lz4", "XS.ADD", "lz4")):
+        codecs = [x for x in a.codecs.split(",") if x]
+        arms = [("builtin", "XADD", None), ("module-off", "XS.ADD", "off")] + [(f"module-{k}", "XS.ADD", k) for k in codecs]
+        for arm, cmd, comp in arms:
             if comp:
                 c.call("CONFIG", "SET", "xstream.compression", comp)
             before = used(c)
@@ -104,7 +108,7 @@ def main() -> int:
             fill(srv.port, cmd, f"mem:{arm}", a.n)
             mem[arm] = used(c) - before
             print(f"{arm:12s} {mem[arm]:>13,} B  {mem[arm] / a.n:7.1f} B/entry  fill {time.perf_counter() - t0:5.1f} s")
-        for arm in ("module-off", "module-lz4"):
+        for arm, _, comp in arms[1:]:
             print(f"memory ratio {arm} / builtin: {mem[arm] / mem['builtin']:.3f}")
 
         def reload_time() -> float:
@@ -112,11 +116,13 @@ def main() -> int:
             c.call("DEBUG", "RELOAD")
             return time.perf_counter() - t0
 
-        # Costs: XS.ADD and XS.RANGE COUNT 100 with compression off vs lz4.
-        res = {"off": {"add": [], "range": []}, "lz4": {"add": [], "range": []}}
+        # Costs: XS.ADD and XS.RANGE COUNT 100, compression off vs each codec, interleaved
+        # (the order rotates every rep).
+        comps = ["off"] + codecs
+        res = {k: {"add": [], "range": []} for k in comps}
         order = []
         for r in range(a.reps):
-            order += ["off", "lz4"] if r % 2 == 0 else ["lz4", "off"]
+            order += comps[r % len(comps):] + comps[:r % len(comps)]
         rng = random.Random(7)
         starts = [rng.randrange(1, a.n) for _ in range(20_000)]
         for k, comp in enumerate(order):
@@ -135,22 +141,39 @@ def main() -> int:
             conn.close()
             res[comp]["range"].append(usec_per_call(c, "xs.range"))
         for what in ("add", "range"):
-            off, lz4 = statistics.median(res["off"][what]), statistics.median(res["lz4"][what])
-            print(f"{what:6s} usec/call  off {off:7.2f}  lz4 {lz4:7.2f}  ratio {lz4 / off:.3f}   "
-                  f"(reps off {['%.2f' % x for x in res['off'][what]]} lz4 {['%.2f' % x for x in res['lz4'][what]]})")
+            off = statistics.median(res["off"][what])
+            for k in codecs:
+                v = statistics.median(res[k][what])
+                print(f"{what:6s} usec/call  off {off:7.2f}  {k} {v:7.2f}  ratio {v / off:.3f}   "
+                      f"(reps off {['%.2f' % x for x in res['off'][what]]} {k} {['%.2f' % x for x in res[k][what]]})")
 
-        # RDB load: DEBUG RELOAD of the built-in and the lz4 module streams together, then of the
-        # module stream alone; the built-in's share is the difference.
+        # RDB load: DEBUG RELOAD (save + load) of sets of streams; each stream's share is a
+        # difference of medians. Encoding 6 saves compressed nodes as they are.
         c.call("DEL", "mem:module-off")
-        c.call("CONFIG", "SET", "xstream.compression", "lz4")
-        both = [reload_time() for _ in range(a.reps)]
+        med = lambda: statistics.median([reload_time() for _ in range(a.reps)])
+        t_all = med()
+        shares = {}
+        rest = t_all
+        for k in reversed(codecs[1:]):
+            c.call("DEL", f"mem:module-{k}")
+            t = med()
+            shares[k] = rest - t
+            rest = t
+        first = codecs[0]
+        c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
+        t_bs = med()
+        c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
         c.call("DEL", "mem:builtin")
-        alone = [reload_time() for _ in range(a.reps)]
-        m = statistics.median(alone)
-        b = statistics.median(both) - m
-        print(f"DEBUG RELOAD  builtin ~{b:.3f} s  module-lz4 {m:.3f} s  ratio {m / b:.3f}  "
-              f"(both {['%.3f' % x for x in both]}, module alone {['%.3f' % x for x in alone]}; "
-              f"the module stream is saved plain and packed again while loading)")
+        t_first = med()
+        shares[first] = t_first
+        b = rest - t_first
+        c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
+        t_first_s = med()
+        c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
+        b_s = t_bs - t_first_s
+        for k in codecs:
+            print(f"DEBUG RELOAD  builtin ~{b:.3f} s  module-{k} ~{shares[k]:.3f} s  ratio {shares[k] / b:.3f}")
+        print(f"DEBUG RELOAD with sanitize-dump-payload yes: builtin ~{b_s:.3f} s  module-{first} {t_first_s:.3f} s  ratio {t_first_s / b_s:.3f}")
     finally:
         c.close()
         srv.stop()
