@@ -11,8 +11,8 @@
    server time per call (INFO commandstats usec_per_call) of
    - XS.ADD of 100,000 more entries (pipelined, 100 per batch),
    - XS.RANGE key <random existing ID> + COUNT 100 (20,000 calls, fixed seed),
-   - RDB load (DEBUG RELOAD: save + load) of each N-entry stream, against the built-in's (a
-     difference of medians of reloads of sets of streams), also with sanitize-dump-payload yes.
+   - RDB: SAVE and load (DEBUG RELOAD NOSAVE) of each N-entry stream alone, against the built-in's,
+     also with sanitize-dump-payload yes (default rdbcompression yes: LZF on every saved string).
    The machine is shared: read the medians, and repeat.
 
 Reuses bench/xbench.py's server and RESP client.
@@ -147,33 +147,37 @@ def main() -> int:
                 print(f"{what:6s} usec/call  off {off:7.2f}  {k} {v:7.2f}  ratio {v / off:.3f}   "
                       f"(reps off {['%.2f' % x for x in res['off'][what]]} {k} {['%.2f' % x for x in res[k][what]]})")
 
-        # RDB load: DEBUG RELOAD (save + load) of sets of streams; each stream's share is a
-        # difference of medians. Encoding 6 saves compressed nodes as they are.
-        c.call("DEL", "mem:module-off")
-        med = lambda: statistics.median([reload_time() for _ in range(a.reps)])
-        t_all = med()
-        shares = {}
-        rest = t_all
-        for k in reversed(codecs[1:]):
-            c.call("DEL", f"mem:module-{k}")
-            t = med()
-            shares[k] = rest - t
-            rest = t
-        first = codecs[0]
-        c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
-        t_bs = med()
-        c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
-        c.call("DEL", "mem:builtin")
-        t_first = med()
-        shares[first] = t_first
-        b = rest - t_first
-        c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
-        t_first_s = med()
-        c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
-        b_s = t_bs - t_first_s
+        # RDB: each stream alone in the server (refilled), SAVE then DEBUG RELOAD NOSAVE (the load
+        # alone), medians of --reps; also the load with sanitize-dump-payload yes. Encoding 6
+        # saves compressed nodes as they are and loads them without recompressing.
+        rdb = {}
+        for arm, cmd, comp in [("builtin", "XADD", None)] + [(f"module-{k}", "XS.ADD", k) for k in codecs]:
+            c.call("FLUSHALL")
+            if comp:
+                c.call("CONFIG", "SET", "xstream.compression", comp)
+            fill(srv.port, cmd, "rdb", a.n)
+            used(c)
+            sv, ld, lds = [], [], []
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                c.call("SAVE")
+                sv.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                c.call("DEBUG", "RELOAD", "NOSAVE")
+                ld.append(time.perf_counter() - t0)
+                c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
+                t0 = time.perf_counter()
+                c.call("DEBUG", "RELOAD", "NOSAVE")
+                lds.append(time.perf_counter() - t0)
+                c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
+            size = os.path.getsize(os.path.join(srv.dir, "dump.rdb"))
+            rdb[arm] = (statistics.median(sv), statistics.median(ld), statistics.median(lds), size)
+        b = rdb["builtin"]
+        print(f"RDB builtin       save {b[0]:.3f} s  load {b[1]:.3f} s  load(sanitize yes) {b[2]:.3f} s  file {b[3]:,} B")
         for k in codecs:
-            print(f"DEBUG RELOAD  builtin ~{b:.3f} s  module-{k} ~{shares[k]:.3f} s  ratio {shares[k] / b:.3f}")
-        print(f"DEBUG RELOAD with sanitize-dump-payload yes: builtin ~{b_s:.3f} s  module-{first} {t_first_s:.3f} s  ratio {t_first_s / b_s:.3f}")
+            m = rdb[f"module-{k}"]
+            print(f"RDB module-{k:5s}  save {m[0]:.3f} s  load {m[1]:.3f} s  load(sanitize yes) {m[2]:.3f} s  file {m[3]:,} B   "
+                  f"ratios: load {m[1] / b[1]:.3f}  load(sanitize yes) {m[2] / b[2]:.3f}  save+load {(m[0] + m[1]) / (b[0] + b[1]):.3f}  file {m[3] / b[3]:.3f}")
     finally:
         c.close()
         srv.stop()
