@@ -61,7 +61,7 @@ pub fn note(ctx: *mut raw::RedisModuleCtx, db: i32, key: &[u8]) {
     });
 }
 
-/// A command on key argument `key_i` of the selected DB sealed nodes.
+/// The running command sealed nodes of the stream at `key` (selected DB).
 pub fn note_ctx(c: &super::ctx::Ctx, key: &[u8]) {
     // SAFETY: valid context of the running command.
     let db = unsafe { api!(RedisModule_GetSelectedDb)(c.raw()) };

@@ -287,14 +287,19 @@ fn packed_view(p: &Packed) -> &Listpack {
     })
 }
 
-/// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
-/// an empty listpack.
+/// Decompresses a packed listpack. A block that does not decode to a listpack with a valid
+/// header and first element (never produced by `pack`; possible only in a block loaded
+/// without the check, [`Listpack::from_packed_unchecked`]) reads as [`UNDECODABLE`].
 fn unpack_block(p: &Packed) -> Vec<u8> {
     match decompress(p.codec, &p.data, p.plain_len) {
-        Some(out) if validate(&out, false).is_ok() => out,
-        _ => EMPTY.to_vec(),
+        Some(out) if validate(&out, false).is_ok() && out.get(HDR_SIZE).is_some_and(|&b| b != EOF) => out,
+        _ => UNDECODABLE.to_vec(),
     }
 }
+
+/// What an undecodable block reads as: the listpack of four integers 0 (a stream node with
+/// no entry and no master field, header-valid like any node loaded without the deep check).
+pub const UNDECODABLE: [u8; 15] = [15, 0, 0, 0, 4, 0, 0, 1, 0, 1, 0, 1, 0, 1, EOF];
 
 /// The `plain_len` bytes `data` decompresses to, or None if it does not decode to exactly
 /// that many (never panics on any input).
@@ -432,6 +437,21 @@ impl Listpack {
     /// when plain (RDB encoding 6 saves it as it is).
     pub fn packed_parts(&self) -> Option<(Codec, usize, &[u8])> {
         self.z.as_ref().map(|p| (p.codec, p.plain_len, &p.data[..]))
+    }
+
+    /// A packed listpack from its stored form without decompressing it (RDB loading under the
+    /// shallow check, as the built-in trusts its own files): only the claimed size is checked
+    /// (at least a header and an element, at most MAX_RATIO per compressed byte, so that
+    /// nothing larger than the input allows is ever allocated). A block that does not decode
+    /// to a header-valid listpack reads as [`UNDECODABLE`] when first opened.
+    pub fn from_packed_unchecked(codec: Codec, plain_len: usize, data: Vec<u8>) -> Result<Self, LpError> {
+        if plain_len < EMPTY_BYTES + 2 || plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
+            return Err(LpError::BadBlock);
+        }
+        Ok(Listpack {
+            buf: EMPTY.to_vec(),
+            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
+        })
     }
 
     /// A packed listpack from its stored form (RDB encoding 6), checked as

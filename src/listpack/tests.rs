@@ -1628,6 +1628,17 @@ fn packed_parts_with(codec: Codec) {
     assert_eq!(Listpack::from_packed(codec, n - 1, data.clone(), false).err(), Some(LpError::BadBlock));
     assert_eq!(Listpack::from_packed(codec, usize::MAX, data.clone(), false).err(), Some(LpError::BadBlock));
     assert_eq!(Listpack::from_packed(codec, data.len() * MAX_RATIO + 17, data.clone(), false).err(), Some(LpError::BadBlock));
+    // Unchecked (shallow RDB loading): taken as it is; an undecodable block reads as
+    // UNDECODABLE, itself a deep-valid listpack.
+    validate(&UNDECODABLE, true).unwrap();
+    let lazy = Listpack::from_packed_unchecked(codec, n, data.clone()).unwrap();
+    assert_eq!(lazy, plain);
+    let mut broken = data.clone();
+    broken.truncate(broken.len() / 2);
+    let lazy = Listpack::from_packed_unchecked(codec, n, broken).unwrap();
+    assert_eq!(lazy.as_bytes(), &UNDECODABLE[..]);
+    assert!(Listpack::from_packed_unchecked(codec, data.len() * MAX_RATIO + 17, data.clone()).is_err());
+    assert!(Listpack::from_packed_unchecked(codec, 3, data.clone()).is_err());
     assert_eq!(Codec::from_tag(0), None);
     assert_eq!(Codec::from_tag(9), None);
     assert_eq!(Codec::from_tag(codec.tag()), Some(codec));
@@ -1645,7 +1656,11 @@ fn packed_parts_with(codec: Codec) {
         if x & 0x100 != 0 {
             m.truncate((x >> 40) as usize % (m.len() + 1));
         }
-        if let Ok(l) = Listpack::from_packed(codec, n, m, x & 0x200 != 0) {
+        if let Ok(l) = Listpack::from_packed(codec, n, m.clone(), x & 0x200 != 0) {
+            let _ = l.iter().count();
+            assert!(l.view().first().is_some());
+        }
+        if let Ok(l) = Listpack::from_packed_unchecked(codec, n, m) {
             let _ = l.iter().count();
             assert!(l.view().first().is_some());
         }
