@@ -293,7 +293,7 @@ impl Stream {
     /// and merging neighbours that fit together. `max_nodes` (0 = no limit) bounds
     /// the nodes rewritten; nodes left as they are cost a header read.
     pub fn compact_all(&mut self, max_nodes: u64, limits: NodeLimits) -> Compacted {
-        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let keys: Vec<StreamId> = self.stored_nodes().map(|(k, _)| k).collect();
         let cap = bytes_cap(limits);
         let mut total = Compacted::default();
         // Nodes read by rebuilds, changed or not: what the limit bounds.

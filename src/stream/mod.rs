@@ -933,7 +933,7 @@ impl Stream {
     /// by hand). Returns the nodes packed.
     pub fn pack_sealed(&mut self) -> u64 {
         let Some(codec) = codec() else { return 0 };
-        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let keys: Vec<StreamId> = self.stored_nodes().map(|(k, _)| k).collect();
         let mut n = 0;
         for k in keys.iter().take(keys.len().saturating_sub(1)) {
             if let Some(lp) = self.rax.get_mut(&k.to_be_bytes()) {
