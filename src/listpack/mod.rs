@@ -411,6 +411,12 @@ impl Listpack {
         }
     }
 
+    /// A packed listpack's plain form as a new listpack, without filling the cache; None when
+    /// plain.
+    pub fn unpacked_copy(&self) -> Option<Listpack> {
+        self.z.as_ref().map(|p| Listpack { buf: unpack_block(p), z: None })
+    }
+
     /// Stored compressed?
     pub fn is_packed(&self) -> bool {
         self.z.is_some()
