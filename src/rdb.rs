@@ -357,17 +357,15 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         let lp = if codec == 0 {
             Listpack::from_vec(inp.get_bytes()?, false)
         } else {
-            // A compressed node, kept compressed. Deep: decompressed once here to be checked
-            // (and again by validate_stream). Shallow: taken as it is, as the built-in takes its
-            // own files' node bodies: its claimed size only; a block that does not decode reads
-            // as a node with no entry (listpack::UNDECODABLE), which the core reads totally.
+            // A compressed node, kept compressed, taken here with its claimed size checked
+            // only. Deep: validate_stream below decompresses every block once (a copy, dropped
+            // at once) and refuses one that does not decode to exactly its size or whose bytes
+            // break any rule. Shallow: as the built-in takes its own files' node bodies; a
+            // block that does not decode reads as a node with no entry (listpack::UNDECODABLE),
+            // which the core reads totally.
             let codec = Codec::from_tag(codec).ok_or_else(|| invalid("unknown node codec"))?;
             let plain_len = usize::try_from(inp.get_u64()?).map_err(|_| invalid("node size out of range"))?;
-            if deep {
-                Listpack::from_packed(codec, plain_len, inp.get_bytes()?, false)
-            } else {
-                Listpack::from_packed_unchecked(codec, plain_len, inp.get_bytes()?)
-            }
+            Listpack::from_packed_unchecked(codec, plain_len, inp.get_bytes()?)
         }
         .map_err(|e| LoadError::Invalid(format!("listpack: {e}")))?;
         if !lp.is_packed() && lp.first().is_none() {

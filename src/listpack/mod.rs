@@ -412,9 +412,13 @@ impl Listpack {
     }
 
     /// A packed listpack's plain form as a new listpack, without filling the cache; None when
-    /// plain.
-    pub fn unpacked_copy(&self) -> Option<Listpack> {
-        self.z.as_ref().map(|p| Listpack { buf: unpack_block(p), z: None })
+    /// plain; an error when the block does not decode to exactly its size (never produced by
+    /// `pack`: only a block loaded unchecked). The bytes are not validated here.
+    pub fn unpacked_copy(&self) -> Option<Result<Listpack, LpError>> {
+        self.z.as_ref().map(|p| match decompress(p.codec, &p.data, p.plain_len) {
+            Some(buf) => Ok(Listpack { buf, z: None }),
+            None => Err(LpError::BadBlock),
+        })
     }
 
     /// Stored compressed?

@@ -171,7 +171,7 @@ pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
     for (master_id, stored) in s.stored_nodes() {
         // A packed node is checked on a copy dropped at once (no cache filled: a deep load
         // never holds the whole stream decompressed).
-        let copy = stored.unpacked_copy();
+        let copy = stored.unpacked_copy().transpose().map_err(|e| lp_invalid(&e))?;
         let lp = copy.as_ref().unwrap_or(stored);
         let sum = validate_node(master_id, lp, prev)?;
         length += sum.live;
