@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Compression of sealed nodes (issue 18): memory and costs, on one server.
 
-  python3 bench/compression.py [--module target/release/libxstream.so] [--n 1000000] [--reps 3]
+  python3 bench/compression.py [--module target/release/libxstream.so] [--n 1000000] [--reps 3] [--codecs lz4,zstd]
 
 1. Memory: N JSON-like event entries (150-300 bytes, fixed seed 18, realistic variety:
    user, action, ts, props{page, ref, device, ms, tags}) into a built-in stream (XADD), a module
-   stream with `xstream.compression off` and one with `lz4`: used_memory deltas and ratios to the
-   built-in. Deterministic.
-2. Costs, module with compression off vs lz4, interleaved over --reps (A B B A): server time
-   per call (INFO commandstats usec_per_call) of
+   stream with `xstream.compression off` and one per codec (lz4, zstd): used_memory deltas (once the
+   background step compressed every sealed node) and ratios to the built-in. Deterministic.
+2. Costs, module with compression off vs each codec, interleaved over --reps (the order rotates):
+   server time per call (INFO commandstats usec_per_call) of
    - XS.ADD of 100,000 more entries (pipelined, 100 per batch),
    - XS.RANGE key <random existing ID> + COUNT 100 (20,000 calls, fixed seed),
-   - RDB load (DEBUG RELOAD) of the N-entry stream, against the built-in's.
+   - RDB: SAVE and load (DEBUG RELOAD NOSAVE) of each N-entry stream alone, against the built-in's,
+     also with sanitize-dump-payload yes (default rdbcompression yes: LZF on every saved string).
    The machine is shared: read the medians, and repeat.
 
 Reuses bench/xbench.py's server and RESP client.
@@ -63,6 +64,12 @@ def fill(port: int, cmd: str, key: str, n: int, start: int = 0, seed: int = 18) 
 
 def used(c: Redis) -> int:
     time.sleep(0.05)
+    # Sealed nodes are compressed by a background step: wait until nothing is queued.
+    for _ in range(600):
+        q = c.info("xstream").get("xstream_compression_queued_keys")
+        if q is None or int(q) == 0:
+            break
+        time.sleep(0.05)
     return int(c.info("memory")["used_memory"])
 
 
@@ -79,6 +86,7 @@ def main() -> int:
     ap.add_argument("--module", default=os.path.join(xbench.ROOT, "target", "release", "libxstream.so"))
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--codecs", default="lz4,zstd", help="codecs to measure, comma-separated")
     a = ap.parse_args()
     srv = Server(a.module)
     srv.start()
@@ -90,7 +98,9 @@ def main() -> int:
             sizes.append(len(event(rng, i)))
         print(f"event sizes: min {min(sizes)} median {statistics.median(sizes)} max {max(sizes)} bytes")
         mem = {}
-        for arm, cmd, comp in (("builtin", "XADD", None), ("module-off", "XS.ADD", "off"), ("module-lz4", "XS.ADD", "lz4")):
+        codecs = [x for x in a.codecs.split(",") if x]
+        arms = [("builtin", "XADD", None), ("module-off", "XS.ADD", "off")] + [(f"module-{k}", "XS.ADD", k) for k in codecs]
+        for arm, cmd, comp in arms:
             if comp:
                 c.call("CONFIG", "SET", "xstream.compression", comp)
             before = used(c)
@@ -98,7 +108,7 @@ def main() -> int:
             fill(srv.port, cmd, f"mem:{arm}", a.n)
             mem[arm] = used(c) - before
             print(f"{arm:12s} {mem[arm]:>13,} B  {mem[arm] / a.n:7.1f} B/entry  fill {time.perf_counter() - t0:5.1f} s")
-        for arm in ("module-off", "module-lz4"):
+        for arm, _, comp in arms[1:]:
             print(f"memory ratio {arm} / builtin: {mem[arm] / mem['builtin']:.3f}")
 
         def reload_time() -> float:
@@ -106,11 +116,13 @@ def main() -> int:
             c.call("DEBUG", "RELOAD")
             return time.perf_counter() - t0
 
-        # Costs: XS.ADD and XS.RANGE COUNT 100 with compression off vs lz4.
-        res = {"off": {"add": [], "range": []}, "lz4": {"add": [], "range": []}}
+        # Costs: XS.ADD and XS.RANGE COUNT 100, compression off vs each codec, interleaved
+        # (the order rotates every rep).
+        comps = ["off"] + codecs
+        res = {k: {"add": [], "range": []} for k in comps}
         order = []
         for r in range(a.reps):
-            order += ["off", "lz4"] if r % 2 == 0 else ["lz4", "off"]
+            order += comps[r % len(comps):] + comps[:r % len(comps)]
         rng = random.Random(7)
         starts = [rng.randrange(1, a.n) for _ in range(20_000)]
         for k, comp in enumerate(order):
@@ -129,22 +141,43 @@ def main() -> int:
             conn.close()
             res[comp]["range"].append(usec_per_call(c, "xs.range"))
         for what in ("add", "range"):
-            off, lz4 = statistics.median(res["off"][what]), statistics.median(res["lz4"][what])
-            print(f"{what:6s} usec/call  off {off:7.2f}  lz4 {lz4:7.2f}  ratio {lz4 / off:.3f}   "
-                  f"(reps off {['%.2f' % x for x in res['off'][what]]} lz4 {['%.2f' % x for x in res['lz4'][what]]})")
+            off = statistics.median(res["off"][what])
+            for k in codecs:
+                v = statistics.median(res[k][what])
+                print(f"{what:6s} usec/call  off {off:7.2f}  {k} {v:7.2f}  ratio {v / off:.3f}   "
+                      f"(reps off {['%.2f' % x for x in res['off'][what]]} {k} {['%.2f' % x for x in res[k][what]]})")
 
-        # RDB load: DEBUG RELOAD of the built-in and the lz4 module streams together, then of the
-        # module stream alone; the built-in's share is the difference.
-        c.call("DEL", "mem:module-off")
-        c.call("CONFIG", "SET", "xstream.compression", "lz4")
-        both = [reload_time() for _ in range(a.reps)]
-        c.call("DEL", "mem:builtin")
-        alone = [reload_time() for _ in range(a.reps)]
-        m = statistics.median(alone)
-        b = statistics.median(both) - m
-        print(f"DEBUG RELOAD  builtin ~{b:.3f} s  module-lz4 {m:.3f} s  ratio {m / b:.3f}  "
-              f"(both {['%.3f' % x for x in both]}, module alone {['%.3f' % x for x in alone]}; "
-              f"the module stream is saved plain and packed again while loading)")
+        # RDB: each stream alone in the server (refilled), SAVE then DEBUG RELOAD NOSAVE (the load
+        # alone), medians of --reps; also the load with sanitize-dump-payload yes. Encoding 6
+        # saves compressed nodes as they are and loads them without recompressing.
+        rdb = {}
+        for arm, cmd, comp in [("builtin", "XADD", None)] + [(f"module-{k}", "XS.ADD", k) for k in codecs]:
+            c.call("FLUSHALL")
+            if comp:
+                c.call("CONFIG", "SET", "xstream.compression", comp)
+            fill(srv.port, cmd, "rdb", a.n)
+            used(c)
+            sv, ld, lds = [], [], []
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                c.call("SAVE")
+                sv.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                c.call("DEBUG", "RELOAD", "NOSAVE")
+                ld.append(time.perf_counter() - t0)
+                c.call("CONFIG", "SET", "sanitize-dump-payload", "yes")
+                t0 = time.perf_counter()
+                c.call("DEBUG", "RELOAD", "NOSAVE")
+                lds.append(time.perf_counter() - t0)
+                c.call("CONFIG", "SET", "sanitize-dump-payload", "no")
+            size = os.path.getsize(os.path.join(srv.dir, "dump.rdb"))
+            rdb[arm] = (statistics.median(sv), statistics.median(ld), statistics.median(lds), size)
+        b = rdb["builtin"]
+        print(f"RDB builtin       save {b[0]:.3f} s  load {b[1]:.3f} s  load(sanitize yes) {b[2]:.3f} s  file {b[3]:,} B")
+        for k in codecs:
+            m = rdb[f"module-{k}"]
+            print(f"RDB module-{k:5s}  save {m[0]:.3f} s  load {m[1]:.3f} s  load(sanitize yes) {m[2]:.3f} s  file {m[3]:,} B   "
+                  f"ratios: load {m[1] / b[1]:.3f}  load(sanitize yes) {m[2] / b[2]:.3f}  save+load {(m[0] + m[1]) / (b[0] + b[1]):.3f}  file {m[3] / b[3]:.3f}")
     finally:
         c.close()
         srv.stop()

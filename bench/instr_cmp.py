@@ -10,6 +10,10 @@ together, so a ratio is what a client pays per command in CPU work).
 
     bench/instr_cmp.py --module A.so --module B.so [--ops 5000] [--workload NAME ...]
 
+A module may be given as `path:xstream.compression=lz4` (the server starts with that config);
+its rows then include "(no timer)": the same count less the background compression step's
+instructions (src/ffi/pack_timer.rs), i.e. what the commands themselves cost.
+
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), builtin_add (XADD, as a yardstick).
@@ -125,13 +129,30 @@ def run(r, name, ops):
     return ops
 
 
+def timer_ir(path):
+    """Instructions spent in the background compression step (inclusive), from a dump."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "pack_timer::tick" in line:
+            m = re.match(r"\s*([\d,]+)", line)
+            if m:
+                return int(m.group(1).replace(",", ""))
+    return 0
+
+
 def measure(server, module, workloads, ops):
+    # `path:xstream.compression=lz4`: the server started with that config.
+    module, _, conf = module.partition(":")
+    extra = []
+    if conf:
+        k, _, v = conf.partition("=")
+        extra = [f"--{k}", v]
     d = tempfile.mkdtemp(prefix="xstream-instr-")
     port = free_port()
     out = os.path.join(d, "callgrind.out")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                           server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
-                          "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          "--loadmodule", module, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     r = redis.Redis(port=port)
     for _ in range(600):
         try:
@@ -151,11 +172,15 @@ def measure(server, module, workloads, ops):
             time.sleep(0.5)
             files = sorted(f for f in os.listdir(d) if f.startswith("callgrind.out") and f"w-{w}" in open(os.path.join(d, f), errors="ignore").read(4000))
             total = None
+            tick = 0
             for f in files:
                 m = re.search(r"^totals:\s+(\d+)", open(os.path.join(d, f), errors="ignore").read(), re.M)
                 if m:
                     total = int(m.group(1))
+                    tick = timer_ir(os.path.join(d, f))
             res[w] = total / n if total else None
+            if conf:
+                res[w + " (no timer)"] = (total - tick) / n if total else None
     finally:
         try:
             r.shutdown(nosave=True)
@@ -182,8 +207,9 @@ def main():
     workloads = a.workload or ["add", "add5", "readack", "builtin_add"]
     results = [measure(a.server, m, workloads, a.ops) for m in a.module]
     print(f"{'workload':<12}" + "".join(f"{os.path.basename(os.path.dirname(os.path.dirname(m)))[:18]:>20}" for m in a.module) + "     B/A")
-    for w in workloads:
-        vals = [r.get(w) for r in results]
+    rows = list(workloads) + [k for k in results[-1] if k not in workloads]
+    for w in rows:
+        vals = [r.get(w, r.get(w.replace(" (no timer)", ""))) for r in results]
         ratio = f"{vals[1] / vals[0]:.4f}" if len(vals) > 1 and vals[0] and vals[1] else ""
         print(f"{w:<12}" + "".join(f"{(v or 0):>20.0f}" for v in vals) + f"   {ratio}")
 

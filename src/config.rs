@@ -83,27 +83,34 @@ pub fn compact_deleted() -> u8 {
     }
 }
 
-/// `xstream.compression`: `off` (default) or `lz4`: nodes are compressed when sealed (every
-/// node but the tail, which takes appends). Kept per thread in the core
-/// (`stream::set_compression`); configs are set on the main thread. Nodes packed before it
-/// is turned off stay packed (readable) until a write rewrites them.
+/// `xstream.compression`: `off` (default), `lz4` or `zstd`: sealed nodes (every node but the
+/// tail, which takes appends) are compressed by the background step (src/ffi/pack_timer.rs).
+/// Kept per thread in the core (`stream::set_codec`); configs are set on the main thread.
+/// Nodes packed before a change keep their codec (each node carries its own) and stay packed
+/// (readable) until a write rewrites them.
 pub struct CompressionConfig;
 
 pub static COMPRESSION_CONFIG: CompressionConfig = CompressionConfig;
 
 impl ConfigurationValue<RedisString> for CompressionConfig {
     fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        interned(if crate::stream::compression() { "lz4" } else { "off" })
+        interned(match crate::stream::codec() {
+            None => "off",
+            Some(crate::listpack::Codec::Lz4) => "lz4",
+            Some(crate::listpack::Codec::Zstd) => "zstd",
+        })
     }
 
     fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
         let s = val.to_string_lossy();
         if s.eq_ignore_ascii_case("off") {
-            crate::stream::set_compression(false);
+            crate::stream::set_codec(None);
         } else if s.eq_ignore_ascii_case("lz4") {
-            crate::stream::set_compression(true);
+            crate::stream::set_codec(Some(crate::listpack::Codec::Lz4));
+        } else if s.eq_ignore_ascii_case("zstd") {
+            crate::stream::set_codec(Some(crate::listpack::Codec::Zstd));
         } else {
-            return Err(RedisError::Str("xstream.compression must be one of off, lz4"));
+            return Err(RedisError::Str("xstream.compression must be one of off, lz4, zstd"));
         }
         Ok(())
     }

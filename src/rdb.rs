@@ -13,14 +13,14 @@
 
 #![forbid(unsafe_code)]
 
-use crate::listpack::Listpack;
+use crate::listpack::{Codec, Listpack};
 use crate::stream::validate::validate_stream;
 use crate::stream::idmp::{self, Idmp};
 use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_MAX};
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 5;
+pub const ENCVER: i32 = 6;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,12 +79,15 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
     Ok(StreamId { ms: inp.get_u64()?, seq: inp.get_u64()? })
 }
 
-/// Writes `s` in the current encoding (version 4; version 3 lacks the retention
-/// section, version 2 also the section marked v3, version 1 also the two marked v2):
+/// Writes `s` in the current encoding (version 6; version 4 lacks the codec tags,
+/// version 3 also the retention section, version 2 also the section marked v3, version 1
+/// also the two marked v2; version 5 is another branch's, not written here):
 ///
 /// ```text
 /// u64 node-count
-///   node-count × { bytes master-id (16, big endian) ; bytes listpack }
+///   node-count × { bytes master-id (16, big endian) ;
+///                  v6: u64 codec (0 plain, 1 LZ4 block, 2 zstd frame) ; [codec != 0: u64 plain-bytes] ;
+///                  bytes listpack (codec 0) or its compressed block }
 /// u64 length ; u64 entries-added
 /// u64 last-id.ms ; u64 last-id.seq
 /// u64 first-id.ms ; u64 first-id.seq
@@ -115,9 +118,20 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// ```
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
     out.put_u64(s.rax_keys() as u64);
-    for (master, lp) in s.nodes() {
+    // Packed nodes as they are (no decompression on save, no compression on load).
+    for (master, lp) in s.stored_nodes() {
         out.put_bytes(&master.to_be_bytes());
-        out.put_bytes(lp.as_bytes());
+        match lp.packed_parts() {
+            Some((codec, plain_len, data)) => {
+                out.put_u64(codec.tag());
+                out.put_u64(plain_len as u64);
+                out.put_bytes(data);
+            }
+            None => {
+                out.put_u64(0);
+                out.put_bytes(lp.as_bytes());
+            }
+        }
     }
     out.put_u64(s.length);
     out.put_u64(s.entries_added);
@@ -416,9 +430,23 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         prev = Some(master);
         // Deep: every element is checked by validate_stream below, in the same pass
         // as the node structure.
-        let lp = Listpack::from_vec(inp.get_bytes()?, false).map_err(|e| LoadError::Invalid(format!("listpack: {e}")))?;
-        if lp.first().is_none() {
-            // As rdbLoadObject (the deep check refuses it too, later).
+        let codec = if version >= 6 { inp.get_u64()? } else { 0 };
+        let lp = if codec == 0 {
+            Listpack::from_vec(inp.get_bytes()?, false)
+        } else {
+            // A compressed node, kept compressed, taken here with its claimed size checked
+            // only. Deep: validate_stream below decompresses every block once (a copy, dropped
+            // at once) and refuses one that does not decode to exactly its size or whose bytes
+            // break any rule. Shallow: as the built-in takes its own files' node bodies; a
+            // block that does not decode reads as a node with no entry (listpack::UNDECODABLE),
+            // which the core reads totally.
+            let codec = Codec::from_tag(codec).ok_or_else(|| invalid("unknown node codec"))?;
+            let plain_len = usize::try_from(inp.get_u64()?).map_err(|_| invalid("node size out of range"))?;
+            Listpack::from_packed_unchecked(codec, plain_len, inp.get_bytes()?)
+        }
+        .map_err(|e| LoadError::Invalid(format!("listpack: {e}")))?;
+        if !lp.is_packed() && lp.first().is_none() {
+            // (from_packed checked a packed one.) As rdbLoadObject (the deep check refuses it too, later).
             return Err(invalid("empty listpack inside stream"));
         }
         s.insert_node(master, lp);
@@ -497,7 +525,10 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         }
     }
     if deep {
-        validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()))?;
+        let checked = validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()));
+        // The check read packed nodes through their caches: they go.
+        s.release_caches();
+        checked?;
     }
     // After the nodes were validated: the deep check looks the records' entries up.
     if version >= 5 {
@@ -642,29 +673,50 @@ mod tests {
         assert!(load(ENCVER, &mut io, Check::Deep).unwrap().idmp.is_none());
     }
 
+    /// `s` in encoding 4: encoding 6 without the codec tags (plain nodes only).
+    /// The version-5 items of `s`: version 6 without the per-node codec tags (plain nodes).
+    fn save_v5(s: &Stream) -> Vec<VecItem> {
+        let mut io = VecIo::default();
+        save(s, &mut io);
+        let mut items = io.items;
+        for i in (0..s.rax_keys()).rev() {
+            let at = 2 + 3 * i;
+            assert_eq!(items[at], VecItem::U64(0), "node {i} is plain");
+            items.remove(at);
+        }
+        items
+    }
+
+    /// The version-4 items of `s`: version 5 without its (empty) delayed-delivery section.
+    fn save_v4(s: &Stream) -> Vec<VecItem> {
+        let mut items = save_v5(s);
+        let n = items.len();
+        assert_eq!(items[n - 2..], [VecItem::U64(0), VecItem::U64(0)], "no delayed entries");
+        items.truncate(n - 2);
+        items
+    }
+
     #[test]
     fn version_1_has_no_idmp_section_and_bad_idmp_sections_are_refused() {
         let s = sample();
-        let mut io = VecIo::default();
-        save(&s, &mut io);
+        let mut io = VecIo { items: save_v4(&s), pos: 0 };
         let items = io.items.clone();
-        // The IDMP section is the tail before v4's retention (2 items) and v5's
-        // delayed delivery (2 items when empty): 5 counters/window items, then 2 producers.
-        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 4;
+        // The IDMP section is the tail before v4's retention (2 items): 5 counters/window
+        // items, then 2 producers.
+        let at = items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
         // Version 1: the same stream without its groups (whose version-2 sections version 1
         // does not have) and without the IDMP tail loads with no IDMP state.
         let mut groupless = s.clone();
         groupless.groups = None;
-        let mut io1 = VecIo::default();
-        save(&groupless, &mut io1);
-        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 4;
+        let io1 = VecIo { items: save_v4(&groupless), pos: 0 };
+        let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
         let v1 = load(1, &mut VecIo { items: io1.items[..cut].to_vec(), pos: 0 }, Check::Deep).unwrap();
         assert!(v1.idmp.is_none());
         assert_eq!(v1.length, s.length);
         let mutate = |i: usize, v: VecItem| {
             let mut m = items.clone();
             m[i] = v;
-            load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Shallow).err()
+            load(4, &mut VecIo { items: m, pos: 0 }, Check::Shallow).err()
         };
         let bad = |m: &str| Some(LoadError::Invalid(m.into()));
         assert_eq!(mutate(at, VecItem::U64(0)), bad("IDMP window out of range"));
@@ -681,22 +733,15 @@ mod tests {
     fn version_4_retention_round_trips_and_version_3_loads_without_it() {
         let mut s = sample();
         s.max_age = Some(crate::stream::MaxAge::new(60_000, true));
-        let mut io = VecIo::default();
-        save(&s, &mut io);
-        // Version 4: version 5 without its (empty) delayed-delivery section.
-        let m5 = io.items.len();
-        assert_eq!(io.items[m5 - 2..], [VecItem::U64(0), VecItem::U64(0)]);
-        io.items.truncate(m5 - 2);
+        let mut io = VecIo { items: save_v4(&s), pos: 0 };
         let n = io.items.len();
         assert_eq!(io.items[n - 2..], [VecItem::U64(60_000), VecItem::U64(1)]);
         let t = load(4, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
         let a = t.max_age.unwrap();
         assert_eq!((a.ms, a.exact, a.indexed_due_ms), (60_000, true, 0));
         // Without retention: two zeros.
-        let mut plain = VecIo::default();
-        save(&sample(), &mut plain);
-        let m = plain.items.len() - 2;
-        plain.items.truncate(m);
+        let mut plain = VecIo { items: save_v4(&sample()), pos: 0 };
+        let m = plain.items.len();
         assert_eq!(plain.items[m - 2..], [VecItem::U64(0), VecItem::U64(0)]);
         assert!(load(4, &mut plain, Check::Deep).unwrap().max_age.is_none());
         // A version 3 payload is a version 4 one without the section.
@@ -764,8 +809,7 @@ mod tests {
         // A v2 payload is a v3 one without the per-group policy word.
         let mut s = sample();
         s.group_mut(b"g1").unwrap().set_policy(None);
-        let mut io = VecIo::default();
-        save(&s, &mut io);
+        let mut io = VecIo { items: save_v4(&s), pos: 0 };
         // Every group's policy word is a 0 just before the next group's name (or the end).
         let mut items = io.items.clone();
         // (v4's retention section, the last two items, goes first.)
@@ -837,10 +881,9 @@ mod tests {
     #[test]
     fn shallow_checks_headers_counts_and_groups_only() {
         let s = sample();
-        let mut io = VecIo::default();
-        save(&s, &mut io);
+        let mut io = VecIo { items: save_v4(&s), pos: 0 };
         let items = io.items.clone();
-        let load_with = |items: &[VecItem], check| load(ENCVER, &mut VecIo { items: items.to_vec(), pos: 0 }, check);
+        let load_with = |items: &[VecItem], check| load(4, &mut VecIo { items: items.to_vec(), pos: 0 }, check);
         let t = load_with(&items, Check::Shallow).unwrap();
         assert_eq!(dump(&s), dump(&t));
         // A node body broken after its first element: deep refuses, shallow takes it.
@@ -868,4 +911,82 @@ mod tests {
         assert!(matches!(load_with(&m, Check::Deep), Err(LoadError::Invalid(_))));
         assert_eq!(load_with(&m, Check::Shallow).map(|t| t.length), Ok(s.length + 1));
     }
+
+    #[test]
+    fn version_6_keeps_packed_nodes_packed_and_refuses_bad_blocks() {
+        crate::stream::set_compression(true);
+        let mut s = Stream::new();
+        let l = NodeLimits { entries_max: 0, bytes_max: 4096 };
+        for i in 1..=400u64 {
+            let v = format!("{{\"user\":\"u{}\",\"action\":\"click\",\"ts\":{}}}", i % 13, 1_700_000_000_000u64 + i);
+            s.append(&[b"data", v.as_bytes()], IdSpec::Explicit(StreamId::new(i, 0)), 0, l).unwrap();
+        }
+        s.pack_queued(usize::MAX, || true);
+        crate::stream::set_compression(false);
+        let packed = s.packed_nodes();
+        assert!(packed >= 3 && packed == s.rax_keys() as u64 - 1, "{packed}");
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        // Node 1: key, codec 1 (LZ4), plain size, block; the last node is plain (codec 0).
+        assert_eq!(io.items[2], VecItem::U64(1));
+        let items = io.items.clone();
+        for check in [Check::Deep, Check::Shallow] {
+            let before = crate::listpack::cache_fills();
+            let mut t = load(ENCVER, &mut VecIo { items: items.clone(), pos: 0 }, check).unwrap();
+            // Loaded without recompression, and the deep check's caches are gone; what the
+            // module does next with compression on (packing the plain sealed nodes) opens none.
+            crate::stream::set_compression(true);
+            t.pack_sealed();
+            crate::stream::set_compression(false);
+            assert_eq!(crate::listpack::cache_fills(), before);
+            assert_eq!(t.packed_nodes(), packed);
+            assert_eq!(dump(&s), dump(&t));
+            t.release_caches();
+            s.release_caches();
+            assert_eq!(crate::listpack::cache_fills(), 0);
+        }
+        let bad = |m: Vec<VecItem>| load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Deep).err();
+        let mut m = items.clone();
+        m[2] = VecItem::U64(7);
+        assert_eq!(bad(m), Some(LoadError::Invalid("unknown node codec".into())));
+        let mut m = items.clone();
+        let VecItem::U64(n) = m[3] else { panic!("plain size") };
+        m[3] = VecItem::U64(n + 1);
+        assert!(matches!(bad(m), Some(LoadError::Invalid(_))));
+        let mut m = items.clone();
+        m[3] = VecItem::U64(u64::MAX);
+        assert!(matches!(bad(m.clone()), Some(LoadError::Invalid(_))));
+        // Shallow: the block is not decompressed at load; only its claimed size is checked.
+        assert!(matches!(load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Shallow), Err(LoadError::Invalid(_))));
+        let mut m = items.clone();
+        m[3] = VecItem::U64(n + 1);
+        let mut t = load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Shallow).unwrap();
+        // The undecodable node reads as a node with no entry: the others read on.
+        let got = dump(&t);
+        assert!(got.len() < dump(&s).len() && !got.is_empty());
+        t.release_caches();
+        s.release_caches();
+        // Every byte of the first block flipped: refused or a valid stream, never a panic.
+        let VecItem::Bytes(block) = &items[4] else { panic!("block") };
+        for at in 0..block.len() {
+            let mut m = items.clone();
+            let VecItem::Bytes(b) = &mut m[4] else { panic!() };
+            b[at] ^= 0x5A;
+            for check in [Check::Deep, Check::Shallow] {
+                if let Ok(t) = load(ENCVER, &mut VecIo { items: m.clone(), pos: 0 }, check) {
+                    let _ = dump(&t);
+                    let mut t = t;
+                    // Writes too: a delete, a trim, an append.
+                    t.delete_ids(&[StreamId::new(5, 0), StreamId::new(40, 0)]);
+                    let tr = Trim { strategy: TrimStrategy::MaxLen(100), approx: false, limit: 0 };
+                    let _ = t.trim(&tr);
+                    let _ = t.append(&[b"f", b"v"], IdSpec::Auto, 1_000_000, l);
+                    let _ = dump(&t);
+                    t.release_caches();
+                }
+            }
+        }
+        assert_eq!(crate::listpack::cache_fills(), 0);
+    }
+
 }

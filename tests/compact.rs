@@ -254,15 +254,132 @@ fn event(rng: &mut Rng, i: u64) -> String {
     )
 }
 
+/// MEMORY USAGE of `key` once it is below `limit` (the background step compresses sealed
+/// nodes a few ms after they are sealed); panics after 5 s.
+fn wait_memory_below(c: &mut Conn, key: &str, limit: i64) -> i64 {
+    let t0 = std::time::Instant::now();
+    loop {
+        let m = c.cmd(&["MEMORY", "USAGE", key]).as_int();
+        if m < limit {
+            return m;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "MEMORY USAGE {key}: {m}, never below {limit}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn events(cmd: &str, key: &str, n: u64, seed: u64) -> Vec<Vec<String>> {
+    let mut rng = Rng::new(seed);
+    (1..=n).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), event(&mut rng, i)]).collect()
+}
+
+/// The background step (src/ffi/pack_timer.rs): XS.ADD does not compress the node it seals;
+/// the step does shortly after, without writes. Keys deleted, renamed, moved, swapped or
+/// flushed while their nodes are queued are skipped or followed, never a crash; the contents
+/// stay the built-in's.
+#[test]
+fn background_step_compresses_sealed_nodes() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]);
+    pipeline(&mut c, &events("XADD", "b", 3000, 5));
+    let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+    // One pipeline: the commands after the appends run before the step's first tick.
+    let mut cmds = events("XS.ADD", "s", 3000, 5);
+    cmds.push(vec!["RENAME".into(), "s".into(), "s2".into()]);
+    cmds.extend(events("XS.ADD", "d", 3000, 5));
+    cmds.push(vec!["DEL".into(), "d".into()]);
+    cmds.push(vec!["SET".into(), "d".into(), "string".into()]);
+    cmds.extend(events("XS.ADD", "w", 3000, 5));
+    cmds.push(vec!["SWAPDB".into(), "0".into(), "1".into()]);
+    cmds.extend(events("XS.ADD", "w", 3000, 5));
+    cmds.push(vec!["MOVE".into(), "w".into(), "2".into()]);
+    pipeline(&mut c, &cmds);
+    c.cmd(&["SWAPDB", "0", "1"]);
+    // db 0 again: s2, d (a string), w (the first one); db 2: the second w.
+    let ms2 = wait_memory_below(&mut c, "s2", mb * 6 / 10);
+    assert!(ms2 > 0);
+    wait_memory_below(&mut c, "w", mb * 6 / 10);
+    assert_eq!(c.cmd(&["GET", "d"]), Reply::Bulk(b"string".to_vec()));
+    for k in ["s2", "w"] {
+        assert_eq!(c.cmd(&["XS.RANGE", k, "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    }
+    c.cmd(&["SELECT", "2"]);
+    wait_memory_below(&mut c, "w", mb * 6 / 10);
+    assert_eq!(c.cmd(&["XS.LEN", "w"]), Reply::Int(3000));
+    // Flushed while queued.
+    let mut cmds = events("XS.ADD", "f", 3000, 5);
+    cmds.push(vec!["FLUSHALL".into()]);
+    cmds.extend(events("XS.ADD", "g", 3000, 5));
+    cmds.push(vec!["FLUSHDB".into()]);
+    pipeline(&mut c, &cmds);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(0));
+    // Turned off while nodes are queued: those not compressed yet stay plain (how many
+    // depends on the ticks that ran during the pipeline); reads are unchanged.
+    c.cmd(&["SELECT", "0"]);
+    let mut cmds = events("XS.ADD", "o", 3000, 5);
+    cmds.push(vec!["CONFIG".into(), "SET".into(), "xstream.compression".into(), "off".into()]);
+    pipeline(&mut c, &cmds);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd(&["XS.LEN", "o"]), Reply::Int(3000));
+    let first = c.cmd(&["XS.RANGE", "o", "-", "+", "COUNT", "1"]);
+    assert_eq!(first.as_array()[0].as_array()[0], Reply::Bulk(b"1-0".to_vec()));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
 /// `xstream.compression lz4`: sealed nodes are stored compressed; every read, deletion, group
 /// read, reload, DUMP / RESTORE and XS.EXPORT gives what the built-in gives.
 #[test]
 fn compressed_nodes_read_as_the_builtin() {
+    compressed_nodes_read_as_the_builtin_with("lz4");
+}
+
+/// The same with zstd; then nodes of both codecs in one stream (the setting changed midway).
+#[test]
+fn zstd_nodes_read_as_the_builtin_and_mix_with_lz4() {
+    compressed_nodes_read_as_the_builtin_with("zstd");
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]);
+    let m = events("XS.ADD", "m", 3000, 8);
+    let b = events("XADD", "b", 3000, 8);
+    pipeline(&mut c, &m[..1500]);
+    wait_queue_empty(&mut c);
+    let lz4_half = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "zstd"]);
+    pipeline(&mut c, &m[1500..]);
+    pipeline(&mut c, &b);
+    wait_queue_empty(&mut c);
+    let mixed = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+    // zstd packs the second half tighter than LZ4 packed the first.
+    assert!(mixed < lz4_half * 2, "{mixed} vs {lz4_half}");
+    let check = |c: &mut Conn| {
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+        for start in ["1", "1490", "1510", "2999"] {
+            assert_eq!(c.cmd(&["XS.RANGE", "m", start, "+", "COUNT", "100"]), c.cmd(&["XRANGE", "b", start, "+", "COUNT", "100"]));
+            assert_eq!(c.cmd(&["XS.REVRANGE", "m", start, "-", "COUNT", "100"]), c.cmd(&["XREVRANGE", "b", start, "-", "COUNT", "100"]));
+        }
+    };
+    check(&mut c);
+    let ids: Vec<u64> = (1..=3000).filter(|i| i % 5 == 0).collect();
+    assert_eq!(pipeline(&mut c, &dels("XS.DEL", "m", &ids)), pipeline(&mut c, &dels("XDEL", "b", &ids)));
+    check(&mut c);
+    for conf in ["off", "lz4"] {
+        c.cmd(&["CONFIG", "SET", "xstream.compression", conf]);
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        check(&mut c);
+        assert!(c.cmd(&["MEMORY", "USAGE", "m"]).as_int() < mixed * 11 / 10);
+    }
+}
+
+fn compressed_nodes_read_as_the_builtin_with(codec: &str) {
     let s = Server::start();
     let mut c = s.conn();
     assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), "off");
     assert!(c.cmd(&["CONFIG", "SET", "xstream.compression", "zip"]).is_error());
-    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), codec);
     let mut rng = Rng::new(18);
     let cmds = |cmd: &str, key: &str, rng: &mut Rng| -> Vec<Vec<String>> {
         (1..=3000u64).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), event(rng, i), "v".into(), "1".into()]).collect()
@@ -272,9 +389,9 @@ fn compressed_nodes_read_as_the_builtin() {
     let b = cmds("XADD", "b", &mut rng);
     pipeline(&mut c, &m);
     pipeline(&mut c, &b);
-    let mm = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
     let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
-    assert!(mm * 10 < mb * 6, "MEMORY USAGE {mm} vs {mb}");
+    // Sealed nodes are compressed by the background step, shortly after.
+    let mm = wait_memory_below(&mut c, "m", mb * 6 / 10);
     let check = |c: &mut Conn| {
         assert_eq!(c.cmd(&["XRANGE", "b", "-", "+"]), c.cmd(&["XS.RANGE", "m", "-", "+"]));
         for start in ["1", "777", "1500-0", "2999"] {
@@ -312,4 +429,96 @@ fn compressed_nodes_read_as_the_builtin() {
     assert!(!c.cmd(&["XS.EXPORT", "m"]).is_error());
     assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
     c.cmd(&["CONFIG", "SET", "xstream.compression", "off"]);
+}
+
+/// The codecs of `xstream.compression` (besides `off`).
+const CODECS: &[&str] = &["lz4", "zstd"];
+
+fn wait_queue_empty(c: &mut Conn) {
+    let t0 = std::time::Instant::now();
+    while info_field(c, "compression_queued_keys") != 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "queued nodes never compressed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// RDB encoding 6: compressed nodes are saved compressed (with their codec tag) and loaded
+/// without recompression, through DEBUG RELOAD, DUMP / RESTORE, a replica's full sync and an
+/// AOF with an RDB preamble; the memory stays that of the compressed stream and every read is
+/// the built-in's. Loaded with compression off, they stay compressed.
+#[test]
+fn compressed_nodes_persist_compressed() {
+    for codec in CODECS {
+        let p = Server::builder()
+            .arg("--appendonly", "yes")
+            .arg("--aof-use-rdb-preamble", "yes")
+            .arg("--xstream.compression", codec)
+            .start();
+        let mut c = p.conn();
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), *codec);
+        pipeline(&mut c, &events("XS.ADD", "m", 3000, 6));
+        pipeline(&mut c, &events("XADD", "b", 3000, 6));
+        c.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "10", "STREAMS", "m", ">"]);
+        wait_queue_empty(&mut c);
+        let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+        let mm = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+        assert!(mm * 10 < mb * 6, "{codec}: {mm} vs {mb}");
+        let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+        let check = |c: &mut Conn, key: &str, what: &str| {
+            assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", key]), digest, "{codec} {what}: digest");
+            assert_eq!(c.cmd(&["XS.RANGE", key, "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{codec} {what}");
+            assert_eq!(c.cmd(&["XS.REVRANGE", key, "+", "1500", "COUNT", "100"]), c.cmd(&["XREVRANGE", "b", "+", "1500", "COUNT", "100"]));
+            let m = c.cmd(&["MEMORY", "USAGE", key]).as_int();
+            // Compressed as it was (the tail node and allocator rounding aside).
+            assert!(m * 10 < mb * 6 && m * 10 < mm * 11, "{codec} {what}: {m} vs {mm} (built-in {mb})");
+        };
+        check(&mut c, "m", "written");
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        check(&mut c, "m", "DEBUG RELOAD");
+        let payload = c.cmd(&["DUMP", "m"]).as_bytes().unwrap().to_vec();
+        assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+        check(&mut c, "m2", "RESTORE");
+        c.cmd(&["DEL", "m2"]);
+        c.cmd(&["BGREWRITEAOF"]);
+        wait_persistence_idle(&mut c, Duration::from_secs(20));
+        assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), Reply::Simple("OK".into()));
+        check(&mut c, "m", "AOF with an RDB preamble");
+        // A replica with compression off: the full sync brings the nodes compressed, as saved.
+        let r = Server::builder().arg("--xstream.compression", "off").start();
+        let mut rc = r.conn();
+        rc.cmd(&["REPLICAOF", "127.0.0.1", &p.port().to_string()]);
+        let t0 = std::time::Instant::now();
+        while rc.cmd(&["DBSIZE"]).as_int() != 2 || !rc.cmd(&["INFO", "replication"]).text().contains("master_link_status:up") {
+            assert!(t0.elapsed() < Duration::from_secs(20), "replica never synced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        check(&mut rc, "m", "replica full sync");
+        // XS.EXPORT writes the built-in's format: plain listpacks.
+        assert_eq!(c.cmd(&["XS.EXPORT", "m"]), Reply::Int(3000));
+        assert_eq!(c.cmd(&["TYPE", "m"]), Reply::Simple("stream".into()));
+        assert_eq!(c.cmd(&["XRANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    }
+}
+
+/// A file of encoding 4 (tests/fixtures/stream_encver4.rdb, saved by the build before
+/// encoding 6: a 100-entry stream `m` with nodes of 10 entries, a group with 7 delivered, 3-0
+/// deleted, a MAXAGE; `b` the built-in twin) loads with compression on (its sealed nodes
+/// packed at load), and saves again in encoding 6.
+#[test]
+fn encver4_fixture_loads_with_compression() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stream_encver4.rdb");
+    let mut s = Server::builder().arg("--xstream.compression", "lz4").start();
+    std::fs::copy(&fixture, s.dir().join("dump.rdb")).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    let check = |c: &mut Conn, what: &str| {
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{what}");
+        assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(99), "{what}");
+        assert_eq!(c.cmd(&["XS.PENDING", "m", "g"]).to_string(), c.cmd(&["XPENDING", "b", "g"]).to_string(), "{what}");
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("max-age"), Some(&Reply::Int(999999999999999)), "{what}");
+    };
+    check(&mut c, "encoding 4 loaded");
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    check(&mut c, "encoding 6 reloaded");
 }

@@ -77,7 +77,13 @@ fn node_spans(body: &[u8]) -> Vec<(usize, usize)> {
         }
     }
     let nodes = items[0].1 as usize;
-    (0..nodes).map(|k| items[2 + 2 * k].0.expect("a node is a string")).collect()
+    // Encoding 6: key, codec tag (0: a plain listpack follows), node.
+    (0..nodes)
+        .map(|k| {
+            assert_eq!(items[2 + 3 * k].1, 0, "a plain node (compression off)");
+            items[3 + 3 * k].0.expect("a node is a string")
+        })
+        .collect()
 }
 
 const SPECIAL: &[u8] = &[0x00, 0x7F, 0x80, 0xBF, 0xC0, 0xE0, 0xEF, 0xF0, 0xF3, 0xF4, 0xF5, 0xFE, 0xFF];

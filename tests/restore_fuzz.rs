@@ -29,7 +29,7 @@
 //! XS.READGROUP, XS.ACK, XS.ADD, XS.TRIM, XS.AUTOCLAIM, XS.CLAIM, XS.PENDING, XS.GROUP ...,
 //! DEBUG DIGEST-VALUE, DUMP/RESTORE) with PING answering, and still passes the invariant check.
 //!
-//! `XSTREAM_FUZZ_COMPRESSION=1` runs it with `xstream.compression lz4` and
+//! `XSTREAM_FUZZ_COMPRESSION=1` (or `=zstd`) runs it with `xstream.compression lz4` (zstd) and
 //! `xstream.compact-deleted 30` (payloads load into compressed nodes).
 //!
 //! Sizes (env): `XSTREAM_FUZZ_SCALE` (default 1: about 1,200 payloads; `make soak` uses 10),
@@ -265,6 +265,8 @@ enum Role {
     Id16(&'static str),
     Name(&'static str),
     Listpack,
+    /// A compressed node (encoding 6, codec != 0).
+    Block,
 }
 
 fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
@@ -296,7 +298,13 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
     let nodes = u(&mut i, &mut r, Role::Count("node-count"))?;
     for _ in 0..nodes {
         s(&mut i, &mut r, Role::Id16("node-key"))?;
-        s(&mut i, &mut r, Role::Listpack)?;
+        // Encoding 6: the node's codec tag (0 plain; else its plain size and compressed block).
+        if u(&mut i, &mut r, Role::Num("node-codec"))? == 0 {
+            s(&mut i, &mut r, Role::Listpack)?;
+        } else {
+            u(&mut i, &mut r, Role::Num("node-plain-bytes"))?;
+            s(&mut i, &mut r, Role::Block)?;
+        }
     }
     for name in [
         "length",
@@ -888,6 +896,19 @@ fn bulk(r: Reply, what: &str) -> Vec<u8> {
 /// Builds varied module streams (many nodes, deleted entries, groups, consumers, PELs with
 /// several owners and delivery counts, consumers without PEL, unknown entries-read, empty
 /// streams with groups) and returns (name, DUMP body, rdb version).
+/// Waits until the background step compressed every queued node (INFO xstream).
+fn wait_packed(c: &mut Conn) {
+    let t0 = Instant::now();
+    loop {
+        let info = c.cmd(&["INFO", "xstream"]).text();
+        if info.lines().any(|l| l.trim() == "xstream_compression_queued_keys:0") {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "queued nodes never compressed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
     let mut keys = Vec::new();
     let shapes: &[(u64, u64, usize, usize)] = &[
@@ -1007,7 +1028,25 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
         c.cmd(&["XS.DEL", "srcidmp", &e.as_array()[0].text()]);
     }
     keys.push("srcidmp".into());
+    // Encoding 6: compressed nodes (LZ4 blocks with their codec tag), packed by the background
+    // step before the DUMP; the compression setting is restored after.
+    let was = c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text();
+    set_node_limits(c, 0, 512, true);
+    for (key, codec) in [("srcpacked", "lz4"), ("srcpackedz", "zstd")] {
+        c.cmd(&["CONFIG", "SET", "xstream.compression", codec]);
+        for i in 1..=60u64 {
+            c.cmd(&["XS.ADD", key, &format!("{i}-0"), "event", &format!("{{\"user\":\"u{}\",\"action\":\"click\",\"page\":\"/home\"}}", i % 7)]);
+        }
+        c.cmd(&["XS.GROUP", "CREATE", key, "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", key, ">"]);
+        keys.push(key.into());
+        wait_packed(c);
+    }
+    c.cmd(&["CONFIG", "SET", "xstream.compression", &was]);
     set_node_limits(c, 100, 4096, true);
+    if was != "off" {
+        wait_packed(c);
+    }
     keys.into_iter()
         .map(|k| {
             let p = bulk(c.cmd(&["DUMP", &k]), &format!("DUMP {k}"));
@@ -1436,10 +1475,13 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 5, "{name}: encver 5");
+        assert_eq!(f.module_id & 1023, 6, "{name}: encver 6");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));
+        if name.starts_with("srcpacked") {
+            assert!(r.iter().filter(|x| **x == Role::Block).count() >= 3, "{name}: compressed nodes saved compressed");
+        }
         // Every listpack re-encodes byte for byte; every element re-encodes canonically.
         for (it, role) in f.items.iter().zip(&r) {
             if let (Role::Listpack, Val::S(b)) = (role, &it.val) {
@@ -1481,9 +1523,11 @@ fn structure_aware_restore_fuzz() {
     let mut c = s.conn();
     // XSTREAM_FUZZ_COMPRESSION=1: accepted payloads are loaded into compressed nodes (and
     // compacted by the traffic's deletions), so the traffic runs on packed nodes.
-    let compressed = std::env::var_os("XSTREAM_FUZZ_COMPRESSION").is_some();
-    if compressed {
-        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4", "xstream.compact-deleted", "30"]), Reply::Simple("OK".into()));
+    // (XSTREAM_FUZZ_COMPRESSION=zstd: with zstd.)
+    let compressed = std::env::var("XSTREAM_FUZZ_COMPRESSION").ok();
+    if let Some(v) = &compressed {
+        let codec = if v == "zstd" { "zstd" } else { "lz4" };
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec, "xstream.compact-deleted", "30"]), Reply::Simple("OK".into()));
     }
     let src = sources(&mut c, &mut rng);
     let ver = src[0].2;

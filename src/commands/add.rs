@@ -303,8 +303,15 @@ pub fn run(c: &Ctx) -> Result<()> {
         Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
         Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
     };
+    let queued = s.pack_queue.len();
     let id = match s.append(fields, spec, c.now_ms(), config::limits()) {
-        Ok(id) => id,
+        Ok(id) => {
+            if s.pack_queue.len() > queued {
+                // A node was sealed: compressed later by the background step.
+                crate::ffi::pack_timer::note_ctx(c, c.arg(1));
+            }
+            id
+        }
         Err(AddError::IdNotGreater) => {
             return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item"))
         }

@@ -422,10 +422,14 @@ impl DeadLetters {
                     bad_type = true;
                     continue;
                 };
+                let queued = st.pack_queue.len();
                 let Ok(id) = st.append(&argv, IdSpec::Auto, c.now_ms(), crate::config::limits()) else {
                     bad_type = true;
                     continue;
                 };
+                if st.pack_queue.len() > queued {
+                    crate::ffi::pack_timer::note_ctx(c, dlq);
+                }
                 let idb = id.to_bytes();
                 let mut rep: Vec<Arg> = vec![Arg::New(dlq), Arg::New(&idb)];
                 rep.extend(argv.iter().map(|a| Arg::New(a)));

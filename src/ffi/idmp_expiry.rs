@@ -169,6 +169,11 @@ unsafe extern "C" fn on_event(
         if let Some(due) = a.idmp_due {
             register_raw(ctx, db, name, due);
         }
+        // Compression of queued nodes (pack_timer.rs): looked up by the new name when the
+        // step runs (skipped if nothing is queued there).
+        if crate::stream::compression() {
+            super::pack_timer::note(ctx, db, name);
+        }
         // Retention by age (age_timer.rs) and CONSUMERTTL (ttl_timer.rs) ride on this
         // subscription: their indexes know the key by its old name (or, for RESTORE, not
         // armed: rdb_load registered the groups without a context that may arm a timer).

@@ -10,6 +10,7 @@
 //! - `takeover`: the command filter serving the standard names.
 //! - `host`: which server the module runs in (for `xstream.compat host`).
 //! - `adopt`: built-in streams become ours in takeover mode (end of loading, on the fly).
+//! - `pack_timer`: compression of sealed nodes off the append path (one timer, bounded work per tick).
 //! - `age_timer`: the primary's retention by age of idle streams (MAXAGE; index by due time, one timer).
 //! - `idmp_expiry`: the primary's time-driven IDMP expiry (index by due time, one timer).
 //! - `loading`: what `rdb_load` checks (`sanitize-dump-payload`, RESTORE always deep); the loading event.
@@ -26,6 +27,7 @@ pub mod host;
 pub mod idmp_expiry;
 pub mod age_timer;
 pub mod loading;
+pub mod pack_timer;
 pub mod register;
 pub mod stats;
 pub mod takeover;

@@ -174,7 +174,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("reply_level", crate::config::level().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
-        let ints: [(&str, i64); 29] = [
+        let ints: &[(&str, i64)] = &[
             ("streams", t(&TOTALS.streams)),
             ("entries", t(&TOTALS.entries)),
             ("nodes", t(&TOTALS.nodes)),
@@ -204,6 +204,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("nodes_compacted", e(&EVENTS.nodes_compacted)),
             ("nodes_merged", e(&EVENTS.nodes_merged)),
             ("compacted_bytes_freed", e(&EVENTS.compacted_bytes_freed)),
+            ("compression_queued_keys", super::pack_timer::queued_keys() as i64),
         ];
         // SAFETY: ctx is the INFO context Redis passed to this callback; a NULL section name
         // is the module's own section (`# xstream`).
@@ -213,7 +214,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             // SAFETY: as above; the strings outlive the call (Redis copies them).
             unsafe { super::api!(RedisModule_InfoAddFieldCString)(ctx, n.as_ptr(), v.as_ptr()) };
         }
-        for (name, value) in ints {
+        for &(name, value) in ints {
             let n = cstring(name);
             // SAFETY: as above.
             unsafe { super::api!(RedisModule_InfoAddFieldLongLong)(ctx, n.as_ptr(), value) };

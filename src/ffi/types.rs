@@ -144,7 +144,6 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
         // SAFETY: Redis passes a value of our type.
         if let Some(s) = unsafe { value.cast::<Stream>().as_mut() } {
             rdb::save(s, &mut IoOut(rdb));
-            // Packed nodes were decompressed to be written out (the RDB holds plain nodes).
             s.release_caches();
         }
     })

@@ -122,6 +122,8 @@ pub enum LpError {
     CountMismatch { header: u16, actual: usize },
     /// The operation would make the listpack larger than MAX_BYTES.
     TooLarge { bytes: usize },
+    /// A compressed block that does not decode to the size it claims.
+    BadBlock,
 }
 
 impl std::fmt::Display for LpError {
@@ -161,6 +163,7 @@ impl std::fmt::Display for LpError {
                     "listpack header counts {header} elements but has {actual}"
                 )
             }
+            LpError::BadBlock => write!(f, "compressed listpack does not decode to its size"),
             LpError::TooLarge { bytes } => {
                 write!(
                     f,
@@ -188,9 +191,46 @@ pub struct Listpack {
     z: Option<Box<Packed>>,
 }
 
+/// How a packed listpack's bytes are compressed (the codec tag of RDB encoding 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// An LZ4 block (lz4_flex).
+    Lz4,
+    /// A zstd frame (libzstd, level ZSTD_LEVEL), with its content size.
+    Zstd,
+}
+
+/// The zstd level nodes are compressed at (the library's default: on the benchmark's 4 KB
+/// nodes, level 1 gives nearly the same ratio and level 6 2% better at twice the time).
+pub const ZSTD_LEVEL: i32 = 3;
+
+impl Codec {
+    /// The tag stored in RDB encoding 6 (0 is a plain node).
+    pub fn tag(self) -> u64 {
+        match self {
+            Codec::Lz4 => 1,
+            Codec::Zstd => 2,
+        }
+    }
+
+    pub fn from_tag(t: u64) -> Option<Codec> {
+        match t {
+            1 => Some(Codec::Lz4),
+            2 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// The largest plain size a compressed block may claim, per compressed byte: LZ4's own
+/// bound (255:1). `pack` keeps a node plain rather than exceed it, so that loading can
+/// refuse a larger claim before allocating (the allocation is sized by bytes that exist).
+pub const MAX_RATIO: usize = 255;
+
 #[derive(Debug)]
 struct Packed {
-    /// LZ4 block of the listpack's bytes.
+    codec: Codec,
+    /// The compressed block of the listpack's bytes.
     data: Box<[u8]>,
     /// Bytes once decompressed.
     plain_len: usize,
@@ -202,7 +242,7 @@ impl Clone for Listpack {
     fn clone(&self) -> Self {
         // A clone starts without a cache (the fill count stays exact).
         let z = self.z.as_ref().map(|p| {
-            Box::new(Packed { data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
+            Box::new(Packed { codec: p.codec, data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
         });
         Listpack { buf: self.buf.clone(), z }
     }
@@ -247,13 +287,66 @@ fn packed_view(p: &Packed) -> &Listpack {
     })
 }
 
-/// Decompresses a packed listpack; an undecodable block (never produced by `pack`) reads as
-/// an empty listpack.
+/// Decompresses a packed listpack. A block that does not decode to a listpack with a valid
+/// header and first element (never produced by `pack`; possible only in a block loaded
+/// without the check, [`Listpack::from_packed_unchecked`]) reads as [`UNDECODABLE`].
 fn unpack_block(p: &Packed) -> Vec<u8> {
-    let mut out = vec![0u8; p.plain_len];
-    match lz4_flex::block::decompress_into(&p.data, &mut out) {
-        Ok(n) if n == p.plain_len && validate(&out, false).is_ok() => out,
-        _ => EMPTY.to_vec(),
+    match decompress(p.codec, &p.data, p.plain_len) {
+        Some(out) if validate(&out, false).is_ok() && out.get(HDR_SIZE).is_some_and(|&b| b != EOF) => out,
+        _ => UNDECODABLE.to_vec(),
+    }
+}
+
+/// What an undecodable block reads as: the listpack of four integers 0 (a stream node with
+/// no entry and no master field, header-valid like any node loaded without the deep check).
+pub const UNDECODABLE: [u8; 15] = [15, 0, 0, 0, 4, 0, 0, 1, 0, 1, 0, 1, 0, 1, EOF];
+
+/// The `plain_len` bytes `data` decompresses to, or None if it does not decode to exactly
+/// that many (never panics on any input).
+fn decompress(codec: Codec, data: &[u8], plain_len: usize) -> Option<Vec<u8>> {
+    if plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
+        return None;
+    }
+    let mut out = vec![0u8; plain_len];
+    match codec {
+        Codec::Lz4 => match lz4_flex::block::decompress_into(data, &mut out) {
+            Ok(n) if n == plain_len => Some(out),
+            _ => None,
+        },
+        Codec::Zstd => ZSTD.with(|z| {
+            let mut z = z.borrow_mut();
+            let d = match &mut z.1 {
+                Some(d) => d,
+                slot => slot.insert(zstd::bulk::Decompressor::new().ok()?),
+            };
+            // Fails (never writes past `out`) on a frame that decodes to more bytes.
+            match d.decompress_to_buffer(data, &mut out[..]) {
+                Ok(n) if n == plain_len => Some(out),
+                _ => None,
+            }
+        }),
+    }
+}
+
+thread_local! {
+    /// zstd contexts, made once per thread and reused (a context per call would cost an
+    /// allocation of ~100 KB each time).
+    static ZSTD: std::cell::RefCell<(Option<zstd::bulk::Compressor<'static>>, Option<zstd::bulk::Decompressor<'static>>)> =
+        const { std::cell::RefCell::new((None, None)) };
+}
+
+/// The compressed form of `plain`; None if the codec failed (the node then stays plain).
+fn compress(codec: Codec, plain: &[u8]) -> Option<Vec<u8>> {
+    match codec {
+        Codec::Lz4 => Some(lz4_flex::block::compress(plain)),
+        Codec::Zstd => ZSTD.with(|z| {
+            let mut z = z.borrow_mut();
+            let c = match &mut z.0 {
+                Some(c) => c,
+                slot => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).ok()?),
+            };
+            c.compress(plain).ok()
+        }),
     }
 }
 
@@ -318,25 +411,74 @@ impl Listpack {
         }
     }
 
+    /// A packed listpack's plain form as a new listpack, without filling the cache; None when
+    /// plain; an error when the block does not decode to exactly its size (never produced by
+    /// `pack`: only a block loaded unchecked). The bytes are not validated here.
+    pub fn unpacked_copy(&self) -> Option<Result<Listpack, LpError>> {
+        self.z.as_ref().map(|p| match decompress(p.codec, &p.data, p.plain_len) {
+            Some(buf) => Ok(Listpack { buf, z: None }),
+            None => Err(LpError::BadBlock),
+        })
+    }
+
     /// Stored compressed?
     pub fn is_packed(&self) -> bool {
         self.z.is_some()
     }
 
-    /// Compresses the listpack when that saves at least an eighth of it; returns whether it
-    /// is packed now. (Sealed stream nodes: the tail, which takes appends, never is.)
-    pub fn pack(&mut self) -> bool {
+    /// Compresses the listpack with `codec` when that saves at least an eighth of it; returns
+    /// whether it is packed now (a packed one stays as it is, whatever its codec). (Sealed
+    /// stream nodes: the tail, which takes appends, never is.)
+    pub fn pack(&mut self, codec: Codec) -> bool {
         if self.z.is_some() {
             return true;
         }
         let plain_len = self.buf.len();
-        let data = lz4_flex::block::compress(&self.buf);
-        if data.len() + plain_len / 8 > plain_len {
+        let Some(data) = compress(codec, &self.buf) else { return false };
+        if data.len() + plain_len / 8 > plain_len || plain_len > data.len().saturating_mul(MAX_RATIO) {
             return false;
         }
-        self.z = Some(Box::new(Packed { data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
+        self.z = Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
         self.buf = EMPTY.to_vec();
         true
+    }
+
+    /// The stored form of a packed listpack: (codec, plain bytes, compressed block); None
+    /// when plain (RDB encoding 6 saves it as it is).
+    pub fn packed_parts(&self) -> Option<(Codec, usize, &[u8])> {
+        self.z.as_ref().map(|p| (p.codec, p.plain_len, &p.data[..]))
+    }
+
+    /// A packed listpack from its stored form without decompressing it (RDB loading under the
+    /// shallow check, as the built-in trusts its own files): only the claimed size is checked
+    /// (at least a header and an element, at most MAX_RATIO per compressed byte, so that
+    /// nothing larger than the input allows is ever allocated). A block that does not decode
+    /// to a header-valid listpack reads as [`UNDECODABLE`] when first opened.
+    pub fn from_packed_unchecked(codec: Codec, plain_len: usize, data: Vec<u8>) -> Result<Self, LpError> {
+        if plain_len < EMPTY_BYTES + 2 || plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
+            return Err(LpError::BadBlock);
+        }
+        Ok(Listpack {
+            buf: EMPTY.to_vec(),
+            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
+        })
+    }
+
+    /// A packed listpack from its stored form (RDB encoding 6), checked as
+    /// [`Listpack::from_vec`] checks a plain one: the block must decompress to exactly
+    /// `plain_len` bytes that pass [`validate`] (`deep` or not) and hold an element. The
+    /// decompressed bytes are dropped: the listpack stays packed, as saved.
+    pub fn from_packed(codec: Codec, plain_len: usize, data: Vec<u8>, deep: bool) -> Result<Self, LpError> {
+        let plain = decompress(codec, &data, plain_len).ok_or(LpError::BadBlock)?;
+        validate(&plain, deep)?;
+        let lp = Listpack { buf: plain, z: None };
+        if lp.first().is_none() {
+            return Err(LpError::TooShort { len: plain_len });
+        }
+        Ok(Listpack {
+            buf: EMPTY.to_vec(),
+            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
+        })
     }
 
     /// Decompresses for good (before a mutation; public for callers that read a node they

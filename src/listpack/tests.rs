@@ -1571,7 +1571,7 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
         lp.append_int(i);
     }
     let plain = lp.clone();
-    assert!(lp.pack());
+    assert!(lp.pack(Codec::Lz4));
     assert!(lp.is_packed());
     assert!(lp.alloc_bytes() < plain.alloc_bytes() / 2, "{} vs {}", lp.alloc_bytes(), plain.alloc_bytes());
     let before = super::cache_fills();
@@ -1598,5 +1598,71 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
         x ^= x << 17;
         r.append_str(&x.to_le_bytes());
     }
-    assert!(!r.pack());
+    assert!(!r.pack(Codec::Lz4));
+}
+
+/// RDB encoding 6: a packed listpack's stored form loads back packed; any mutation of the
+/// block, of its claimed size or of its codec is refused or loads a valid listpack, never
+/// a panic, and no claim larger than MAX_RATIO per compressed byte is allocated.
+#[test]
+fn packed_parts_load_back_and_mutants_never_panic() {
+    packed_parts_with(Codec::Lz4);
+    packed_parts_with(Codec::Zstd);
+}
+
+fn packed_parts_with(codec: Codec) {
+    let mut lp = Listpack::new();
+    for i in 0..300 {
+        lp.append_str(format!("{{\"user\":\"u{}\",\"page\":\"/p/{}\"}}", i % 11, i % 5).as_bytes());
+        lp.append_int(i * 37);
+    }
+    let plain = lp.clone();
+    assert!(lp.pack(codec));
+    let (c, n, data) = lp.packed_parts().unwrap();
+    assert_eq!((c, n), (codec, plain.bytes_len()));
+    let data = data.to_vec();
+    let back = Listpack::from_packed(codec, n, data.clone(), true).unwrap();
+    assert!(back.is_packed());
+    assert_eq!(back, plain);
+    assert_eq!(Listpack::from_packed(codec, n + 1, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, n - 1, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, usize::MAX, data.clone(), false).err(), Some(LpError::BadBlock));
+    assert_eq!(Listpack::from_packed(codec, data.len() * MAX_RATIO + 17, data.clone(), false).err(), Some(LpError::BadBlock));
+    // Unchecked (shallow RDB loading): taken as it is; an undecodable block reads as
+    // UNDECODABLE, itself a deep-valid listpack.
+    validate(&UNDECODABLE, true).unwrap();
+    let lazy = Listpack::from_packed_unchecked(codec, n, data.clone()).unwrap();
+    assert_eq!(lazy, plain);
+    let mut broken = data.clone();
+    broken.truncate(broken.len() / 2);
+    let lazy = Listpack::from_packed_unchecked(codec, n, broken).unwrap();
+    assert_eq!(lazy.as_bytes(), &UNDECODABLE[..]);
+    assert!(Listpack::from_packed_unchecked(codec, data.len() * MAX_RATIO + 17, data.clone()).is_err());
+    assert!(Listpack::from_packed_unchecked(codec, 3, data.clone()).is_err());
+    assert_eq!(Codec::from_tag(0), None);
+    assert_eq!(Codec::from_tag(9), None);
+    assert_eq!(Codec::from_tag(codec.tag()), Some(codec));
+    // The other codec's decoder on this block: refused or valid, never a panic.
+    let other = if codec == Codec::Lz4 { Codec::Zstd } else { Codec::Lz4 };
+    let _ = Listpack::from_packed(other, n, data.clone(), true);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut m = data.clone();
+        let i = (x as usize) % m.len();
+        m[i] ^= (x >> 32) as u8 | 1;
+        if x & 0x100 != 0 {
+            m.truncate((x >> 40) as usize % (m.len() + 1));
+        }
+        if let Ok(l) = Listpack::from_packed(codec, n, m.clone(), x & 0x200 != 0) {
+            let _ = l.iter().count();
+            assert!(l.view().first().is_some());
+        }
+        if let Ok(l) = Listpack::from_packed_unchecked(codec, n, m) {
+            let _ = l.iter().count();
+            assert!(l.view().first().is_some());
+        }
+    }
 }

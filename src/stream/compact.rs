@@ -218,8 +218,10 @@ impl Stream {
         let mut new = b.finish();
         // Sealed (not the last node): compressed like any sealed node.
         let last_consumed = keys[consumed - 1].to_be_bytes();
-        if super::compression() && self.rax.seek(SeekOp::Gt, &last_consumed).next().is_some() {
-            new.pack();
+        if let Some(codec) = super::codec() {
+            if self.rax.seek(SeekOp::Gt, &last_consumed).next().is_some() {
+                new.pack(codec);
+            }
         }
         let after = new.alloc_bytes();
         for &k in &keys[1..consumed] {
@@ -291,7 +293,7 @@ impl Stream {
     /// and merging neighbours that fit together. `max_nodes` (0 = no limit) bounds
     /// the nodes rewritten; nodes left as they are cost a header read.
     pub fn compact_all(&mut self, max_nodes: u64, limits: NodeLimits) -> Compacted {
-        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let keys: Vec<StreamId> = self.stored_nodes().map(|(k, _)| k).collect();
         let cap = bytes_cap(limits);
         let mut total = Compacted::default();
         // Nodes read by rebuilds, changed or not: what the limit bounds.
@@ -367,6 +369,17 @@ mod tests {
     }
 
     #[test]
+    fn model_random_ops_with_compaction_and_zstd() {
+        crate::stream::set_codec(Some(crate::listpack::Codec::Zstd));
+        let base = seed();
+        for i in 0..10 {
+            run_model_with(base.wrapping_add(3000 + i), 600, true);
+        }
+        crate::stream::set_codec(None);
+        assert_eq!(crate::listpack::cache_fills(), 0);
+    }
+
+    #[test]
     fn model_random_ops_with_compaction_and_compression() {
         crate::stream::set_compression(true);
         let base = seed();
@@ -393,6 +406,15 @@ mod tests {
         }
         assert_eq!(s.rax_keys(), plain.rax_keys());
         let sealed = s.rax_keys() as u64 - 1;
+        // Appends queue the nodes they seal; the background step packs them.
+        assert_eq!(s.packed_nodes(), 0);
+        assert_eq!(s.pack_queue.len() as u64, sealed);
+        let mut ticks = 0;
+        while !s.pack_queue.is_empty() {
+            s.pack_queued(4, || true);
+            ticks += 1;
+        }
+        assert_eq!(ticks, sealed.div_ceil(4));
         assert_eq!(s.packed_nodes(), sealed);
         assert!(s.mem_bytes() * 2 < plain.mem_bytes(), "{} vs {}", s.mem_bytes(), plain.mem_bytes());
         assert_eq!(dump(&s), dump(&plain));

@@ -37,7 +37,7 @@ pub use retention::MaxAge;
 pub use policy::{DelOutcome, RefPolicy};
 
 
-use crate::listpack::{Listpack, Value};
+use crate::listpack::{Codec, Listpack, Value};
 use crate::rax::{Rax, SeekOp};
 use node::{Master, EntryPos, FLAG_DELETED, FLAG_SAMEFIELDS};
 
@@ -151,6 +151,10 @@ pub struct Stream {
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
+    /// Sealed nodes waiting for the background step to compress them (`xstream.compression`
+    /// on: [`Stream::pack_queued`]), oldest first. Layout only: not part of the content
+    /// (digest, RDB and equality ignore it); a node gone meanwhile is skipped.
+    pub pack_queue: Vec<StreamId>,
 }
 
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0
@@ -306,7 +310,7 @@ impl Stream {
 
     /// The nodes in order, as (master ID, listpack): for persistence and digests.
     pub fn nodes(&self) -> NodeIter<'_> {
-        NodeIter { it: self.rax.iter() }
+        NodeIter { it: self.rax.iter(), stored: false }
     }
 
     /// Inserts a node as is (loading). The caller validates first.
@@ -402,10 +406,11 @@ impl Stream {
             // (The count always takes the new value: the first element of every loaded
             // node passed the listpack check, and it is an integer in a valid node.)
             if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
-                // Sealed: the node will not grow again.
+                // Sealed: the node will not grow again. Compressed later, off the append
+                // path, by the background step (src/ffi/pack_timer.rs).
                 lp.shrink_to_fit();
                 if compression() {
-                    lp.pack();
+                    self.pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));
                 }
             } else {
                 use_tail = true;
@@ -509,7 +514,7 @@ impl Stream {
         } else {
             node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
             if was_packed {
-                lp.pack();
+                lp.pack(codec().unwrap_or(Codec::Lz4));
             }
         }
         self.length = self.length.saturating_sub(1);
@@ -661,7 +666,7 @@ impl Stream {
             let left = entries.wrapping_sub(deleted_from_lp);
             node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
             if was_packed && left != 0 {
-                lp.pack();
+                lp.pack(codec().unwrap_or(Codec::Lz4));
             }
             if policy == RefPolicy::KeepRef {
                 break;
@@ -888,7 +893,7 @@ const TOUCHED_MAX: usize = 256;
 
 thread_local! {
     /// Whether nodes are compressed when sealed (set from the module config).
-    static COMPRESSION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static COMPRESSION: std::cell::Cell<Option<Codec>> = const { std::cell::Cell::new(None) };
     /// Packed nodes a reader decompressed: (tree address, node key), released by
     /// [`Stream::release_caches`] when the command is done with the stream.
     static TOUCHED: std::cell::RefCell<Vec<(usize, [u8; 16])>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -896,11 +901,20 @@ thread_local! {
 
 /// Compress sealed nodes from now on (this thread: the server's main thread).
 pub fn set_compression(on: bool) {
-    COMPRESSION.with(|c| c.set(on));
+    set_codec(if on { Some(Codec::Lz4) } else { None });
+}
+
+/// The codec sealed nodes are compressed with from now on (None: off).
+pub fn set_codec(c: Option<Codec>) {
+    COMPRESSION.with(|x| x.set(c));
+}
+
+pub fn codec() -> Option<Codec> {
+    COMPRESSION.with(|c| c.get())
 }
 
 pub fn compression() -> bool {
-    COMPRESSION.with(|c| c.get())
+    codec().is_some()
 }
 
 /// Remembers that a packed node of the tree at `owner` is being read.
@@ -945,16 +959,51 @@ impl Stream {
     /// Compresses every node but the last (after loading, or when turning compression on
     /// by hand). Returns the nodes packed.
     pub fn pack_sealed(&mut self) -> u64 {
-        let keys: Vec<StreamId> = self.nodes().map(|(k, _)| k).collect();
+        let Some(codec) = codec() else { return 0 };
+        let keys: Vec<StreamId> = self.stored_nodes().map(|(k, _)| k).collect();
         let mut n = 0;
         for k in keys.iter().take(keys.len().saturating_sub(1)) {
             if let Some(lp) = self.rax.get_mut(&k.to_be_bytes()) {
-                if !lp.is_packed() && lp.pack() {
+                if !lp.is_packed() && lp.pack(codec) {
                     n += 1;
                 }
             }
         }
         n
+    }
+
+    /// The background step: compresses up to `max` queued sealed nodes, oldest first, while
+    /// `more()` says the time budget allows. Nodes gone (deleted, trimmed, merged) or that
+    /// became the tail are skipped; with compression off the queue is dropped. Returns the
+    /// nodes taken off the queue.
+    pub fn pack_queued(&mut self, max: usize, mut more: impl FnMut() -> bool) -> usize {
+        let Some(codec) = codec() else {
+            let n = self.pack_queue.len();
+            self.pack_queue = Vec::new();
+            return n;
+        };
+        let last = self.rax.seek(SeekOp::Last, &[]).next().map(|(k, _)| k.to_vec());
+        let mut taken = 0;
+        while taken < max && taken < self.pack_queue.len() && more() {
+            let k = self.pack_queue[taken].to_be_bytes();
+            taken += 1;
+            if last.as_deref() == Some(&k[..]) {
+                continue;
+            }
+            if let Some(lp) = self.rax.get_mut(&k) {
+                lp.pack(codec);
+            }
+        }
+        self.pack_queue.drain(..taken);
+        if self.pack_queue.is_empty() {
+            self.pack_queue = Vec::new();
+        }
+        taken
+    }
+
+    /// Nodes as stored (packed ones not decompressed): what RDB encoding 6 saves.
+    pub fn stored_nodes(&self) -> NodeIter<'_> {
+        NodeIter { it: self.rax.iter(), stored: true }
     }
 
     /// Nodes stored compressed.
@@ -966,13 +1015,15 @@ impl Stream {
 /// Iterator over nodes: (master ID, listpack).
 pub struct NodeIter<'a> {
     it: crate::rax::Iter<'a, Listpack>,
+    /// Packed nodes as stored (not decompressed).
+    stored: bool,
 }
 
 impl<'a> Iterator for NodeIter<'a> {
     type Item = (StreamId, &'a Listpack);
     fn next(&mut self) -> Option<Self::Item> {
         let (k, lp) = self.it.next()?;
-        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), lp.view()))
+        Some((StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN), if self.stored { lp } else { lp.view() }))
     }
 }
 

@@ -238,6 +238,8 @@ pub(crate) fn run_model_with(seed: u64, ops: usize, compact: bool) {
         }
         check(&s, &m);
         if compression() {
+            // The background step, between commands.
+            s.pack_queued(3, || true);
             // What the module does when a command is done with the key.
             s.release_caches();
             assert_eq!(crate::listpack::cache_fills(), 0);

@@ -76,6 +76,7 @@ fn lp_invalid(e: &LpError) -> Invalid {
         LpError::MisplacedTerminator { .. } => "listpack: terminator before the end",
         LpError::CountMismatch { .. } => "listpack: header count disagrees with the elements",
         LpError::TooLarge { .. } => "listpack: too large",
+        LpError::BadBlock => "listpack: compressed block does not decode",
     })
 }
 
@@ -167,7 +168,11 @@ pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
     let mut prev: Option<StreamId> = None;
     let mut length = 0u64;
     let mut first_live = None;
-    for (master_id, lp) in s.nodes() {
+    for (master_id, stored) in s.stored_nodes() {
+        // A packed node is checked on a copy dropped at once (no cache filled: a deep load
+        // never holds the whole stream decompressed).
+        let copy = stored.unpacked_copy().transpose().map_err(|e| lp_invalid(&e))?;
+        let lp = copy.as_ref().unwrap_or(stored);
         let sum = validate_node(master_id, lp, prev)?;
         length += sum.live;
         if first_live.is_none() {
