@@ -654,7 +654,7 @@ mod tests {
         // Version 1: the same stream without its groups (whose version-2 sections version 1
         // does not have) and without the IDMP tail loads with no IDMP state.
         let mut groupless = s.clone();
-        groupless.groups = None;
+        groupless.clear_groups();
         let mut io1 = VecIo::default();
         save(&groupless, &mut io1);
         let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 4;
