@@ -798,7 +798,7 @@ impl<V> Rax<V> {
     }
 
     /// Mutable value stored under `key`, with its index in the value slab (stable while the
-    /// key exists; a freed index may be reused by a later insert): see [`Rax::value_at_mut`].
+    /// key exists; a freed index may be reused by a later insert): see [`Rax::value_at`].
     pub fn get_mut_indexed(&mut self, key: &[u8]) -> Option<(u32, &mut V)> {
         let n = self.find(key)?;
         let v = self.values.get_mut(n.val as usize).and_then(Option::as_mut)?;
@@ -806,8 +806,8 @@ impl<V> Rax<V> {
     }
 
     /// The value in slot `index` of the value slab, if that slot holds one.
-    pub fn value_at_mut(&mut self, index: u32) -> Option<&mut V> {
-        self.values.get_mut(index as usize).and_then(Option::as_mut)
+    pub fn value_at(&self, index: u32) -> Option<&V> {
+        self.values.get(index as usize).and_then(Option::as_ref)
     }
 
     // ----------------------------------------------------------------- insertion

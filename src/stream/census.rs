@@ -3,16 +3,19 @@
 //!
 //! Entries, nodes and groups are counters the stream keeps. Consumers and pending entries are
 //! sums over the groups, kept incrementally so that a write costs O(groups it touched), not
-//! O(groups) ([`Census::update`]):
-//! - each group remembers its contribution as last accounted ([`Counted`], bookkeeping, not
-//!   content: digest, RDB, AOF ignore it; a clone copies it);
-//! - the groups live in a [`GroupSet`], whose only mutable accessors record what they hand
-//!   out: [`GroupSet::get_mut`] the slab index of the group, [`GroupSet::remove`] the removed
-//!   group's accounted contribution, [`GroupSet::all_mut`] (every group at once) a flag that
-//!   makes the next update walk every group;
-//! - [`Census::update`] applies, for each recorded group, (current - accounted), and clears
-//!   the records. A slab index reused by a new group is harmless: a new group's accounted
-//!   contribution is zero.
+//! O(groups) ([`Census::update`]). The groups live in a [`GroupSet`], whose only mutable
+//! accessors record what they hand out:
+//! - [`GroupSet::get_mut`]: the group's slab index and its contribution at that moment (a
+//!   snapshot, once per group between two updates): until then a group not recorded
+//!   contributes exactly what it was accounted as;
+//! - [`GroupSet::remove`]: the removed group's accounted contribution (its snapshot if it was
+//!   recorded, whose record goes, else what it holds);
+//! - [`GroupSet::all_mut`] (every group at once), or more than [`TOUCHED_MAX`] groups
+//!   recorded: a flag making the next update walk every group.
+//!
+//! [`Census::update`] applies, for each recorded group, (current - snapshot), and forgets the
+//! records. Nothing is stored per group: a slab index is reused only by a group created after
+//! the removal that dropped the old group's record, and a new group contributes nothing.
 
 use super::group::{Group, Groups};
 use super::Stream;
@@ -35,14 +38,27 @@ pub struct Counted {
 }
 
 impl Counted {
+    #[inline]
     fn of(g: &Group) -> Counted {
         Counted { consumers: g.consumer_count() as u64, pending: g.pel().len() as u64 }
     }
+
+    fn add(&mut self, o: Counted) {
+        // Wrapping: partial sums may cross zero, the result is the true (non-negative) sum.
+        self.consumers = self.consumers.wrapping_add(o.consumers);
+        self.pending = self.pending.wrapping_add(o.pending);
+    }
+
+    fn sub(&mut self, o: Counted) {
+        self.consumers = self.consumers.wrapping_sub(o.consumers);
+        self.pending = self.pending.wrapping_sub(o.pending);
+    }
 }
 
-/// More recorded indexes than this (or than the groups, if more) and the next update walks
-/// every group instead: as cheap, and the record stays bounded.
-const TOUCHED_MIN_CAP: usize = 64;
+/// Most groups recorded between two updates; past it the next update walks every group (a
+/// command touching that many groups is O(groups) anyway), and the record stays small: the
+/// look-ups in it are linear.
+pub const TOUCHED_MAX: usize = 64;
 
 /// The consumer groups of a stream, by name, with the record of what changed since the last
 /// [`Census::update`]. Nothing is allocated before the first group.
@@ -52,25 +68,12 @@ pub struct GroupSet(Option<Box<Tracked>>);
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     groups: Groups,
-    /// Slab indexes of the groups handed out mutably (consecutive repeats dropped).
-    touched: Vec<u32>,
-    /// Every group may have changed.
+    /// (slab index, contribution when first handed out) of the groups handed out mutably.
+    touched: Vec<(u32, Counted)>,
+    /// Every group may have changed (`touched` is then empty).
     all: bool,
-    /// The accounted contributions of the groups destroyed.
+    /// The accounted contributions of the groups removed.
     gone: Counted,
-}
-
-/// Records `index` as handed out (the table holds `len` groups).
-fn touch(touched: &mut Vec<u32>, all: &mut bool, len: usize, index: u32) {
-    if *all || touched.last() == Some(&index) {
-        return;
-    }
-    if touched.len() >= len.max(TOUCHED_MIN_CAP) {
-        *all = true;
-        *touched = Vec::new();
-        return;
-    }
-    touched.push(index);
 }
 
 impl GroupSet {
@@ -89,11 +92,18 @@ impl GroupSet {
     }
 
     /// The group called `name`, recorded as possibly changed.
+    #[inline]
     pub fn get_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
         let Tracked { groups, touched, all, .. } = self.0.as_deref_mut()?;
-        let len = groups.len();
         let (index, g) = groups.get_mut_indexed(name)?;
-        touch(touched, all, len, index);
+        if !*all && !touched.iter().any(|&(i, _)| i == index) {
+            if touched.len() >= TOUCHED_MAX {
+                *all = true;
+                touched.clear();
+            } else {
+                touched.push((index, Counted::of(g)));
+            }
+        }
         Some(g)
     }
 
@@ -109,18 +119,14 @@ impl GroupSet {
     /// Adds a group unless the name exists; whether it was added.
     pub fn insert(&mut self, name: &[u8], g: Group) -> bool {
         let t = self.0.get_or_insert_with(Default::default);
+        // (Only empty groups are created; a loaded one is accounted by its stream's birth.)
         let fresh = Counted::of(&g) == Counted::default();
-        let mut g = g;
-        g.counted = Counted::default();
         if t.groups.try_insert(name, g).is_err() {
             return false;
         }
         if !fresh {
-            // (Only an empty group is ever created; a loaded one is accounted by its stream's birth.)
-            let len = t.groups.len();
-            if let Some((index, _)) = t.groups.get_mut_indexed(name) {
-                touch(&mut t.touched, &mut t.all, len, index);
-            }
+            t.all = true;
+            t.touched.clear();
         }
         true
     }
@@ -129,9 +135,15 @@ impl GroupSet {
     /// next update.
     pub fn remove(&mut self, name: &[u8]) -> Option<Group> {
         let t = self.0.as_deref_mut()?;
+        let (index, _) = t.groups.get_mut_indexed(name)?;
         let g = t.groups.remove(name)?;
-        t.gone.consumers = t.gone.consumers.wrapping_add(g.counted.consumers);
-        t.gone.pending = t.gone.pending.wrapping_add(g.counted.pending);
+        if !t.all {
+            let accounted = match t.touched.iter().position(|&(i, _)| i == index) {
+                Some(at) => t.touched.swap_remove(at).1,
+                None => Counted::of(&g),
+            };
+            t.gone.add(accounted);
+        }
         Some(g)
     }
 
@@ -151,38 +163,28 @@ impl GroupSet {
 
     /// The consumers and pending entries now, given what they were as last accounted
     /// (`was`), and forgets the records: O(groups recorded), or O(groups) after
-    /// [`GroupSet::all_mut`] or when `full`. Every group's [`Counted`] is brought up to date.
+    /// [`GroupSet::all_mut`] or when `full`.
     fn settle(&mut self, was: Counted, full: bool) -> Counted {
         let Some(t) = self.0.as_deref_mut() else { return Counted::default() };
-        if full || t.all {
+        let now = if full || t.all {
             let mut now = Counted::default();
-            for g in t.groups.values_mut() {
-                g.counted = Counted::of(g);
-                now.consumers += g.counted.consumers;
-                now.pending += g.counted.pending;
+            for g in t.groups.values() {
+                now.add(Counted::of(g));
             }
-            t.all = false;
-            t.touched.clear();
-            t.gone = Counted::default();
-            return now;
-        }
-        // Wrapping: the terms may cross zero, the result is the true (non-negative) sum.
-        let mut now = Counted {
-            consumers: was.consumers.wrapping_sub(t.gone.consumers),
-            pending: was.pending.wrapping_sub(t.gone.pending),
+            now
+        } else {
+            let mut now = was;
+            now.sub(t.gone);
+            for &(index, snapshot) in &t.touched {
+                if let Some(g) = t.groups.value_at(index) {
+                    now.sub(snapshot);
+                    now.add(Counted::of(g));
+                }
+            }
+            now
         };
-        for &index in &t.touched {
-            if let Some(g) = t.groups.value_at_mut(index) {
-                let cur = Counted::of(g);
-                now.consumers = now.consumers.wrapping_sub(g.counted.consumers).wrapping_add(cur.consumers);
-                now.pending = now.pending.wrapping_sub(g.counted.pending).wrapping_add(cur.pending);
-                g.counted = cur;
-            }
-        }
+        t.all = false;
         t.touched.clear();
-        if t.touched.capacity() > 1024 {
-            t.touched = Vec::new();
-        }
         t.gone = Counted::default();
         now
     }
@@ -264,9 +266,6 @@ mod tests {
         let (_, now) = Census::update(s);
         assert_eq!(now, Census::of(s), "{what}");
         assert_eq!(s.accounted, now, "{what}");
-        for g in s.groups.get().into_iter().flat_map(|gs| gs.values()) {
-            assert_eq!(g.counted, Counted::of(g), "{what}: a group's accounted contribution");
-        }
     }
 
     const GROUPS: &[&[u8]] = &[b"g0", b"g1", b"g2", b"g3", b"g4", b"g5", b"g6", b"g7"];
@@ -430,5 +429,15 @@ mod tests {
         assert!(s.create_group(b"new", StreamId::default(), 0));
         s.group_mut(b"new").unwrap().create_consumer(b"x", 0).unwrap();
         assert_eq!(Census::update(&mut s).1, Census::of(&s));
+        // Within one update: a group changed then removed, its slab slot reused by a new group
+        // that is changed too.
+        s.group_mut(b"g1").unwrap().create_consumer(b"d", 0).unwrap();
+        assert!(s.destroy_group(b"g1"));
+        assert!(s.create_group(b"reuse", StreamId::default(), 0));
+        s.group_mut(b"reuse").unwrap().create_consumer(b"y", 0).unwrap();
+        s.group_mut(b"g2").unwrap().delete_consumer(b"c").unwrap();
+        let (was, now) = Census::update(&mut s);
+        assert_eq!(now, Census::of(&s));
+        assert_eq!(now.consumers, was.consumers - 1);
     }
 }

@@ -231,9 +231,6 @@ pub struct Group {
     pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
     /// Delayed entries passed over and not yet served (delay.rs); None when empty.
     pub(crate) schedule: Option<Box<super::delay::Schedule>>,
-    /// Its consumers and pending entries as last accounted in the module's totals (census.rs):
-    /// bookkeeping, not content.
-    pub(crate) counted: super::census::Counted,
 }
 
 impl Group {
@@ -248,7 +245,6 @@ impl Group {
             free_slots: Vec::new(),
             policy: None,
             schedule: None,
-            counted: super::census::Counted::default(),
         }
     }
 
