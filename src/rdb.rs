@@ -707,7 +707,7 @@ mod tests {
         // Version 1: the same stream without its groups (whose version-2 sections version 1
         // does not have) and without the IDMP tail loads with no IDMP state.
         let mut groupless = s.clone();
-        groupless.groups = None;
+        groupless.clear_groups();
         let io1 = VecIo { items: save_v4(&groupless), pos: 0 };
         let cut = io1.items.len() - (5 + 2 + 3 * 3 + 2 + 3) - 2;
         let v1 = load(1, &mut VecIo { items: io1.items[..cut].to_vec(), pos: 0 }, Check::Deep).unwrap();

@@ -57,7 +57,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         s.entries_added = entries_added as u64;
         // #15489 (compat `latest`): no group may have read more than was ever added.
         if crate::config::level() == crate::config::Level::Latest {
-            if let Some(groups) = s.groups.as_mut() {
+            if let Some(groups) = s.groups_all_mut() {
                 for g in groups.values_mut() {
                     if g.entries_read > entries_added {
                         g.entries_read = entries_added;

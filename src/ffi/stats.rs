@@ -6,7 +6,7 @@
 //! - born: `rdb_load` (RDB, full sync, RESTORE, DEBUG RELOAD), `copy`, `Key::create_stream` /
 //!   `replace_with_stream` (XS.ADD on a missing key, XS.IMPORT, adoption) -> [`born`];
 //! - changed: a command that took `Key::stream_mut` is accounted when its key closes
-//!   (`Key`'s Drop) -> [`account`], O(groups) per write;
+//!   (`Key`'s Drop) -> [`account`], O(groups the write touched) (src/stream/census.rs);
 //! - freed: the type's `free` callback (DEL, overwrite, expiry, FLUSHALL, also from the lazyfree
 //!   thread: everything here is atomic) -> [`freed`].
 //! Each stream remembers what it was last accounted as (`Stream::accounted`), so a value freed
@@ -54,16 +54,15 @@ fn apply(c: &Census, sign: i64) {
 
 /// A stream value enters the keyspace (or a loader's hands).
 pub fn born(s: &mut Stream) {
-    s.accounted = Census::of(s);
+    let now = Census::reset(s);
     TOTALS.streams.fetch_add(1, Relaxed);
-    apply(&s.accounted, 1);
+    apply(&now, 1);
 }
 
 /// A live stream after a write: the totals follow its new census (one atomic add per field
 /// that changed; usually one or two).
 pub fn account(s: &mut Stream) {
-    let now = Census::of(s);
-    let was = s.accounted;
+    let (was, now) = Census::update(s);
     if now != was {
         let d = |a: &AtomicI64, new: u64, old: u64| {
             if new != old {
@@ -75,7 +74,6 @@ pub fn account(s: &mut Stream) {
         d(&TOTALS.groups, now.groups, was.groups);
         d(&TOTALS.consumers, now.consumers, was.consumers);
         d(&TOTALS.pending, now.pending, was.pending);
-        s.accounted = now;
     }
 }
 

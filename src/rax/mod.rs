@@ -797,6 +797,19 @@ impl<V> Rax<V> {
         self.values.get_mut(n.val as usize).and_then(Option::as_mut)
     }
 
+    /// Mutable value stored under `key`, with its index in the value slab (stable while the
+    /// key exists; a freed index may be reused by a later insert): see [`Rax::value_at`].
+    pub fn get_mut_indexed(&mut self, key: &[u8]) -> Option<(u32, &mut V)> {
+        let n = self.find(key)?;
+        let v = self.values.get_mut(n.val as usize).and_then(Option::as_mut)?;
+        Some((n.val, v))
+    }
+
+    /// The value in slot `index` of the value slab, if that slot holds one.
+    pub fn value_at(&self, index: u32) -> Option<&V> {
+        self.values.get(index as usize).and_then(Option::as_ref)
+    }
+
     // ----------------------------------------------------------------- insertion
 
     /// Inserts or overwrites; returns the previous value.

@@ -739,3 +739,23 @@ fn values_are_the_live_ones() {
     assert_eq!(r.get(b"again"), Some(&1001));
     assert_eq!(r.values().count(), r.len());
 }
+
+#[test]
+fn get_mut_indexed_gives_the_slab_index_of_the_value() {
+    let mut r: Rax<u32> = Rax::new();
+    for i in 0..100u32 {
+        r.insert(format!("k{i}").as_bytes(), i);
+    }
+    let (idx, v) = r.get_mut_indexed(b"k42").unwrap();
+    assert_eq!(*v, 42);
+    *v = 420;
+    assert_eq!(r.value_at(idx).copied(), Some(420));
+    assert!(r.get_mut_indexed(b"nope").is_none());
+    // A removed key's slot holds nothing until an insert reuses it.
+    r.remove(b"k42");
+    assert!(r.value_at(idx).is_none());
+    r.insert(b"new", 7);
+    assert_eq!(r.get_mut_indexed(b"new").map(|(i, v)| (i, *v)), Some((idx, 7)));
+    assert!(r.value_at(u32::MAX).is_none());
+}
+

@@ -159,7 +159,7 @@ impl Stream {
         if m.is_empty() {
             self.delayed = None;
         }
-        if let Some(gs) = self.groups.as_deref_mut() {
+        if let Some(gs) = self.groups.all_mut() {
             for g in gs.values_mut() {
                 if g.schedule.is_some() {
                     g.unschedule(id);
@@ -219,7 +219,7 @@ impl Stream {
                 }
             }
         }
-        let Some(g) = self.groups.as_mut().and_then(|gs| gs.get_mut(gname)) else { return out };
+        let Some(g) = self.groups.get_mut(gname) else { return out };
         for (id, due) in todo {
             if id > g.last_id {
                 g.entries_read = meta.entries_read_after(g, id);

@@ -136,8 +136,10 @@ pub struct Stream {
     pub max_deleted_entry_id: StreamId,
     /// Entries ever added.
     pub entries_added: u64,
-    /// Consumer groups by name (allocated with the first group).
-    pub groups: Option<Box<Groups>>,
+    /// Consumer groups by name (allocated with the first group), with the record of which
+    /// changed since the totals were last updated (census.rs): private, so that every
+    /// mutable access goes through a recording accessor.
+    groups: census::GroupSet,
     /// Idempotent production (8.6). None = the default window (100 s, 100 iids), no
     /// producers, zero counters: a stream that never used IDMP pays one pointer. A
     /// stream created while the configs are not the defaults gets its Idmp at once
@@ -321,7 +323,7 @@ impl Stream {
     /// Bytes used: nodes (allocated listpack bytes) plus the tree.
     pub fn mem_bytes(&self) -> usize {
         let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes();
-        if let Some(g) = &self.groups {
+        if let Some(g) = self.groups.get() {
             total += g.mem_bytes();
             let mut it = g.iter();
             while let Some((k, grp)) = it.next() {
@@ -573,7 +575,7 @@ impl Stream {
     /// layout from an exact `MINID = examined_below` trim under the same policy
     /// (or `MAXLEN = 0` when None): what replicas are sent.
     pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> Trimmed {
-        let min_last = if policy == RefPolicy::Acked { policy::min_last_id(&self.groups) } else { None };
+        let min_last = if policy == RefPolicy::Acked { policy::min_last_id(self.groups.get()) } else { None };
         let mut deleted: i64 = 0;
         // A reused buffer: XADD MAXLEN ~ calls this on every add.
         let mut key = TAIL_KEY.take();
@@ -641,10 +643,10 @@ impl Stream {
                     match policy {
                         RefPolicy::KeepRef => {}
                         RefPolicy::DelRef => {
-                            policy::unref_everywhere(&mut self.groups, e.id);
+                            policy::unref_everywhere(self.groups.all_mut(), e.id);
                         }
                         RefPolicy::Acked => {
-                            if policy::is_referenced(&self.groups, min_last, e.id) {
+                            if policy::is_referenced(self.groups.get(), min_last, e.id) {
                                 p = next;
                                 continue;
                             }
@@ -734,30 +736,41 @@ impl Stream {
     }
 
     pub fn group_count(&self) -> usize {
-        self.groups.as_ref().map_or(0, |g| g.len())
+        self.groups.len()
     }
 
     pub fn group(&self, name: &[u8]) -> Option<&Group> {
-        self.groups.as_ref()?.get(name)
+        self.groups.get()?.get(name)
     }
 
+    /// The group called `name`, to change (recorded for the totals: census.rs).
     pub fn group_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
-        self.groups.as_mut()?.get_mut(name)
+        self.groups.get_mut(name)
+    }
+
+    /// Every group, to change them all (each recorded as changed: the next update of the
+    /// totals walks every group). For updates that neither add nor remove groups.
+    pub fn groups_all_mut(&mut self) -> Option<&mut Groups> {
+        self.groups.all_mut()
+    }
+
+    /// Removes every group.
+    pub fn clear_groups(&mut self) {
+        self.groups.clear();
     }
 
     /// Creates a group; false if the name exists (streamCreateCG).
     pub fn create_group(&mut self, name: &[u8], last_id: StreamId, entries_read: i64) -> bool {
-        let groups = self.groups.get_or_insert_with(Default::default);
-        groups.try_insert(name, Group::new(last_id, entries_read)).is_ok()
+        self.groups.insert(name, Group::new(last_id, entries_read))
     }
 
     pub fn destroy_group(&mut self, name: &[u8]) -> bool {
-        self.groups.as_mut().and_then(|g| g.remove(name)).is_some()
+        self.groups.remove(name).is_some()
     }
 
     /// Groups in name order.
     pub fn groups_iter(&self) -> Option<crate::rax::Iter<'_, Group>> {
-        self.groups.as_ref().map(|g| g.iter())
+        self.groups.get().map(|g| g.iter())
     }
 
     /// A `>` read of group `gname` by consumer `slot` (streamReplyWithRange with a
@@ -782,7 +795,7 @@ impl Stream {
         let meta = self.meta(rules);
         // Delayed delivery (delay.rs): entries not due are passed over into the schedule.
         let delayed = self.delayed.as_deref().filter(|m| skipped.is_some() && m.range(start..).next().is_some());
-        let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return (0, false) };
+        let Some(g) = self.groups.get_mut(gname) else { return (0, false) };
         let mut n = 0u64;
         let mut last_changed = false;
         for e in RangeIter::new(&self.rax, start, StreamId::MAX, false, true) {
@@ -827,7 +840,7 @@ impl Stream {
         saturate: bool,
         mut emit: impl FnMut(StreamId, Option<Entry<'_>>) -> bool,
     ) -> u64 {
-        let Some(g) = self.groups.as_mut().and_then(|g| g.get_mut(gname)) else { return 0 };
+        let Some(g) = self.groups.get_mut(gname) else { return 0 };
         let Some(c) = g.consumer(slot) else { return 0 };
         // IDs first (bounded by the consumer's PEL), then entries and NACK updates.
         let mut ids = Vec::new();

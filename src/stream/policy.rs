@@ -57,13 +57,13 @@ pub const DELEX_DELETED: i64 = 1;
 pub const DELEX_REFERENCED: i64 = 2;
 
 /// The smallest last ID of all groups, None without groups.
-pub fn min_last_id(groups: &Option<Box<Groups>>) -> Option<StreamId> {
-    groups.as_ref()?.values().map(|g| g.last_id).min()
+pub fn min_last_id(groups: Option<&Groups>) -> Option<StreamId> {
+    groups?.values().map(|g| g.last_id).min()
 }
 
 /// streamEntryIsReferenced, with the groups' minimum last ID computed beforehand.
-pub fn is_referenced(groups: &Option<Box<Groups>>, min_last: Option<StreamId>, id: StreamId) -> bool {
-    let (Some(groups), Some(min_last)) = (groups.as_ref(), min_last) else { return false };
+pub fn is_referenced(groups: Option<&Groups>, min_last: Option<StreamId>, id: StreamId) -> bool {
+    let (Some(groups), Some(min_last)) = (groups, min_last) else { return false };
     if min_last < id {
         return true;
     }
@@ -74,8 +74,9 @@ pub fn is_referenced(groups: &Option<Box<Groups>>, min_last: Option<StreamId>, i
 
 /// streamCleanupEntryCGroupRefs: removes `id` from every group's PEL (and its
 /// owner's). Returns how many PELs held it.
-pub fn unref_everywhere(groups: &mut Option<Box<Groups>>, id: StreamId) -> usize {
-    let Some(groups) = groups.as_mut() else { return 0 };
+/// (`groups`: from [`Stream::groups_all_mut`], which records the change for the totals.)
+pub fn unref_everywhere(groups: Option<&mut Groups>, id: StreamId) -> usize {
+    let Some(groups) = groups else { return 0 };
     let mut n = 0;
     for g in groups.values_mut() {
         if g.ack(id) {
@@ -108,19 +109,19 @@ pub struct DelOutcome {
 impl Stream {
     /// The smallest last ID of all groups (min_cgroup_last_id), None without groups.
     pub fn min_group_last_id(&self) -> Option<StreamId> {
-        min_last_id(&self.groups)
+        min_last_id(self.groups.get())
     }
 
     /// streamEntryIsReferenced.
     pub fn is_referenced(&self, id: StreamId) -> bool {
-        is_referenced(&self.groups, self.min_group_last_id(), id)
+        is_referenced(self.groups.get(), self.min_group_last_id(), id)
     }
 
     /// DELREF's cleanup of `id`, then its deletion, counted in `out` and `d`.
     /// Returns whether the entry existed.
     fn release(&mut self, id: StreamId, policy: RefPolicy, out: &mut DelOutcome, d: &mut Deletions) -> bool {
         if policy == RefPolicy::DelRef {
-            out.unreferenced += unref_everywhere(&mut self.groups, id) as u64;
+            out.unreferenced += unref_everywhere(self.groups.all_mut(), id) as u64;
         }
         if !self.delete(id) {
             return false;
@@ -148,10 +149,10 @@ impl Stream {
     /// entry is gone), then the entry is deleted (1) or was not found (-1).
     pub fn delete_ex(&mut self, ids: &[StreamId], policy: RefPolicy) -> DelOutcome {
         let mut out = DelOutcome { replies: Vec::with_capacity(ids.len()), ..Default::default() };
-        let min_last = if policy == RefPolicy::Acked { min_last_id(&self.groups) } else { None };
+        let min_last = if policy == RefPolicy::Acked { min_last_id(self.groups.get()) } else { None };
         let mut d = Deletions::default();
         for &id in ids {
-            let reply = if policy == RefPolicy::Acked && is_referenced(&self.groups, min_last, id) {
+            let reply = if policy == RefPolicy::Acked && is_referenced(self.groups.get(), min_last, id) {
                 DELEX_REFERENCED
             } else if self.release(id, policy, &mut out, &mut d) {
                 DELEX_DELETED
@@ -174,16 +175,16 @@ impl Stream {
         self.group(gname)?;
         let mut out = DelOutcome { replies: Vec::with_capacity(ids.len()), ..Default::default() };
         // Acks do not move any group's last ID: the minimum holds for the whole call.
-        let min_last = if policy == RefPolicy::Acked { min_last_id(&self.groups) } else { None };
+        let min_last = if policy == RefPolicy::Acked { min_last_id(self.groups.get()) } else { None };
         let mut d = Deletions::default();
         for &id in ids {
-            let acked = self.groups.as_mut().and_then(|g| g.get_mut(gname)).is_some_and(|g| g.ack(id));
+            let acked = self.groups.get_mut(gname).is_some_and(|g| g.ack(id));
             if !acked {
                 out.replies.push(DELEX_NOT_FOUND);
                 continue;
             }
             out.unreferenced += 1;
-            if policy == RefPolicy::Acked && is_referenced(&self.groups, min_last, id) {
+            if policy == RefPolicy::Acked && is_referenced(self.groups.get(), min_last, id) {
                 out.replies.push(DELEX_REFERENCED);
                 continue;
             }
