@@ -227,13 +227,15 @@ fn ack_timeout_backoff_and_blocked_readers() {
     let r = w.read_reply().unwrap().0;
     let waited = t0.elapsed().as_millis() as i64;
     assert_eq!(r.to_string(), r#"[["s", [["1-0", ["f", "v1"]]]]]"#);
-    assert!((190..=320).contains(&waited), "woken after {waited} ms, due after 200");
+    // Upper bounds far below BLOCK 5000 (woken by the due time, not the timeout), with room
+    // for a loaded machine (a CI run sharing 2 cores measured up to 1.5 s).
+    assert!((190..=2500).contains(&waited), "woken after {waited} ms, due after 200");
     let t1 = Instant::now();
     w.send(&["XS.READGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", "s", ">"]).unwrap();
     let r = w.read_reply().unwrap().0;
     let waited2 = t1.elapsed().as_millis() as i64;
     assert_eq!(r.to_string(), r#"[["s", [["1-0", ["f", "v1"]]]]]"#);
-    assert!((390..=520).contains(&waited2), "second redelivery after {waited2} ms, due after 400 (BACKOFF 2)");
+    assert!((390..=2500).contains(&waited2), "second redelivery after {waited2} ms, due after 400 (BACKOFF 2)");
     let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
     assert_eq!(p.as_array()[0].as_array()[1].text(), "c");
     assert_eq!(p.as_array()[0].as_array()[3], Reply::Int(3));
@@ -612,7 +614,7 @@ fn consumer_ttl_by_the_primary_timer() {
     ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "150"]));
     let t0 = Instant::now();
     let mut expired_after = None;
-    while t0.elapsed() < Duration::from_secs(3) {
+    while t0.elapsed() < Duration::from_secs(5) {
         if c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty() {
             expired_after = Some(t0.elapsed().as_millis());
             break;
@@ -620,7 +622,7 @@ fn consumer_ttl_by_the_primary_timer() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let ms = expired_after.expect("the consumer was not expired by the timer");
-    assert!(ms >= 140 && ms <= 400, "expired after {ms} ms, TTL 150");
+    assert!((140..=2500).contains(&ms), "expired after {ms} ms, TTL 150");
     let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).to_string();
     assert!(p.starts_with(r#"[["1-0", "", (integer) -1, (integer) 1], ["2-0", "", (integer) -1, (integer) 1]"#), "{p}");
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
@@ -665,13 +667,15 @@ fn consumer_ttl_after_an_rdb_restart() {
     let mut c = s.conn();
     setup(&mut c, 2);
     c.cmd(&["XS.READGROUP", "GROUP", "g", "gone", "COUNT", "1", "STREAMS", "s", ">"]);
-    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "400"]));
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "CONSUMERTTL", "3000"]));
     ok(c.cmd(&["SAVE"]));
     s.restart();
     let mut c = s.conn();
     assert_eq!(c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().len(), 1);
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) && !c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty() {
+    // TTL 3 s: the consumer must still be there after the restart (which took more than 400 ms,
+    // the first TTL, on a loaded machine), and go without a command within a few seconds more.
+    while t0.elapsed() < Duration::from_secs(15) && !c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().is_empty(), "not expired after the restart");
