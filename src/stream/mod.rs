@@ -393,7 +393,6 @@ impl Stream {
 
         // The tail node's key, in a buffer kept between calls (no allocation per XADD).
         let mut key = TAIL_KEY.take();
-        let mut flags = 0i64;
         let mut use_tail = false;
         if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
             // (Only a node that became the tail by deletions or trims can be packed.)
@@ -420,22 +419,25 @@ impl Stream {
                 // The new count may need a longer encoding (127 -> 128): what
                 // follows it moved by the difference.
                 let shift = lp.bytes_len() as isize - before as isize;
-                if numfields == master_fields {
-                    let mut p = fields_off.map(|o| o.wrapping_add_signed(shift));
-                    let mut same = true;
-                    for i in 0..numfields {
-                        let Some(o) = p else { same = false; break };
-                        if !lp.get(o).eq_bytes(fields[i * 2]) {
-                            same = false;
-                            break;
-                        }
-                        p = lp.next(o);
-                    }
-                    if same {
-                        flags |= FLAG_SAMEFIELDS;
-                    }
+                append_to_node(lp, master_id, id, fields, master_fields, fields_off.map(|o| o.wrapping_add_signed(shift)));
+            }
+        }
+        if !use_tail {
+            // A node keyed by this very ID can exist although the ID is above the last ID: a
+            // node left holding only tombstones by an exact trim, then XSETID below its key (7.0
+            // allows it), then appends into it while it is the tail (entries below its key) until
+            // it is full. A new node under its key would replace it and lose its entries (the
+            // built-in 7.0 does, and leaks it): the entry goes into that node instead, full or
+            // not (its ID equals the node's master ID: deltas 0).
+            if let Some(lp) = self.rax.get_mut(&id.to_be_bytes()) {
+                lp.unpack();
+                let (count_off, count, _, master_fields, fields_off) = node::head(lp);
+                let before = lp.bytes_len();
+                if lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_ok() {
+                    let shift = lp.bytes_len() as isize - before as isize;
+                    append_to_node(lp, id, id, fields, master_fields, fields_off.map(|o| o.wrapping_add_signed(shift)));
+                    use_tail = true;
                 }
-                append_entry(lp, flags, id, master_id, fields);
             }
         }
         if !use_tail {
@@ -868,6 +870,29 @@ impl Stream {
 }
 
 /// Appends one entry's elements (flags, deltas, [numfields, fields], values, lp-count).
+/// Appends an entry to an existing node whose count was already raised: SAMEFIELDS when the
+/// fields are the node's master fields (`fields_off`: offset of the first master field).
+fn append_to_node(lp: &mut Listpack, master_id: StreamId, id: StreamId, fields: &[&[u8]], master_fields: usize, fields_off: Option<usize>) {
+    let numfields = fields.len() / 2;
+    let mut flags = 0i64;
+    if numfields == master_fields {
+        let mut p = fields_off;
+        let mut same = true;
+        for i in 0..numfields {
+            let Some(o) = p else { same = false; break };
+            if !lp.get(o).eq_bytes(fields[i * 2]) {
+                same = false;
+                break;
+            }
+            p = lp.next(o);
+        }
+        if same {
+            flags |= FLAG_SAMEFIELDS;
+        }
+    }
+    append_entry(lp, flags, id, master_id, fields);
+}
+
 fn append_entry(lp: &mut Listpack, flags: i64, id: StreamId, master: StreamId, fields: &[&[u8]]) {
     let numfields = fields.len() / 2;
     let same = flags & FLAG_SAMEFIELDS != 0;

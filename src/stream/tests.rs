@@ -289,3 +289,31 @@ fn clock_going_back_never_lowers_ids() {
     assert_eq!(s.append(&[b"a", b"1"], IdSpec::Auto, 50, l), Ok(StreamId::new(100, 1)));
     assert_eq!(s.append(&[b"a", b"1"], IdSpec::Auto, 101, l), Ok(StreamId::new(101, 0)));
 }
+
+/// RESTORE fuzz findings 17964 / 18286 / 18594 (XS.LEN above what XS.RANGE returns): an exact
+/// MINID trim leaves the tail node holding only tombstones, XSETID (7.0: below a deleted ID)
+/// lowers the last ID under the node's key, appends go into that node below its key until it is
+/// full, and an append of the node's key itself then made a new node under the same key,
+/// replacing the old one and its live entries while the length counted them.
+#[test]
+fn append_of_an_existing_node_key_keeps_that_node() {
+    let mut s = Stream::new();
+    let l = NodeLimits { entries_max: 3, bytes_max: 0 };
+    let add = |s: &mut Stream, ms: u64, v: &[u8]| s.append(&[b"f", v], IdSpec::Explicit(StreamId::new(ms, 0)), 0, l);
+    add(&mut s, 200, b"a").unwrap();
+    add(&mut s, 201, b"b").unwrap();
+    assert_eq!(s.delete_ids(&[StreamId::new(201, 0)]), 1);
+    assert_eq!(s.trim(&Trim { strategy: TrimStrategy::MinId(StreamId::new(201, 0)), approx: false, limit: 0 }), 1);
+    assert_eq!(s.length, 0);
+    // The node 200-0 is left with two tombstones; XSETID 100-0 (7.0 allows it).
+    s.last_id = StreamId::new(100, 0);
+    add(&mut s, 150, b"c").unwrap(); // into node 200-0, which is full now (1 live + 2 deleted)
+    add(&mut s, 200, b"d").unwrap(); // the key of that node
+    add(&mut s, 300, b"e").unwrap(); // a new node
+    assert_eq!(s.length, 3);
+    let ids: Vec<StreamId> = s.range(StreamId::MIN, StreamId::MAX, false).map(|e| e.id()).collect();
+    assert_eq!(ids, vec![StreamId::new(150, 0), StreamId::new(200, 0), StreamId::new(300, 0)]);
+    let rev: Vec<StreamId> = s.range(StreamId::MIN, StreamId::MAX, true).map(|e| e.id()).collect();
+    assert_eq!(rev, vec![StreamId::new(300, 0), StreamId::new(200, 0), StreamId::new(150, 0)]);
+    assert_eq!(crate::stream::validate::validate_stream(&s), Ok(()));
+}
