@@ -64,34 +64,6 @@ fn add(c: &mut Conn, opts: &[&str]) -> String {
     r.text()
 }
 
-fn offset(c: &mut Conn) -> String {
-    let info = c.cmd(&["INFO", "replication"]).text();
-    info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
-}
-
-fn wait_synced(primary: &mut Conn, replica: &mut Conn) {
-    assert_eq!(primary.cmd(&["WAIT", "1", "10000"]), Reply::Int(1));
-    let t0 = Instant::now();
-    while offset(primary) != offset(replica) && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_rewrite(c: &mut Conn) {
-    wait_until("the AOF rewrite", Duration::from_secs(20), || {
-        let info = c.cmd(&["INFO", "persistence"]).text();
-        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
-    });
-}
-
 // ---- [VT] XS.ADD NOTBEFORE / DELAY -------------------------------------------------------------
 
 /// [VT] `XS.ADD s DELAY 60000 * f v` appends at once (XS.RANGE, XS.READ and XS.LEN see it);

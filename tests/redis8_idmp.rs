@@ -608,19 +608,6 @@ fn idmp_copy_restore_memory() {
 
 // ---- our expiry rule -----------------------------------------------------------------------------
 
-fn offset(c: &mut Conn) -> String {
-    let info = c.cmd(&["INFO", "replication"]).text();
-    info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
-}
-
-fn wait_synced(primary: &mut Conn, replica: &mut Conn) {
-    assert_eq!(primary.cmd(&["WAIT", "1", "10000"]), Reply::Int(1));
-    let t0 = std::time::Instant::now();
-    while offset(primary) != offset(replica) && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The primary expires (by the stream IDs' ms) and propagates XS.IDMPEXPIRE; the replica never
 /// expires on its own: a replica holding iids past their time still has them while its primary
 /// is gone, and applies the primary's expiry when it comes. A renamed stream keeps expiring.

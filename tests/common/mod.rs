@@ -1750,3 +1750,35 @@ pub fn boot(dir: &Path, extra: &[&str]) -> Boot {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The replication offset line of `c`'s INFO replication.
+pub fn repl_offset(c: &mut Conn) -> String {
+    let info = c.cmd(&["INFO", "replication"]).text();
+    info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
+}
+
+/// WAIT for one replica, then until the replica's offset is the primary's (at most 10 s).
+pub fn wait_synced(primary: &mut Conn, replica: &mut Conn) {
+    assert_eq!(primary.cmd(&["WAIT", "1", "10000"]), Reply::Int(1));
+    let t0 = Instant::now();
+    while repl_offset(primary) != repl_offset(replica) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `f` every 20 ms until it holds; panics naming `what` after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Until no AOF rewrite is in progress or scheduled (at most 20 s).
+pub fn wait_rewrite(c: &mut Conn) {
+    wait_until("the AOF rewrite", Duration::from_secs(20), || {
+        let info = c.cmd(&["INFO", "persistence"]).text();
+        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
+    });
+}
