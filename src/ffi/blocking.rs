@@ -174,6 +174,9 @@ unsafe extern "C" fn on_swapdb(_ctx: *mut raw::RedisModuleCtx, _e: raw::RedisMod
         if let Some(i) = unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() } {
             schedule(i.dbnum_first, None);
             schedule(i.dbnum_second, None);
+            // The time-driven indexes follow their keys (one subscription per event and
+            // module: a second one would replace this callback).
+            super::timer::swap_db(i.dbnum_first, i.dbnum_second);
         }
     })
 }

@@ -91,7 +91,7 @@ pub unsafe fn check_for(io: *mut raw::RedisModuleIO) -> Check {
     }
 }
 
-/// At module load: reads the config and subscribes to the loading and SWAPDB events.
+/// At module load: reads the config and subscribes to the loading event.
 pub fn start(context: &redis_module::Context) -> Result<(), String> {
     refresh(context.ctx);
     let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_LOADING, dataver: 1 };
@@ -100,23 +100,7 @@ pub fn start(context: &redis_module::Context) -> Result<(), String> {
     if rc != raw::REDISMODULE_OK as c_int {
         return Err("cannot subscribe to the loading event".into());
     }
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
-    // SAFETY: as above.
-    let rc = unsafe { api!(RedisModule_SubscribeToServerEvent)(context.ctx, event, Some(on_swapdb)) };
-    if rc != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to the SWAPDB event".into());
-    }
     Ok(())
-}
-
-/// SWAPDB a b: the time-driven indexes follow their keys into the other database.
-unsafe extern "C" fn on_swapdb(_ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisModuleEvent, _sub: u64, data: *mut c_void) {
-    fence::guard("SWAPDB event", (), || {
-        // SAFETY: for this event the data is a RedisModuleSwapDbInfo valid during the callback.
-        if let Some(info) = unsafe { data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() } {
-            super::timer::swap_db(info.dbnum_first, info.dbnum_second);
-        }
-    })
 }
 
 unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
