@@ -45,9 +45,7 @@ fn now_ms() -> i64 {
 
 /// Key argument `key_i` of `c` holds a retained stream with something to age at `due_ms`.
 pub fn register(c: &Ctx, key_i: usize, due_ms: u64) {
-    // SAFETY: valid context of the running command.
-    let db = unsafe { api!(RedisModule_GetSelectedDb)(c.raw()) };
-    register_raw(c.raw(), db, c.arg(key_i), due_ms);
+    TIMER.schedule_arg(c, key_i, due_ms);
 }
 
 fn register_raw(ctx: *mut raw::RedisModuleCtx, db: i32, key: &[u8], due_ms: u64) {

@@ -76,6 +76,13 @@ impl KeyTimer {
         self.schedule_many(ctx, db, std::iter::once(key), due_ms);
     }
 
+    /// [`KeyTimer::schedule`] for key argument `key_i` of the running command `c`, in its DB.
+    pub fn schedule_arg(&self, c: &Ctx, key_i: usize, due_ms: u64) {
+        // SAFETY: valid context of the running command.
+        let db = unsafe { api!(RedisModule_GetSelectedDb)(c.raw()) };
+        self.schedule(c.raw(), db, c.arg(key_i), i64::try_from(due_ms).unwrap_or(i64::MAX));
+    }
+
     /// [`KeyTimer::schedule`] for several keys of one database.
     pub fn schedule_many<'a>(&self, ctx: *mut raw::RedisModuleCtx, db: i32, keys: impl Iterator<Item = &'a [u8]>, due_ms: i64) {
         let mut g = self.lock();
