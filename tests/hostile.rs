@@ -341,10 +341,24 @@ fn corrupted_restore_payloads() {
                 }
                 // An accepted value must be self-consistent: XS.LEN = entries XS.RANGE returns =
                 // XS.INFO's length, and XS.REVRANGE returns the same entries reversed.
-                let len = c.cmd(&["XS.LEN", "k"]);
-                let fwd = c.cmd(&["XS.RANGE", "k", "-", "+"]);
-                let rev = c.cmd(&["XS.REVRANGE", "k", "+", "-"]);
-                let info = c.cmd(&["XS.INFO", "STREAM", "k"]);
+                // One transaction: a stored MAXAGE or CONSUMERTTL (a mutated payload can carry
+                // any, 1 ms included) lets the primary's timers trim between separate reads.
+                let views: [&[&str]; 4] = [
+                    &["XS.LEN", "k"],
+                    &["XS.RANGE", "k", "-", "+"],
+                    &["XS.REVRANGE", "k", "+", "-"],
+                    &["XS.INFO", "STREAM", "k"],
+                ];
+                c.cmd(&["MULTI"]);
+                for cmd in views {
+                    c.cmd(cmd);
+                }
+                let (len, fwd, rev, info) = match c.cmd(&["EXEC"]) {
+                    Reply::Array(v) if v.len() == 4 => {
+                        (v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone())
+                    }
+                    other => die(&mut s, "EXEC", format!("unexpected reply {other}")),
+                };
                 let n_fwd = fwd.as_array().len() as i64;
                 let mut rev_v = rev.as_array().to_vec();
                 rev_v.reverse();
@@ -355,10 +369,16 @@ fn corrupted_restore_payloads() {
                 {
                     inconsistent += 1;
                     if first_inconsistent.is_none() {
+                        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+                        let _ = std::fs::create_dir_all(&dir);
+                        let file =
+                            dir.join(format!("hostile-inconsistent-{}-{case}.bin", rng_seed_hint()));
+                        let _ = std::fs::write(&file, &payload);
                         first_inconsistent = Some(format!(
-                            "case {case} ({what}): XS.LEN {len}, XS.RANGE {n_fwd} entries, XS.INFO length {:?}, REVRANGE mirror {}",
+                            "case {case} ({what}): XS.LEN {len}, XS.RANGE {n_fwd} entries, XS.INFO length {:?}, REVRANGE mirror {} (payload saved to {})",
                             ilen.map(|r| r.to_string()),
-                            rev_v == fwd.as_array()
+                            rev_v == fwd.as_array(),
+                            file.display()
                         ));
                     }
                 }

@@ -37,26 +37,31 @@ mkdir -p "$SOAK_LOGS"
 
 t() { cargo_args=("$@"); $CARGO test --release "${cargo_args[@]}"; }
 
+# A failing run does not stop the part: every seed runs, and the part fails at the end.
 part_differential() {
+    local rc=0
     for i in $(seq 1 "$SOAK_RUNS"); do
         echo "run $i/$SOAK_RUNS"
         XSTREAM_DIFF_OPS=$SOAK_OPS XSTREAM_DIFF_OPS3=$((SOAK_OPS / 4)) XSTREAM_DIFF_SEGMENTS=20 \
         XSTREAM_HOSTILE_CASES=20000 \
-            t --test differential --test hostile -- --test-threads="$TEST_THREADS" || return 1
+            t --no-fail-fast --test differential --test hostile -- --test-threads="$TEST_THREADS" || rc=1
         XSTREAM_GDIFF_OPS=$SOAK_OPS XSTREAM_GDIFF_OPS3=$((SOAK_OPS / 4)) \
-            t --test differential_groups -- --test-threads="$TEST_THREADS" || return 1
+            t --test differential_groups -- --test-threads="$TEST_THREADS" || rc=1
     done
+    return $rc
 }
 
 part_hosts() {
+    local rc=0
     for h in $HOSTS; do
         local srv=$HOSTS_DIR/$h/src/redis-server
         [ -x "$srv" ] || make --no-print-directory host XSTREAM_HOST="$h" || return 1
         echo "host $h"
         XSTREAM_REDIS_SERVER=$srv XSTREAM_DIFF_OPS=$SOAK_HOST_OPS XSTREAM_DIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
         XSTREAM_GDIFF_OPS=$SOAK_HOST_OPS XSTREAM_GDIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
-            t --test differential --test differential_groups --test takeover -- --test-threads="$TEST_THREADS" || return 1
+            t --no-fail-fast --test differential --test differential_groups --test takeover -- --test-threads="$TEST_THREADS" || rc=1
     done
+    return $rc
 }
 
 # The features without a built-in twin (NACK, CLAIM, IDMP, policies, retention, compaction,
@@ -66,10 +71,12 @@ part_wave2() {
     for f in redis8_combined redis8_nack redis8_claim redis8_idmp queue_policy retention compact delayed; do
         [ -f "tests/$f.rs" ] && tests+=(--test "$f")
     done
+    local rc=0
     XSTREAM_COMBINED_OPS=60000 XSTREAM_NACK_OPS=15000 XSTREAM_KILL9_CYCLES=${XSTREAM_KILL9_CYCLES:-50} \
-        t --no-fail-fast "${tests[@]}" -- --test-threads=1 || return 1
+        t --no-fail-fast "${tests[@]}" -- --test-threads=1 || rc=1
     XSTREAM_FUZZ_COMPRESSION=1 XSTREAM_FUZZ_SCALE=2 XSTREAM_FUZZ_TRAFFIC_MS=200 \
-        t --test restore_fuzz -- --test-threads=1
+        t --test restore_fuzz -- --test-threads=1 || rc=1
+    return $rc
 }
 
 part_fuzz() {
