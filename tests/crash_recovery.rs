@@ -6,7 +6,7 @@
 //!   every acknowledged XS.ADD is there with its fields, no acknowledged XS.ACK is back in the PEL,
 //!   every entry delivered by an acknowledged XS.READGROUP and never ACKed is still in the PEL,
 //!   and IDs are strictly increasing. Some cycles also start a BGREWRITEAOF just before the kill.
-//!   `XSTREAM_KILL9_CYCLES` (default 3; `make soak`: 20).
+//!   `XSTREAM_KILL9_CYCLES` (default 3; `make soak`: 50).
 //! - `truncated_rdb_at_startup` / `truncated_aof_at_startup`: an RDB / AOF (plain and with an RDB
 //!   preamble) holding module streams with groups, truncated at many offsets: redis-server must
 //!   either refuse to start with an exit status (not a signal) and a log line saying why, or start

@@ -395,7 +395,7 @@ fn replica_aof_rdb_digests_identical() {
         ok(c.cmd(&["XS.GROUP", "CREATE", k, "g2", "0"]));
     }
     let mut rng = Rng::from_env("delayed");
-    for i in 0..800 {
+    for i in 0..800 * wave2_scale() {
         random_op(&mut c, &mut rng);
         if i % 40 == 0 {
             std::thread::sleep(Duration::from_millis(25));

@@ -285,7 +285,7 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "30", "BACKOFF", "1.5", "CONSUMERTTL", "120"]));
     c.cmd(&["XS.GROUP", "CREATE", "s", "plain", "0"]);
     let mut rng = Rng::from_env("queue_policy_persistence");
-    for i in 0..300 {
+    for i in 0..300 * wave2_scale() {
         let who = format!("c{}", rng.below(8));
         match rng.below(6) {
             0 => {

@@ -706,7 +706,7 @@ fn idmp_random_workload_replica_and_aof() {
     let keys = ["k0", "k1", "k2", "k3", "short0", "short1"];
     let t0 = std::time::Instant::now();
     let mut n = 0u64;
-    while t0.elapsed() < Duration::from_millis(3000) {
+    while t0.elapsed() < Duration::from_millis(3000 * wave2_scale() as u64) {
         let key = *rng.pick(&keys);
         let pid = format!("p{}", rng.below(4));
         let iid = format!("i{}", rng.below(40));

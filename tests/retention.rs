@@ -314,7 +314,7 @@ fn written_streams_replicate_and_replay_identically() {
         assert_eq!(c.cmd(&cfg), ok());
     }
     let mut rng = Rng::from_env("retention");
-    for i in 0..600 {
+    for i in 0..600 * wave2_scale() {
         let k = ["se", "sa", "ie", "ia", "il"][rng.below(5) as usize];
         let cmd: Vec<&str> = match k {
             "ie" => vec!["XS.ADD", k, "MAXAGE", "30", "*", "f", "v"],

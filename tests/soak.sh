@@ -72,7 +72,8 @@ part_wave2() {
         [ -f "tests/$f.rs" ] && tests+=(--test "$f")
     done
     local rc=0
-    XSTREAM_COMBINED_OPS=60000 XSTREAM_NACK_OPS=15000 XSTREAM_KILL9_CYCLES=${XSTREAM_KILL9_CYCLES:-50} \
+    XSTREAM_COMBINED_OPS=60000 XSTREAM_NACK_OPS=15000 CLAIM_RANDOM_OPS=30000 XSTREAM_WAVE2_SCALE=10 \
+    XSTREAM_KILL9_CYCLES=${XSTREAM_KILL9_CYCLES:-50} \
         t --no-fail-fast "${tests[@]}" -- --test-threads=1 || rc=1
     XSTREAM_FUZZ_COMPRESSION=1 XSTREAM_FUZZ_SCALE=2 XSTREAM_FUZZ_TRAFFIC_MS=200 \
         t --test restore_fuzz -- --test-threads=1 || rc=1

@@ -33,6 +33,12 @@ pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
 
+/// `XSTREAM_WAVE2_SCALE` (1 by default): the multiplier `make soak` applies to the random
+/// workloads of the module-only features (queue policies, delayed delivery, retention, IDMP).
+pub fn wave2_scale() -> usize {
+    env_usize("XSTREAM_WAVE2_SCALE", 1).max(1)
+}
+
 /// `s` cut to `n` bytes (on a char boundary), with the full length noted.
 pub fn trunc(s: &str, n: usize) -> String {
     if s.len() <= n {
