@@ -23,20 +23,11 @@ import argparse
 import multiprocessing as mp
 import os
 import random
-import socket
-import subprocess
-import tempfile
 import time
 
 import redis
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from serverlib import redis_server
 
 
 def now_ms():
@@ -83,19 +74,9 @@ def main():
     ap.add_argument("--batch", type=int, default=1000)
     a = ap.parse_args()
     module = os.path.abspath(a.module)
-    d = tempfile.mkdtemp(prefix="xstream-delay-")
-    port = free_port()
-    p = subprocess.Popen([a.server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
-                          "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            r.ping()
-            break
-        except Exception:
-            time.sleep(0.1)
-    load0 = os.getloadavg()
-    try:
+    with redis_server(a.server, module, prefix="xstream-delay-") as (r, _proc, _dir):
+        port = r.connection_pool.connection_kwargs["port"]
+        load0 = os.getloadavg()
         r.execute_command("XS.GROUP", "CREATE", "k", "g", "$", "MKSTREAM")
         done = mp.Value("q", 0)
         q = mp.Queue()
@@ -174,12 +155,6 @@ def main():
         print(f"INFO xstream: entries_delayed {info.get('xstream_entries_delayed', info.get('entries_delayed'))}, "
               f"entries_scheduled_delivered {info.get('xstream_entries_scheduled_delivered', info.get('entries_scheduled_delivered'))}")
         print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} ({os.cpu_count()} CPUs)")
-    finally:
-        try:
-            r.shutdown(nosave=True)
-        except Exception:
-            pass
-        p.wait(timeout=60)
 
 
 if __name__ == "__main__":

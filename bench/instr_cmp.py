@@ -31,20 +31,11 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
-import redis
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from serverlib import redis_server
 
 
 FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
@@ -147,46 +138,32 @@ def measure(server, module, workloads, ops):
     if conf:
         k, _, v = conf.partition("=")
         extra = [f"--{k}", v]
-    d = tempfile.mkdtemp(prefix="xstream-instr-")
-    port = free_port()
+    d = tempfile.mkdtemp(prefix="xstream-instr-")  # callgrind's dumps (the server's own dir is serverlib's)
     out = os.path.join(d, "callgrind.out")
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                          server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
-                          "--loadmodule", module, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    for _ in range(600):
-        try:
-            r.ping()
-            break
-        except Exception:
-            time.sleep(0.1)
+    callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     res = {}
     try:
-        for w in workloads:
-            prepare(r, w, ops)
-            subprocess.run(["callgrind_control", "-z", str(p.pid)], capture_output=True)
-            subprocess.run(["callgrind_control", "-i", "on", str(p.pid)], capture_output=True)
-            n = run(r, w, ops)
-            subprocess.run(["callgrind_control", "-i", "off", str(p.pid)], capture_output=True)
-            dump = subprocess.run(["callgrind_control", "-d", f"w-{w}", str(p.pid)], capture_output=True, text=True)
-            time.sleep(0.5)
-            files = sorted(f for f in os.listdir(d) if f.startswith("callgrind.out") and f"w-{w}" in open(os.path.join(d, f), errors="ignore").read(4000))
-            total = None
-            tick = 0
-            for f in files:
-                m = re.search(r"^totals:\s+(\d+)", open(os.path.join(d, f), errors="ignore").read(), re.M)
-                if m:
-                    total = int(m.group(1))
-                    tick = timer_ir(os.path.join(d, f))
-            res[w] = total / n if total else None
-            if conf:
-                res[w + " (no timer)"] = (total - tick) / n if total else None
+        with redis_server(server, module, extra, wrapper=callgrind, prefix="xstream-instr-", start_timeout_s=60) as (r, p, _):
+            for w in workloads:
+                prepare(r, w, ops)
+                subprocess.run(["callgrind_control", "-z", str(p.pid)], capture_output=True)
+                subprocess.run(["callgrind_control", "-i", "on", str(p.pid)], capture_output=True)
+                n = run(r, w, ops)
+                subprocess.run(["callgrind_control", "-i", "off", str(p.pid)], capture_output=True)
+                dump = subprocess.run(["callgrind_control", "-d", f"w-{w}", str(p.pid)], capture_output=True, text=True)
+                time.sleep(0.5)
+                files = sorted(f for f in os.listdir(d) if f.startswith("callgrind.out") and f"w-{w}" in open(os.path.join(d, f), errors="ignore").read(4000))
+                total = None
+                tick = 0
+                for f in files:
+                    m = re.search(r"^totals:\s+(\d+)", open(os.path.join(d, f), errors="ignore").read(), re.M)
+                    if m:
+                        total = int(m.group(1))
+                        tick = timer_ir(os.path.join(d, f))
+                res[w] = total / n if total else None
+                if conf:
+                    res[w + " (no timer)"] = (total - tick) / n if total else None
     finally:
-        try:
-            r.shutdown(nosave=True)
-        except Exception:
-            pass
-        p.wait(timeout=60)
         keep = os.environ.get("XSTREAM_INSTR_KEEP")
         if keep:
             os.makedirs(keep, exist_ok=True)

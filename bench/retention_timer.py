@@ -11,20 +11,9 @@ Also a second variant where every stream's oldest entry ages out once during the
 
 import argparse
 import os
-import socket
-import subprocess
-import tempfile
 import time
 
-import redis
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from serverlib import redis_server
 
 
 def cpu(r):
@@ -33,18 +22,7 @@ def cpu(r):
 
 
 def run(server, module, n, seconds, maxage):
-    d = tempfile.mkdtemp(prefix="xstream-rt-")
-    port = free_port()
-    p = subprocess.Popen([server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
-                          "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            r.ping()
-            break
-        except Exception:
-            time.sleep(0.1)
-    try:
+    with redis_server(server, module, prefix="xstream-rt-") as (r, _proc, _dir):
         pipe = r.pipeline(transaction=False)
         for i in range(n):
             pipe.execute_command("XS.ADD", f"s{i}", "*", "f", "v")
@@ -59,12 +37,6 @@ def run(server, module, n, seconds, maxage):
         c1, t1 = cpu(r), time.time()
         left = sum(1 for i in range(0, n, max(1, n // 1000)) if r.execute_command("XS.LEN", f"s{i}") > 0)
         return (c1 - c0) / (t1 - t0), left
-    finally:
-        try:
-            r.shutdown(nosave=True)
-        except Exception:
-            pass
-        p.wait(timeout=60)
 
 
 def main():
