@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from serverlib import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -123,16 +125,6 @@ def text(r):
 # ------------------------------------------------------------------------------------------
 # Server
 # ------------------------------------------------------------------------------------------
-
-def free_port():
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p != 6379:
-            return p
-
 
 class Server:
     def __init__(self, module, maxclients):

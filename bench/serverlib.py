@@ -1,4 +1,4 @@
-"""Server start-up for the redis-py benchmarks (delayed.py, retention_timer.py, instr_cmp.py).
+"""free_port() for every benchmark, and the server start-up of the redis-py ones (delayed.py, retention_timer.py, instr_cmp.py).
 
     with redis_server(server, module, extra=[...], wrapper=[...]) as (r, proc, dir):
         ...
@@ -15,8 +15,6 @@ import subprocess
 import tempfile
 import time
 
-import redis
-
 
 def free_port():
     """A free local port, never 6379 (the user's own server)."""
@@ -31,6 +29,8 @@ def free_port():
 
 @contextlib.contextmanager
 def redis_server(server, module, extra=(), wrapper=(), prefix="xstream-bench-", start_timeout_s=10.0):
+    import redis  # redis-py: only the scripts that use this function need it installed
+
     d = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
     p = subprocess.Popen([*wrapper, server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,

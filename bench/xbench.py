@@ -50,6 +50,8 @@ import sys
 import tempfile
 import time
 
+from serverlib import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "bench", "results")
 DOC_PATH = os.path.join(ROOT, "docs", "BENCHMARKS.md")
@@ -279,16 +281,6 @@ def batched(cmds: list[bytes], size: int):
 # --------------------------------------------------------------------------------------------
 # Server
 # --------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port != 6379:
-            return port
 
 
 class Server:
