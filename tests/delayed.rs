@@ -8,6 +8,8 @@
 //! (never delivered before the due time), upper bounds generous.
 
 mod common;
+#[path = "common/twin.rs"]
+mod twin;
 
 use common::*;
 use std::time::{Duration, Instant};
@@ -122,6 +124,195 @@ fn plain_streams_unchanged() {
     c.cmd(&["XS.TRIM", "s", "MAXLEN", "0"]);
     assert!(c.cmd(&["XS.INFO", "STREAM", "s"]).field("delayed-entries").is_none());
     assert!(group_field(&mut c, "s", "g", "scheduled").is_none());
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
+}
+
+/// A map reply as each protocol sends it (RESP2: a flat array of pairs).
+fn map(resp3: bool, pairs: Vec<(&str, Reply)>) -> Reply {
+    if resp3 {
+        Reply::Map(pairs.into_iter().map(|(k, v)| (bulk(k), v)).collect())
+    } else {
+        Reply::Array(pairs.into_iter().flat_map(|(k, v)| [bulk(k), v]).collect())
+    }
+}
+
+/// [VT] XS.INFO STREAM FULL lists each group's schedule as `scheduled`: [ID, due ms] pairs by
+/// due time then ID, bounded by COUNT like `pending` (default 10, 0 = all), after the group's
+/// other fields, on groups with scheduled entries only; the stream part has `delayed-entries`
+/// as without FULL. Exact replies, RESP2 and RESP3 (no consumers: nothing depends on the clock).
+#[test]
+fn info_full_lists_schedules() {
+    let s = Server::start();
+    each_protocol(&s, |c, resp3| {
+        ok(c.cmd(&["CONFIG", "SET", "xstream.compat", "7.0"]));
+        let t: i64 = 4_102_444_800_000; // 2100-01-01
+        for (id, due) in [("1-0", Some(t + 2)), ("2-0", Some(t)), ("3-0", Some(t)), ("4-0", None), ("5-0", Some(t + 1))] {
+            let due = due.map(|d| d.to_string());
+            let mut a = vec!["XS.ADD", "s"];
+            if let Some(d) = &due {
+                a.extend(["NOTBEFORE", d.as_str()]);
+            }
+            a.extend([id, "f", "v"]);
+            assert_eq!(c.cmd(&a), bulk(id));
+        }
+        ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g1", "$"]));
+        ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g2", "$"]));
+        // What a `>` read passing over the four leaves (the propagated form), in any order.
+        assert_eq!(c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g1", "5-0", "3-0", "1-0", "2-0"]), Reply::Int(4));
+        let sched = |n: usize| -> Reply {
+            let all = [("2-0", t), ("3-0", t), ("5-0", t + 1), ("1-0", t + 2)];
+            Reply::Array(all.iter().take(n).map(|(id, due)| Reply::Array(vec![bulk(id), Reply::Int(*due)])).collect())
+        };
+        let group = |name: &str, scheduled: Option<Reply>| -> Reply {
+            let mut f = vec![
+                ("name", bulk(name)),
+                ("last-delivered-id", bulk("5-0")),
+                ("entries-read", Reply::Nil),
+                ("lag", Reply::Int(0)),
+                ("pel-count", Reply::Int(0)),
+                ("pending", Reply::Array(vec![])),
+                ("consumers", Reply::Array(vec![])),
+            ];
+            if let Some(sc) = scheduled {
+                f.push(("scheduled", sc));
+            }
+            map(resp3, f)
+        };
+        let full = |n_entries: usize, n_sched: usize| -> Reply {
+            let entries = ["1-0", "2-0", "3-0", "4-0", "5-0"]
+                .iter()
+                .take(n_entries)
+                .map(|id| Reply::Array(vec![bulk(id), Reply::Array(vec![bulk("f"), bulk("v")])]))
+                .collect();
+            map(
+                resp3,
+                vec![
+                    ("length", Reply::Int(5)),
+                    ("radix-tree-keys", Reply::Int(1)),
+                    ("radix-tree-nodes", Reply::Int(2)),
+                    ("last-generated-id", bulk("5-0")),
+                    ("max-deleted-entry-id", bulk("0-0")),
+                    ("entries-added", Reply::Int(5)),
+                    ("recorded-first-entry-id", bulk("1-0")),
+                    ("delayed-entries", Reply::Int(4)),
+                    ("entries", Reply::Array(entries)),
+                    ("groups", Reply::Array(vec![group("g1", Some(sched(n_sched))), group("g2", None)])),
+                ],
+            )
+        };
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]), full(5, 4));
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "0"]), full(5, 4));
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "2"]), full(2, 2));
+        assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "1"]), full(1, 1));
+        // The non-FULL reply has `delayed-entries` at the same place.
+        let brief = c.cmd(&["XS.INFO", "STREAM", "s"]);
+        assert_eq!(brief.field("delayed-entries"), Some(&Reply::Int(4)));
+
+        // At `latest` the field still comes last (after 8.8's nacked-count).
+        ok(c.cmd(&["CONFIG", "SET", "xstream.compat", "latest"]));
+        let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "3"]);
+        let g1 = &r.field("groups").expect("groups").as_array()[0];
+        let last = match g1 {
+            Reply::Map(kv) => kv.last().map(|(k, v)| (k.clone(), v.clone())),
+            Reply::Array(v) => Some((v[v.len() - 2].clone(), v[v.len() - 1].clone())),
+            other => panic!("{other}"),
+        };
+        assert_eq!(last, Some((bulk("scheduled"), sched(3))), "{r}");
+        assert!(g1.field("nacked-count").is_some(), "{r}");
+        ok(c.cmd(&["CONFIG", "SET", "xstream.compat", "host"]));
+
+        // A real `>` read passing over entries fills the same list; delivering them empties it
+        // (g1's field goes with its last scheduled entry).
+        ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g3", "0"]));
+        let r = c.cmd(&["XS.READGROUP", "GROUP", "g3", "c", "STREAMS", "s", ">"]);
+        assert_eq!(read_ids(&r), vec!["4-0".to_string()]);
+        let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "0"]);
+        let g3 = &r.field("groups").expect("groups").as_array()[2];
+        assert_eq!(g3.field("scheduled"), Some(&sched(4)), "{r}");
+        for id in ["1-0", "2-0", "3-0", "5-0"] {
+            assert_eq!(c.cmd(&["XS.CLAIM", "s", "g1", "c", "0", id, "FORCE", "JUSTID"]).as_array().len(), 1);
+        }
+        let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]);
+        let gs = r.field("groups").expect("groups").as_array();
+        assert!(gs[0].field("scheduled").is_none(), "{r}");
+        assert!(gs[1].field("scheduled").is_none(), "{r}");
+        assert_eq!(gs[2].field("scheduled"), Some(&sched(4)), "{r}");
+        // The entries trimmed: no schedule, no `delayed-entries` left.
+        c.cmd(&["XS.TRIM", "s", "MAXLEN", "0"]);
+        let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]);
+        assert!(r.field("delayed-entries").is_none(), "{r}");
+        assert!(r.field("groups").expect("groups").as_array().iter().all(|g| g.field("scheduled").is_none()), "{r}");
+    });
+}
+
+/// Clock-dependent values of an XINFO STREAM FULL reply (either protocol) set to 0: consumers'
+/// `seen-time` / `active-time`, delivery times of the pending entries.
+fn mask_full_times(r: &mut Reply) {
+    match r {
+        Reply::Map(kv) => {
+            for (k, v) in kv.iter_mut() {
+                if matches!(k, Reply::Bulk(k) if k == b"seen-time" || k == b"active-time") {
+                    *v = Reply::Int(0);
+                } else {
+                    mask_full_times(v);
+                }
+            }
+        }
+        Reply::Array(_) => twin::mask_times(r),
+        _ => {}
+    }
+    // twin::mask_times recurses into arrays only: the maps of RESP3 consumers in arrays.
+    if let Reply::Array(v) = r {
+        for e in v.iter_mut().filter(|e| matches!(e, Reply::Map(_))) {
+            mask_full_times(e);
+        }
+    }
+}
+
+/// [VT] A stream without delayed entries answers XS.INFO STREAM FULL exactly as the built-in's
+/// XINFO STREAM FULL of the same stream (groups with pending entries and consumers, COUNT
+/// default / 0 / 1), in RESP2 and RESP3, also while another stream has schedules.
+#[test]
+fn info_full_of_plain_streams_is_the_builtins() {
+    let mut t = twin::Twin::start();
+    for resp3 in [false, true] {
+        if resp3 {
+            t.b.hello3();
+            t.m.hello3();
+        }
+        for args in [
+            &["DEL", "k"][..],
+            &["XADD", "k", "1-0", "f", "v"],
+            &["XADD", "k", "2-0", "f", "v", "g", "w"],
+            &["XADD", "k", "3-0", "f", "v"],
+            &["XGROUP", "CREATE", "k", "g1", "0"],
+            &["XGROUP", "CREATE", "k", "g2", "0"],
+            &["XREADGROUP", "GROUP", "g1", "c1", "COUNT", "2", "STREAMS", "k", ">"],
+            &["XREADGROUP", "GROUP", "g1", "c2", "STREAMS", "k", ">"],
+            &["XACK", "k", "g1", "1-0"],
+        ] {
+            t.same_masked(args, mask_full_times);
+        }
+        // Schedules on another stream of the module's database.
+        let late = (now_ms() + 3_600_000).to_string();
+        t.m.cmd(&["DEL", "d"]);
+        t.m.cmd(&["XS.ADD", "d", "NOTBEFORE", &late, "*", "f", "v"]);
+        t.m.cmd(&["XS.GROUP", "CREATE", "d", "g", "0"]);
+        t.m.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "d", ">"]);
+        assert_eq!(t.m.cmd(&["XS.INFO", "STREAM", "d", "FULL"]).field("groups").expect("groups").as_array()[0].field("scheduled").map(|s| s.as_array().len()), Some(1));
+        for args in [
+            &["XINFO", "STREAM", "k", "FULL"][..],
+            &["XINFO", "STREAM", "k", "FULL", "COUNT", "0"],
+            &["XINFO", "STREAM", "k", "FULL", "COUNT", "1"],
+        ] {
+            let r = t.same_masked(args, mask_full_times);
+            assert!(matches!(r, Reply::Map(_)) == resp3, "{r}");
+        }
+    }
+    t.finish("XS.INFO STREAM FULL of a stream without delayed entries");
 }
 
 // ---- [VT] `>` reads, schedule, lag --------------------------------------------------------------

@@ -246,7 +246,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
             // 8.8's nacked-count only at `xstream.compat latest` (a field the host's
             // own XINFO lacks); a NACKed entry's pending row is [id, "", 0, count] anyway.
             let nacked = crate::config::level() >= Level::Latest;
-            c.reply_map(if nacked { 8 } else { 7 });
+            // Delayed delivery (issue 17): the group's schedule, only when it has entries (so
+            // the replies of streams without delayed delivery stay the built-in's).
+            let sched = g.schedule().filter(|sc| !sc.is_empty());
+            c.reply_map(if nacked { 8 } else { 7 } + usize::from(sched.is_some()));
             c.reply_bulk(b"name");
             c.reply_bulk(name);
             c.reply_bulk(b"last-delivered-id");
@@ -309,6 +312,17 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
                     n += 1;
                 }
                 c.set_array_len(n as usize);
+            }
+            if let Some(sc) = sched {
+                // [ID, due ms] in serving order (due time, then ID), bounded by COUNT as `pending` is.
+                c.reply_bulk(b"scheduled");
+                let n = if count == 0 { sc.len() } else { sc.len().min(usize::try_from(count).unwrap_or(usize::MAX)) };
+                c.reply_array(n);
+                for (due, id) in sc.iter().take(n) {
+                    c.reply_array(2);
+                    c.reply_id(id);
+                    c.reply_int(due);
+                }
             }
         }
         Ok(())
