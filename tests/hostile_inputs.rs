@@ -373,7 +373,8 @@ fn million_field_pairs() {
     t.same(&["XDEL", "k", "1-1"]);
     t.same(&["XTRIM", "k", "MAXLEN", "0"]);
     assert!(
-        mems[1] <= 2 * mems[0].max(1 << 20) + (4 << 20),
+        // (1.83x before the listpack reserved exactly for large entries; 1.17x after.)
+        mems[1] <= mems[0].max(1 << 20) * 4 / 3 + (4 << 20),
         "module used {} bytes for two {pairs}-pair entries, the built-in {}",
         mems[1],
         mems[0]

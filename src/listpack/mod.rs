@@ -356,6 +356,9 @@ impl Default for Listpack {
     }
 }
 
+/// Above this many bytes, try_append_all reserves what the values encode to, not a bound.
+const EXACT_RESERVE_ABOVE: usize = 64 * 1024;
+
 /// The bytes of an empty listpack (lpNew).
 const EMPTY: [u8; EMPTY_BYTES] = [EMPTY_BYTES as u8, 0, 0, 0, 0, 0, EOF];
 
@@ -646,6 +649,13 @@ impl Listpack {
             };
             bound = bound.saturating_add(data).saturating_add(MAX_INT_ENCODING_LEN + 1);
             n += 1;
+        }
+        // The bound is up to twice the bytes a run of short strings takes (2 bytes of header
+        // and backlen, not 10), and a node that receives one large entry keeps what is reserved
+        // until it is sealed (a 1M-field entry: 1.8x the built-in's memory). Past 64 KiB, an
+        // exact count is worth its second pass over the values.
+        if bound > EXACT_RESERVE_ABOVE {
+            bound = vals.clone().map(|v| Encoded::new(v).total_len()).fold(0usize, usize::saturating_add);
         }
         let start = self.buf.len();
         checked_total(start, 0, 0)?;
