@@ -1103,6 +1103,25 @@ fn check_value(c: &mut Conn, key: &str, notes: &mut BTreeMap<String, usize>) -> 
     // removed first (the timer may already have trimmed: that is a state like any other). The
     // retention's own round trips are tests/retention.rs's.
     let _ = io(c.try_cmd(&["XS.CFGSET", key, "MAXAGE", "0"]), "XS.CFGSET MAXAGE 0")?;
+    // The other timers act only on a primary (IDMP expiry: an iid whose entry ID is 1 ms
+    // expires at the next tick; CONSUMERTTL): during the check the server is a writable replica
+    // (of a port nothing listens on), so that the reads see one state; a primary again for the
+    // traffic that follows (and its timers act on the mutated value then).
+    let _ = io(c.try_cmd(&["CONFIG", "SET", "replica-read-only", "no"]), "CONFIG SET")?;
+    let r = io(c.try_cmd(&["REPLICAOF", "127.0.0.1", "1"]), "REPLICAOF")?;
+    if r.is_error() {
+        return Err(format!("REPLICAOF 127.0.0.1 1: {r}"));
+    }
+    let checked = check_value_still(c, key, notes);
+    let r = io(c.try_cmd(&["REPLICAOF", "NO", "ONE"]), "REPLICAOF NO ONE")?;
+    if r.is_error() {
+        return Err(format!("REPLICAOF NO ONE: {r}"));
+    }
+    checked
+}
+
+/// [`check_value`] on a server whose timers do not act.
+fn check_value_still(c: &mut Conn, key: &str, notes: &mut BTreeMap<String, usize>) -> Result<Known, String> {
     let len = no_err(io(c.try_cmd(&["XS.LEN", key]), "XS.LEN")?, "XS.LEN")?;
     let fwd = no_err(io(c.try_cmd(&["XS.RANGE", key, "-", "+"]), "XS.RANGE")?, "XS.RANGE")?;
     let rev = no_err(io(c.try_cmd(&["XS.REVRANGE", key, "+", "-"]), "XS.REVRANGE")?, "XS.REVRANGE")?;
