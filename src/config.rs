@@ -139,13 +139,14 @@ pub fn limits() -> NodeLimits {
 
 /// The stream behaviour of a Redis release, where replies of existing commands
 /// changed after 7.0. New commands and options are available at every level; a
-/// level only selects what an existing command answers.
+/// level only selects what an existing command answers. Valkey's releases follow
+/// Redis 7.2 and then went their own way: a [`Valkey`] family on top of a level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Level {
     /// Redis 7.0.
     V7_0 = 70,
-    /// Redis 7.2 (and Valkey 7.2 / 8.0): consumers' active-time, `inactive`,
+    /// Redis 7.2 (and Valkey 7.2 to 9.1): consumers' active-time, `inactive`,
     /// consumers created by reads and claims that deliver nothing, blocked
     /// XREADGROUP re-executed, XSETID below the max deleted ID refused, the
     /// `'xread'` / `'xreadgroup'` unbalanced-list texts.
@@ -153,10 +154,29 @@ pub enum Level {
     /// Redis 7.4: XREADGROUP's group ID always propagated and counted only when
     /// something went out; BLOCK allowed from scripts; `XREAD ... +` as 7.4.x.
     V7_4 = 74,
-    /// Redis 8.0 (milestone 1): lag and entries-read fixes, the 8.0 unbalanced-list texts.
+    /// Redis 8.0 (calibrated on 8.0.2, the GA release): lag and entries-read
+    /// fixes, the 8.0 unbalanced-list texts.
     V8_0 = 80,
-    /// The newest Redis this module implements.
+    /// Redis 8.2 (calibrated on 8.2.3): XGROUP CREATE / SETID ENTRIESREAD clamped
+    /// to entries-added (8.2.2).
+    V8_2 = 82,
+    /// The newest Redis this module implements (8.4 to 8.10, from the spec).
     Latest = 255,
+}
+
+/// A Valkey release family whose streams differ from the Redis level they
+/// follow (7.2). Ordered: each includes the changes of the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Valkey {
+    /// Valkey 7.2 / 8.0: Redis 7.2's streams, but scripts may pass BLOCK (as 7.4).
+    V8_0 = 80,
+    /// Valkey 8.1 (calibrated on 8.1.8; 9.1.2 answers the same): the Redis 8.0
+    /// read counter (tombstones looked for after the group's last ID, estimated
+    /// again behind the first entry) and estimate (a tombstone after an ID makes
+    /// it unknown), without 8.0's lag shortcuts (empty stream, group behind the
+    /// first entry).
+    V8_1 = 81,
 }
 
 impl Level {
@@ -166,12 +186,14 @@ impl Level {
             Level::V7_2 => "7.2",
             Level::V7_4 => "7.4",
             Level::V8_0 => "8.0",
+            Level::V8_2 => "8.2",
             Level::Latest => "latest",
         }
     }
 
     /// The level of a release from its `redis_version` (Valkey reports the Redis
-    /// release it is compatible with, 7.2.4). 7.9.x are the 8.0 milestones.
+    /// release it is compatible with, 7.2.4). 7.9.x are the 8.0 milestones, 8.1.x
+    /// the 8.2 ones.
     pub fn of_redis_version(v: &str) -> Level {
         let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
@@ -179,58 +201,131 @@ impl Level {
             (0..=6, _) | (7, 0..=1) => Level::V7_0,
             (7, 2..=3) => Level::V7_2,
             (7, 4..=8) => Level::V7_4,
-            _ => Level::V8_0,
-        }
-    }
-
-    fn from_u8(v: u8) -> Level {
-        match v {
-            72 => Level::V7_2,
-            74 => Level::V7_4,
-            80 => Level::V8_0,
-            255 => Level::Latest,
-            _ => Level::V7_0,
+            (7, _) | (8, 0) => Level::V8_0,
+            _ => Level::V8_2,
         }
     }
 }
 
-/// The host server's level, detected at load (INFO server's `redis_version`).
-static HOST_LEVEL: AtomicU8 = AtomicU8::new(Level::V7_0 as u8);
+impl Valkey {
+    /// The family of a Valkey release from its `valkey_version` (empty: Valkey 7.2,
+    /// which reports none).
+    pub fn of_valkey_version(v: &str) -> Valkey {
+        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if (major, minor) >= (8, 1) {
+            Valkey::V8_1
+        } else {
+            Valkey::V8_0
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Valkey::V8_0 => "valkey-8.0",
+            Valkey::V8_1 => "valkey-8.1",
+        }
+    }
+}
+
+/// A reply level with its family: what `xstream.compat` names, and what the host is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compat {
+    pub level: Level,
+    pub valkey: Option<Valkey>,
+}
+
+impl Compat {
+    /// The name `xstream.compat` takes for it (`7.2`, `valkey-8.1`, ...).
+    pub fn name(self) -> &'static str {
+        self.valkey.map_or(self.level.name(), Valkey::name)
+    }
+
+    fn code(self) -> u8 {
+        match self.valkey {
+            Some(v) => 100 + v as u8,
+            None => self.level as u8,
+        }
+    }
+
+    fn from_code(v: u8) -> Compat {
+        let redis = |level| Compat { level, valkey: None };
+        match v {
+            72 => redis(Level::V7_2),
+            74 => redis(Level::V7_4),
+            80 => redis(Level::V8_0),
+            82 => redis(Level::V8_2),
+            255 => redis(Level::Latest),
+            180 => Compat { level: Level::V7_2, valkey: Some(Valkey::V8_0) },
+            181 => Compat { level: Level::V7_2, valkey: Some(Valkey::V8_1) },
+            _ => redis(Level::V7_0),
+        }
+    }
+
+    /// The host's, from INFO server: Valkey follows Redis 7.2 in its family.
+    pub fn of_host(redis_version: &str, valkey: bool, valkey_version: &str) -> Compat {
+        if valkey {
+            Compat { level: Level::V7_2, valkey: Some(Valkey::of_valkey_version(valkey_version)) }
+        } else {
+            Compat { level: Level::of_redis_version(redis_version), valkey: None }
+        }
+    }
+}
+
+/// The host server's reply level, detected at load (INFO server).
+static HOST_COMPAT: AtomicU8 = AtomicU8::new(Level::V7_0 as u8);
 /// The configured level; 0 = `host`.
 static COMPAT: AtomicU8 = AtomicU8::new(0);
 
-/// The host is Valkey (8.0: 7.2-level streams, but scripts may pass BLOCK as in 7.4).
-static VALKEY: AtomicBool = AtomicBool::new(false);
+pub fn set_host(c: Compat) {
+    HOST_COMPAT.store(c.code(), Ordering::Relaxed);
+}
 
-pub fn set_host(l: Level, valkey: bool) {
-    HOST_LEVEL.store(l as u8, Ordering::Relaxed);
-    VALKEY.store(valkey, Ordering::Relaxed);
+pub fn host_compat() -> Compat {
+    Compat::from_code(HOST_COMPAT.load(Ordering::Relaxed))
+}
+
+/// The level and family replies follow now.
+pub fn compat() -> Compat {
+    match COMPAT.load(Ordering::Relaxed) {
+        0 => host_compat(),
+        v => Compat::from_code(v),
+    }
 }
 
 /// Scripts may call XREAD / XREADGROUP with BLOCK (answered without blocking):
-/// Redis 7.4, and Valkey 8 at its own level.
+/// Redis 7.4, and every Valkey from 8.0.
 pub fn scripts_may_block() -> bool {
-    level() >= Level::V7_4 || (COMPAT.load(Ordering::Relaxed) == 0 && VALKEY.load(Ordering::Relaxed))
+    let c = compat();
+    c.level >= Level::V7_4 || c.valkey.is_some()
 }
 
 pub fn host_level() -> Level {
-    Level::from_u8(HOST_LEVEL.load(Ordering::Relaxed))
+    host_compat().level
 }
 
 /// The level replies follow now.
 pub fn level() -> Level {
-    match COMPAT.load(Ordering::Relaxed) {
-        0 => host_level(),
-        v => Level::from_u8(v),
+    compat().level
+}
+
+/// The DELREF / ACKED trim rules of the level in force: 8.2's own at level 8.2
+/// (the first release with them, as 8.2.3 trims), the later ones everywhere else
+/// (the options are the module's own below 8.2).
+pub fn ref_trim_rules() -> crate::stream::RefTrimRules {
+    if compat() == (Compat { level: Level::V8_2, valkey: None }) {
+        crate::stream::RefTrimRules::Redis82
+    } else {
+        crate::stream::RefTrimRules::Latest
     }
 }
 
 /// The lag / entries-read rules of the level in force.
 pub fn lag_rules() -> crate::stream::LagRules {
-    let l = level();
-    if l == Level::Latest {
-        crate::stream::LagRules::Redis82
-    } else if l >= Level::V8_0 {
+    let c = compat();
+    if c.valkey >= Some(Valkey::V8_1) {
+        crate::stream::LagRules::Valkey81
+    } else if c.level >= Level::V8_0 {
         crate::stream::LagRules::Redis8
     } else {
         crate::stream::LagRules::Redis7
@@ -238,15 +333,18 @@ pub fn lag_rules() -> crate::stream::LagRules {
 }
 
 /// `xstream.compat`: `host` (default: as this server's built-in streams), or a
-/// level (`7.0`, `7.2`, `7.4`, `8.0`, `latest`). CONFIG SET refuses anything else.
+/// level (`7.0`, `7.2`, `7.4`, `8.0`, `8.2`, `valkey-8.0`, `valkey-8.1`, `latest`).
+/// CONFIG SET refuses anything else.
 pub struct CompatConfig;
 
 pub static COMPAT_CONFIG: CompatConfig = CompatConfig;
 
 /// The `xstream.compat` setting's name (`host`, `7.2`, ...).
 pub fn compat_name() -> &'static str {
-    let v = COMPAT.load(Ordering::Relaxed);
-    COMPAT_VALUES.iter().find(|(_, x)| *x == v).map_or("host", |(n, _)| n)
+    match COMPAT.load(Ordering::Relaxed) {
+        0 => "host",
+        v => Compat::from_code(v).name(),
+    }
 }
 
 /// The values `xstream.compat` takes.
@@ -256,6 +354,9 @@ pub const COMPAT_VALUES: &[(&str, u8)] = &[
     ("7.2", Level::V7_2 as u8),
     ("7.4", Level::V7_4 as u8),
     ("8.0", Level::V8_0 as u8),
+    ("8.2", Level::V8_2 as u8),
+    ("valkey-8.0", 100 + Valkey::V8_0 as u8),
+    ("valkey-8.1", 100 + Valkey::V8_1 as u8),
     ("latest", Level::Latest as u8),
 ];
 

@@ -37,7 +37,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }
-    config::set_host(config::Level::of_redis_version(&host.redis_version), host.valkey);
+    config::set_host(config::Compat::of_host(&host.redis_version, host.valkey, &host.valkey_version));
     ffi::ctx::set_argv_rewrite(host.passes_client_argv());
     if !host.passes_client_argv() {
         ctx.log_notice("xstream: unknown server release: XS.ADD * propagates through RedisModule_Replicate");
@@ -46,8 +46,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         "xstream: host {} redis_version {}: replies at level {} (xstream.compat {})",
         if host.valkey { "valkey" } else { "redis" },
         host.redis_version,
-        config::host_level().name(),
-        config::level().name()
+        config::host_compat().name(),
+        config::compat().name()
     ));
     if let Err(e) = ffi::blocking::init(ctx) {
         ctx.log_warning(&format!("xstream: {e}"));

@@ -27,6 +27,14 @@ fn both(s: &Server, f: impl Fn(&mut Conn)) {
     each_protocol(s, |c, _| f(c));
 }
 
+/// A server at `xstream.compat latest`: the [VT] examples of the approximate DELREF / ACKED
+/// trims are the later releases' (REDIS8.md 3.5). Redis 8.2.3 answers otherwise (its `~` walk
+/// stops before any entry under DELREF / ACKED), and so does the module at level 8.2, the level
+/// `compat host` picks on 8.2 hosts: [`approx_ref_trims_at_level_8_2`].
+fn spec_level() -> Server {
+    Server::builder().module_args(&["compat", "latest"]).start()
+}
+
 /// XADD of `n` entries `1-0 .. n-0`.
 fn add_n(c: &mut Conn, key: &str, n: u64) {
     for i in 1..=n {
@@ -435,7 +443,7 @@ fn five_in_nodes_of_two(c: &mut Conn, read: &str) {
 /// goes on past the partly kept node 3-0 4-0), leaving 3-0 and 5-0.
 #[test]
 fn xtrim_minid_approx_acked() {
-    let s = Server::start();
+    let s = spec_level();
     both(&s, |c| {
         five_in_nodes_of_two(c, "5");
         assert_eq!(c.cmd(&["XS.ACK", "s", "g", "1-0", "2-0", "4-0"]), Reply::Int(3));
@@ -452,7 +460,7 @@ fn xtrim_minid_approx_acked() {
 /// nodes' 4 entries and their PEL entries (XPENDING summary `0 nil nil nil`).
 #[test]
 fn xtrim_minid_approx_delref() {
-    let s = Server::start();
+    let s = spec_level();
     both(&s, |c| {
         five_in_nodes_of_two(c, "4");
         assert_eq!(c.cmd(&["XS.TRIM", "s", "MINID", "~", "5-0", "DELREF"]), Reply::Int(4));
@@ -710,7 +718,7 @@ fn takeover_serves_xdelex_and_xackdel() {
 /// replica with other node limits ends with the same entries and PELs.
 #[test]
 fn policy_trims_replicate_across_node_layouts() {
-    let primary = Server::start();
+    let primary = spec_level();
     let replica = Server::replica_of(&primary);
     let mut c = primary.conn();
     let mut rc = replica.conn();
@@ -799,4 +807,48 @@ fn policy_trims_replicate_across_node_layouts() {
             None,
         );
     }
+}
+
+/// Level 8.2 (what `compat host` selects on Redis 8.2.x) answers the approximate DELREF / ACKED
+/// trims of the two [VT] examples above as Redis 8.2.3's built-in does (measured on 8.2.3:
+/// `MINID ~ 6-0 ACKED` and `MINID ~ 5-0 DELREF` delete nothing; the exact form deletes); where
+/// the host is 8.2 itself, the same commands go to its built-in and the replies must agree.
+#[test]
+fn approx_ref_trims_at_level_8_2() {
+    let s = Server::builder().module_args(&["compat", "8.2"]).start();
+    let native = s.conn().cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first().is_some_and(|r| !r.is_nil());
+    both(&s, |c| {
+        let mut run = |c: &mut Conn, p: &str| -> Vec<Reply> {
+            let cmd = |n: &str| format!("{p}{n}");
+            let mut out = Vec::new();
+            set_node_limits(c, 2, 0, true);
+            for i in 1..=5 {
+                c.cmd(&[&cmd("ADD"), "a", &format!("{i}-0"), "f", "v"]);
+                c.cmd(&[&cmd("ADD"), "d", &format!("{i}-0"), "f", "v"]);
+            }
+            for (k, n) in [("a", "5"), ("d", "4")] {
+                c.cmd(&[&cmd("GROUP"), "CREATE", k, "g", "0"]);
+                c.cmd(&[&cmd("READGROUP"), "GROUP", "g", "c", "COUNT", n, "STREAMS", k, ">"]);
+            }
+            out.push(c.cmd(&[&cmd("ACK"), "a", "g", "1-0", "2-0", "4-0"]));
+            out.push(c.cmd(&[&cmd("TRIM"), "a", "MINID", "~", "6-0", "ACKED"]));
+            out.push(c.cmd(&[&cmd("LEN"), "a"]));
+            out.push(c.cmd(&[&cmd("TRIM"), "d", "MINID", "~", "5-0", "DELREF"]));
+            out.push(c.cmd(&[&cmd("LEN"), "d"]));
+            out.push(c.cmd(&[&cmd("TRIM"), "d", "MINID", "=", "5-0", "DELREF"]));
+            out.push(c.cmd(&[&cmd("PENDING"), "d", "g"]));
+            out.push(c.cmd(&[&cmd("TRIM"), "a", "MINID", "=", "6-0", "ACKED"]));
+            out.push(c.cmd(&[&cmd("RANGE"), "a", "-", "+"]).as_array().len().try_into().map(Reply::Int).unwrap_or(Reply::Nil));
+            c.cmd(&["DEL", "a", "d"]);
+            set_node_limits(c, 100, 4096, true);
+            out
+        };
+        let module = run(c, "XS.");
+        let pend0 = Reply::Array(vec![Reply::Int(0), Reply::Nil, Reply::Nil, Reply::Nil]);
+        let want = [3, 0, 5, 0, 5, 4].map(Reply::Int).into_iter().chain([pend0, Reply::Int(3), Reply::Int(2)]).collect::<Vec<_>>();
+        assert_eq!(module, want);
+        if native {
+            assert_eq!(run(c, "X"), module, "the host's built-in");
+        }
+    });
 }

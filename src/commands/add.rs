@@ -343,7 +343,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let mut threshold = None;
     let mut trimmed = None;
     if let Some(t) = &args.trim {
-        let done = s.trim_with(t, args.policy);
+        let done = s.trim_with_rules(t, args.policy, crate::config::ref_trim_rules());
         if done.deleted > 0 {
             c.notify(c"xtrim", 1);
             crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);

@@ -44,10 +44,10 @@ pub fn nogroup_for_key(group: &[u8], key: &[u8]) -> Error {
 }
 
 /// Redis 8.2.2 (#14259): an ENTRIESREAD above the stream's entries-added is taken
-/// as entries-added (compat `latest`; before, it was stored as given, and the lag
-/// could come out negative).
+/// as entries-added (level 8.2 and later; checked on 8.2.3. Before, and in 8.0.2 and
+/// every Valkey, it is stored as given, and the lag can come out negative).
 fn clamp_entries_read(s: &Stream, entries_read: i64) -> i64 {
-    if crate::config::level() == crate::config::Level::Latest
+    if crate::config::level() >= crate::config::Level::V8_2
         && entries_read != ENTRIES_READ_INVALID
         && entries_read as u64 > s.entries_added
     {

@@ -21,7 +21,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         KeyKind::Stream => {}
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
-    let done = s.trim_with(&t, args.policy);
+    let done = s.trim_with_rules(&t, args.policy, crate::config::ref_trim_rules());
     let deleted = done.deleted;
     if deleted > 0 {
         c.notify(c"xtrim", 1);

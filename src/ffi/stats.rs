@@ -169,7 +169,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("version", format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)),
             ("host", super::host::summary()),
             ("compat", crate::config::compat_name().to_string()),
-            ("reply_level", crate::config::level().name().to_string()),
+            ("reply_level", crate::config::compat().name().to_string()),
             ("takeover", if crate::config::TAKEOVER.load(Relaxed) { "yes" } else { "no" }.to_string()),
         ];
         let ints: &[(&str, i64)] = &[

@@ -306,7 +306,7 @@ mod tests {
     /// A `>` read as the command does it: pass over, then new entries skipping
     /// delayed ones; returns delivered IDs.
     fn read_new(s: &mut Stream, now: i64, count: u64) -> (Vec<StreamId>, Vec<StreamId>) {
-        let mut sched = s.pass_over_delayed(b"g", now, LagRules::Redis82);
+        let mut sched = s.pass_over_delayed(b"g", now, LagRules::Redis8);
         let mut got = Vec::new();
         let slot = match s.group_mut(b"g").unwrap().lookup_consumer(b"c", None) {
             Some(x) => x,
@@ -322,7 +322,7 @@ mod tests {
         if count == 0 || left > 0 {
             let start = s.group(b"g").unwrap().last_id.next().unwrap();
             let mut skipped = Vec::new();
-            s.read_group_new(b"g", slot, start, left, false, now, LagRules::Redis82, Some(&mut skipped), |e, _, _| {
+            s.read_group_new(b"g", slot, start, left, false, now, LagRules::Redis8, Some(&mut skipped), |e, _, _| {
                 got.push(e.id());
                 true
             });
@@ -420,7 +420,7 @@ mod tests {
         let n = PASS_OVER_MAX as u64 + 5;
         let delayed: Vec<(u64, i64)> = (1..=n).map(|t| (t, 1_000_000)).collect();
         let mut s = stream(n + 1, &delayed);
-        assert_eq!(s.pass_over_delayed(b"g", 0, LagRules::Redis82).len(), PASS_OVER_MAX);
+        assert_eq!(s.pass_over_delayed(b"g", 0, LagRules::Redis8).len(), PASS_OVER_MAX);
         assert_eq!(s.group(b"g").unwrap().last_id, id(PASS_OVER_MAX as u64));
         // The next read goes on: 5 more, then the ordinary entry is delivered.
         let (got, sched) = read_new(&mut s, 0, 0);
@@ -433,7 +433,7 @@ mod tests {
         }
         let slot = s.group_mut(b"g").unwrap().create_consumer(b"c", 0).unwrap();
         let mut skipped = Vec::new();
-        let (got, moved) = s.read_group_new(b"g", slot, id(1), 0, false, 10, LagRules::Redis82, Some(&mut skipped), |_, _, _| true);
+        let (got, moved) = s.read_group_new(b"g", slot, id(1), 0, false, 10, LagRules::Redis8, Some(&mut skipped), |_, _, _| true);
         assert_eq!((got, moved, skipped.len()), (1, true, PASS_OVER_MAX));
         assert_eq!(s.group(b"g").unwrap().last_id, id(PASS_OVER_MAX as u64 + 1));
         check_delayed(&s, true).unwrap();
@@ -448,6 +448,6 @@ mod tests {
         assert_eq!(got, vec![id(2), id(4)]);
         assert_eq!(sched, vec![id(1), id(3)]);
         let g = s.group(b"g").unwrap();
-        assert_eq!(s.meta(LagRules::Redis82).lag(g), Some(0));
+        assert_eq!(s.meta(LagRules::Redis8).lag(g), Some(0));
     }
 }

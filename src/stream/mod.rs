@@ -100,6 +100,19 @@ pub struct Trim {
     pub limit: i64,
 }
 
+/// How a trim under DELREF / ACKED behaves (KEEPREF is the same everywhere).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RefTrimRules {
+    /// Redis 8.2 (checked on 8.2.3): `~` deletes nothing (the approximate check
+    /// stops the walk before any entry; fixed upstream by #14623), and a node the
+    /// walk empties is freed only when it was eligible as a whole.
+    Redis82,
+    /// The later releases (REDIS8.md 3.5): `~` walks every eligible node; a node
+    /// left without live entries is freed.
+    #[default]
+    Latest,
+}
+
 /// What a trim did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trimmed {
@@ -160,20 +173,31 @@ pub struct Stream {
 }
 
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0
-/// (REDIS8.md 1.4: #13338, #13473, and the tombstone test of the read counter).
+/// (REDIS8.md 1.4: #13338, #13473, #13958, and the tombstone test of the read
+/// counter), and Valkey 8.1 took part of the change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LagRules {
-    /// Redis 7.0 to 7.4.
+    /// Redis 7.0 to 7.4, Valkey 7.2 / 8.0.
     #[default]
     Redis7,
-    /// Redis 8.0: an empty stream has no lag; a group behind the first entry with
-    /// no tombstone ahead lags by the length; a tombstone after an ID makes its
-    /// estimate unknown; the read counter looks for tombstones after the group's
-    /// last ID, not after the entry read.
+    /// Valkey 8.1 and 9.1 (read in their t_stream.c, checked on 8.1.8 and 9.1.2): the
+    /// read counter and the estimate of Redis 8.0, the lag of Redis 7.
+    Valkey81,
+    /// Redis 8.0 (8.0.2, the GA release) and later: an empty stream has no lag; a
+    /// group behind the first entry with no tombstone ahead lags by the length; a
+    /// tombstone after an ID makes its estimate unknown; the read counter looks for
+    /// tombstones after the group's last ID, not after the entry read, and is
+    /// incremented only while the group's last ID is not behind the first entry
+    /// (otherwise it is estimated again).
     Redis8,
-    /// Redis 8.2 (#13958): the read counter is incremented only while the group's
-    /// last ID is not behind the first entry; otherwise it is estimated again.
-    Redis82,
+}
+
+impl LagRules {
+    /// 7.x: a tombstone before the first entry is no tombstone (8.0 and Valkey 8.1
+    /// dropped this), and the read counter looks for tombstones after the entry read.
+    fn redis7(self) -> bool {
+        self == LagRules::Redis7
+    }
 }
 
 /// The metadata the group read counters are computed from (copied so that the
@@ -195,7 +219,7 @@ impl Meta {
             return false;
         }
         // 7.x: the latest tombstone is before the first entry (8.0 dropped this).
-        if self.rules == LagRules::Redis7 && self.first_id > self.max_deleted_entry_id {
+        if self.rules.redis7() && self.first_id > self.max_deleted_entry_id {
             return false;
         }
         start <= self.max_deleted_entry_id && self.max_deleted_entry_id <= end
@@ -211,7 +235,7 @@ impl Meta {
             return self.entries_added as i64;
         }
         // 8.0: fragmentation between `id` and the last generated ID.
-        if self.rules != LagRules::Redis7 && !id.is_zero() && id < self.max_deleted_entry_id {
+        if !self.rules.redis7() && !id.is_zero() && id < self.max_deleted_entry_id {
             return ENTRIES_READ_INVALID;
         }
         if id == self.last_id {
@@ -234,7 +258,7 @@ impl Meta {
         if self.entries_added == 0 {
             return Some(0);
         }
-        if self.rules != LagRules::Redis7 {
+        if self.rules == LagRules::Redis8 {
             if self.length == 0 {
                 return Some(0);
             }
@@ -255,8 +279,8 @@ impl Meta {
 
     /// The read counter of a group that is delivered `id` (> its last ID).
     pub(crate) fn entries_read_after(&self, g: &Group, id: StreamId) -> i64 {
-        let from = if self.rules == LagRules::Redis7 { id } else { g.last_id };
-        let behind_first = self.rules == LagRules::Redis82 && g.last_id < self.first_id;
+        let from = if self.rules.redis7() { id } else { g.last_id };
+        let behind_first = !self.rules.redis7() && g.last_id < self.first_id;
         if g.entries_read != ENTRIES_READ_INVALID && !behind_first && !self.range_has_tombstones(from, StreamId::MAX) {
             g.entries_read.wrapping_add(1)
         } else if self.entries_added != 0 {
@@ -577,6 +601,11 @@ impl Stream {
     /// layout from an exact `MINID = examined_below` trim under the same policy
     /// (or `MAXLEN = 0` when None): what replicas are sent.
     pub fn trim_with(&mut self, t: &Trim, policy: RefPolicy) -> Trimmed {
+        self.trim_with_rules(t, policy, RefTrimRules::Latest)
+    }
+
+    /// [`Stream::trim_with`] under the given release's rules for DELREF / ACKED.
+    pub fn trim_with_rules(&mut self, t: &Trim, policy: RefPolicy, rules: RefTrimRules) -> Trimmed {
         let min_last = if policy == RefPolicy::Acked { policy::min_last_id(self.groups.get()) } else { None };
         let mut deleted: i64 = 0;
         // A reused buffer: XADD MAXLEN ~ calls this on every add.
@@ -620,7 +649,7 @@ impl Stream {
                 seek_key.extend_from_slice(&key);
                 continue;
             }
-            if t.approx && !remove_node {
+            if t.approx && (!remove_node || (policy != RefPolicy::KeepRef && rules == RefTrimRules::Redis82)) {
                 frontier = Frontier::At(master_id);
                 break;
             }
@@ -675,11 +704,21 @@ impl Stream {
             if policy == RefPolicy::KeepRef {
                 break;
             }
+            // 8.2.3 frees a node the walk emptied only if it was eligible as a whole;
+            // a node it was not eligible stays in the tree without live entries.
+            let free_empty = remove_node || rules == RefTrimRules::Latest;
             if let Frontier::At(_) = frontier {
                 // Stopped inside the node: done (the next node holds nothing eligible).
-                if left == 0 {
+                if left == 0 && free_empty {
                     self.rax.remove(&key);
                 }
+                break;
+            }
+            if left == 0 && !free_empty {
+                frontier = Frontier::NextNode;
+                seek_key.clear();
+                seek_key.extend_from_slice(&key);
+                op = SeekOp::Gt;
                 break;
             }
             if left == 0 {

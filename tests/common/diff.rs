@@ -138,7 +138,7 @@ impl Pair {
             let d1 = dirty(&mut self.a);
             let (rb, bb) = self.a.cmd_raw(cb);
             let d2 = dirty(&mut self.a);
-            let problem = (!dirty_matches(d1 - d0, d2 - d1))
+            let problem = (!dirty_matches_cmd(ca, d1 - d0, d2 - d1))
                 .then(|| format!(" [dirty counter: +{} vs +{}]", d1 - d0, d2 - d1));
             return Sent {
                 ra,
@@ -174,7 +174,7 @@ impl Pair {
                 escape(&ob.side)
             ))
         } else {
-            (!dirty_matches(da, db)).then(|| format!("{} [dirty counter: +{da} vs +{db}]", via.tag()))
+            (!dirty_matches_cmd(ca, da, db)).then(|| format!("{} [dirty counter: +{da} vs +{db}]", via.tag()))
         };
         Sent {
             ra: oa.reply,

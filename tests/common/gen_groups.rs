@@ -765,6 +765,7 @@ impl Runner {
                 } else {
                     t.extend([lit("MAXLEN"), lit("0")]);
                 }
+                t.extend(self.ref_policy());
                 t
             }
             10 => {
@@ -927,14 +928,36 @@ impl Runner {
         t
     }
 
+    /// The reference policy of a trim (Redis 8.2: XADD and XTRIM take KEEPREF / DELREF /
+    /// ACKED), sometimes, where both sides' servers have it (it changes which entries a trim
+    /// may remove, so it is compared with a real 8.2 built-in only, not emulated).
+    fn ref_policy(&mut self) -> Option<Tok> {
+        if !(self.delex_native[0] && self.delex_native[1]) || !self.rng.pct(30) {
+            return None;
+        }
+        Some(lit(match self.rng.below(3) {
+            0 => "KEEPREF",
+            1 => "DELREF",
+            _ => "ACKED",
+        }))
+    }
+
     fn op_xadd(&mut self, k: usize) -> Op {
         let km = k.min(NKEYS - 1);
         let mut t = vec![Tok::Cmd("XADD"), Tok::Key(k)];
         if self.rng.pct(4) {
             t.push(lit("NOMKSTREAM"));
         }
-        if k < NPAIRS && self.rng.pct(7) {
+        let policy = self.ref_policy();
+        let policy_first = self.rng.pct(50);
+        if policy_first {
+            t.extend(policy.clone());
+        }
+        if k < NPAIRS && self.rng.pct(if policy.is_some() { 40 } else { 7 }) {
             t.extend(self.trim_clause(k));
+        }
+        if !policy_first {
+            t.extend(policy);
         }
         let last = self.keys[km].last;
         let id = match self.rng.below(100) {

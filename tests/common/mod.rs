@@ -1611,6 +1611,17 @@ pub fn dirty_matches(builtin: i64, module: i64) -> bool {
     builtin == module || (module >= 33 && module < builtin)
 }
 
+/// [`dirty_matches`] for command `cmd` (side A's argv), with the one difference the module
+/// keeps on purpose: an XDELEX ... DELREF that deletes nothing but removes references from
+/// the groups' PELs (the entry was already gone) changes the data, so the module propagates
+/// it (dirty +1); the 8.2.3 built-in counts only deletions and does not propagate it, so its
+/// replicas keep the references (docs/hosts.md, "Differences ... the module does not copy").
+pub fn dirty_matches_cmd(cmd: &[Vec<u8>], builtin: i64, module: i64) -> bool {
+    let is = |i: usize, w: &str| cmd.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()));
+    dirty_matches(builtin, module)
+        || (builtin == 0 && module == 1 && is(0, "XDELEX") && (1..cmd.len()).any(|i| is(i, "DELREF")))
+}
+
 /// The server's dirty counter (`rdb_changes_since_last_save` of INFO persistence): what
 /// `save <seconds> <changes>` counts. The differential runners compare how much each command
 /// moves it on both sides.
