@@ -1,14 +1,14 @@
 //! Every `xstream.compat` level on whatever host this runs on (`make test-matrix` runs it on every
 //! host): each level's replies for the changes it selects (docs/hosts.md), set with CONFIG SET on
 //! one server. The expected values are what the built-in streams of the release answer (checked
-//! against the hosts: 7.0.15, 7.2.6, 7.4.1, 8.0-m01; the differential runners compare `host`
-//! with the host's own built-in on every host).
+//! against the hosts: 7.0.15, 7.2.4, 7.4.1, 8.0.2, 8.2.3, Valkey 8.0.1, 8.1.8, 9.1.2; the
+//! differential runners compare `host` with the host's own built-in on every host).
 
 mod common;
 
 use common::*;
 
-const LEVELS: &[&str] = &["7.0", "7.2", "7.4", "8.0", "latest"];
+const LEVELS: &[&str] = &["7.0", "7.2", "7.4", "8.0", "8.2", "valkey-8.0", "valkey-8.1", "latest"];
 
 fn rank(level: &str) -> u32 {
     match level {
@@ -16,6 +16,9 @@ fn rank(level: &str) -> u32 {
         "7.2" => 72,
         "7.4" => 74,
         "8.0" => 80,
+        "8.2" => 82,
+        // Valkey follows Redis 7.2 (with its own changes, see the callers).
+        "valkey-8.0" | "valkey-8.1" => 72,
         _ => 255,
     }
 }
@@ -95,7 +98,7 @@ fn every_level_answers_as_its_release() {
 
         // BLOCK from a script: an error before 7.4, a non-blocking read since.
         let r = c.cmd(&["EVAL", "return redis.call('XS.READ', 'BLOCK', '0', 'STREAMS', 's', '0')", "0"]);
-        if v >= 74 {
+        if v >= 74 || level.starts_with("valkey") {
             assert!(!r.is_error(), "{}: {r}", what("BLOCK in a script"));
         } else {
             assert!(r.is_error() && r.text().contains("command is not allowed with BLOCK option from scripts"), "{}: {r}", what("BLOCK in a script"));
@@ -136,5 +139,33 @@ fn blocked_group_reader_of_a_deleted_key_per_level() {
             "UNBLOCKED the stream key no longer exists"
         };
         assert_eq!(r, Reply::Error(want.into()), "compat {level}");
+    }
+}
+
+/// MOVE of a stream leaves the client in the DB it runs in. Valkey 8.1 runs a module's keyspace
+/// callback on the executing client selected to the event's DB and does not select it back
+/// (valkey-io/valkey #1819, fixed by #4024, not in 8.1.8): the module's subscription would leave
+/// the client of `MOVE key 1` in DB 1. The module selects the source DB again at `move_to`.
+#[test]
+fn move_leaves_the_client_in_its_db() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for (make, len) in [("XS.ADD", "XS.LEN"), ("XADD", "XLEN")] {
+        c.cmd(&["FLUSHALL"]);
+        assert_eq!(c.cmd(&["SET", "a", "1"]), Reply::Simple("OK".into()));
+        c.cmd(&[make, "s", "1-0", "f", "v"]);
+        assert_eq!(c.cmd(&["MOVE", "s", "1"]), Reply::Int(1), "{make}");
+        assert_eq!(c.cmd(&["GET", "a"]), Reply::Bulk(b"1".to_vec()), "{make}: the client left DB 0");
+        assert_eq!(c.cmd(&["EXISTS", "s"]), Reply::Int(0), "{make}");
+        assert_eq!(c.cmd(&["SET", "m", "x"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&["MOVE", "m", "1"]), Reply::Int(1), "{make}");
+        assert_eq!(c.cmd(&["GET", "a"]), Reply::Bulk(b"1".to_vec()), "{make}: the client left DB 0");
+        assert_eq!(c.cmd(&["SELECT", "1"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&[len, "s"]), Reply::Int(1), "{make}");
+        assert_eq!(c.cmd(&["GET", "m"]), Reply::Bulk(b"x".to_vec()), "{make}");
+        assert_eq!(c.cmd(&["MOVE", "s", "0"]), Reply::Int(1), "{make}");
+        assert_eq!(c.cmd(&["EXISTS", "s"]), Reply::Int(0), "{make}: the client left DB 1");
+        assert_eq!(c.cmd(&["SELECT", "0"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&[len, "s"]), Reply::Int(1), "{make}");
     }
 }

@@ -20,7 +20,8 @@ impl Host {
     /// `RedisModule_ReplicateVerbatim` propagates: `RedisModuleCommandDispatcher`
     /// calls `cp->func(&ctx, (void **)c->argv, c->argc)` and RM_ReplicateVerbatim
     /// propagates `ctx->client->argv` in Redis 7.0.15, 7.2.6, 7.4.1, 8.0-m01 and
-    /// Valkey 8.0.1 (read in each source tree; tests/propagation.rs checks replicas and
+    /// Valkey 8.0.1 (read in each source tree), Valkey 9.1 (`ValkeyModuleCommandDispatcher`,
+    /// the same call; tests/propagation.rs checks replicas and
     /// the AOF on each). Only then may a command rewrite an argument before
     /// propagating verbatim (Ctx::replicate_with); an unknown release falls back to
     /// RedisModule_Replicate.
@@ -29,7 +30,7 @@ impl Host {
         if self.valkey {
             // Valkey 7.2 reports no valkey_version; its dispatcher is Redis 7.2's.
             self.valkey_version.is_empty() && major(&self.redis_version) == Some(7)
-                || matches!(major(&self.valkey_version), Some(7..=8))
+                || matches!(major(&self.valkey_version), Some(7..=9))
         } else {
             matches!(major(&self.redis_version), Some(7..=8))
         }

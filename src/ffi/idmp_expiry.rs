@@ -26,7 +26,7 @@ use super::timer::KeyTimer;
 use redis_module::raw;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 
 /// Keys expired per timer tick at most.
@@ -158,35 +158,62 @@ unsafe extern "C" fn on_event(
     fence::guard("idmp keyspace event", 0, || {
         // SAFETY: a NUL-terminated event name valid during the callback.
         let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
+        if ev == b"move_from" {
+            // SAFETY: the event's context; a plain read of its selected DB (the source).
+            MOVE_SOURCE_DB.store(unsafe { api!(RedisModule_GetSelectedDb)(ctx) }, Ordering::Relaxed);
+            return 0;
+        }
         if !matches!(ev, b"rename_to" | b"move_to" | b"copy_to" | b"restore") {
             return 0;
         }
-        // SAFETY: the context selects the event's DB; the key name is valid during the callback.
-        let (db, name) = unsafe { (api!(RedisModule_GetSelectedDb)(ctx), super::ctx::string_bytes(key)) };
-        let a = arrived(ctx, key);
-        if let Some(due) = a.idmp_due {
-            register_raw(ctx, db, name, due);
-        }
-        // Compression of queued nodes (pack_timer.rs): looked up by the new name when the
-        // step runs (skipped if nothing is queued there).
-        if crate::stream::compression() {
-            super::pack_timer::note(ctx, db, name);
-        }
-        // Retention by age (age_timer.rs) and CONSUMERTTL (ttl_timer.rs) ride on this
-        // subscription: their indexes know the key by its old name (or, for RESTORE, not
-        // armed: rdb_load registered the groups without a context that may arm a timer).
-        if let Some(due) = a.age_due {
-            super::age_timer::register_arrived(ctx, db, name, due);
-        }
-        if !a.ttl_groups.is_empty() {
-            // SAFETY: no arguments; plain clock read.
-            let now = unsafe { api!(RedisModule_Milliseconds)() };
-            for g in &a.ttl_groups {
-                super::ttl_timer::schedule(ctx, db, name, g, now);
+        if ev == b"move_to" {
+            let source = MOVE_SOURCE_DB.swap(-1, Ordering::Relaxed);
+            let done = on_arrival(ctx, key);
+            if source >= 0 {
+                // Valkey 8.1 (valkey-io/valkey #1819, fixed by #4024) runs this callback on the
+                // client executing MOVE, selected to the destination DB and never selected back:
+                // the client would go on in the destination DB. Select the source DB again (the
+                // DB MOVE ran in; on other hosts the context's client is a temporary one, and
+                // selecting it changes nothing a client sees).
+                // SAFETY: the event's context; `source` was a valid DB of move_from.
+                unsafe { api!(RedisModule_SelectDb)(ctx, source) };
             }
+            return done;
         }
-        0
+        on_arrival(ctx, key)
     })
+}
+
+/// The DB of the last `move_from` event: the DB the MOVE runs in (see `move_to`).
+static MOVE_SOURCE_DB: AtomicI32 = AtomicI32::new(-1);
+
+/// A stream arrived under the name `key` in the event context's DB: index it for the timers.
+fn on_arrival(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString) -> c_int {
+    // SAFETY: the context selects the event's DB; the key name is valid during the callback.
+    let (db, name) = unsafe { (api!(RedisModule_GetSelectedDb)(ctx), super::ctx::string_bytes(key)) };
+    let a = arrived(ctx, key);
+    if let Some(due) = a.idmp_due {
+        register_raw(ctx, db, name, due);
+    }
+    // Compression of queued nodes (pack_timer.rs): looked up by the new name when the
+    // step runs (skipped if nothing is queued there).
+    if crate::stream::compression() {
+        super::pack_timer::note(ctx, db, name);
+    }
+    // Retention by age (age_timer.rs) and CONSUMERTTL (ttl_timer.rs) ride on this
+    // subscription: their indexes know the key by its old name (or, for RESTORE, not
+    // armed: rdb_load registered the groups without a context that may arm a timer).
+    if let Some(due) = a.age_due {
+        super::age_timer::register_arrived(ctx, db, name, due);
+    }
+    if !a.ttl_groups.is_empty() {
+        // SAFETY: no arguments; plain clock read.
+        let now = unsafe { api!(RedisModule_Milliseconds)() };
+        for g in &a.ttl_groups {
+            super::ttl_timer::schedule(ctx, db, name, g, now);
+        }
+    }
+    0
 }
 
 /// What the time-driven parts need to know of a stream that arrived under a name.
