@@ -443,11 +443,18 @@ fn restore_stock_payload() {
             assert_eq!(view(&mut c, &cmd, false), view(&mut p, &cmd, false), "{}", fmt_cmd(&cmd));
         }
     }
-    // The replica followed: XS.IMPORT went ahead of each command.
+    // The replica followed: XS.IMPORT went ahead of each write ("w", "multi"). The keys only
+    // read ("r", "script", "watched") propagated nothing (see read_adoption_while_writes_are_paused): the
+    // replica's copies are built-in until a read there converts them, which the first view does.
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
     assert!(rc.ping());
-    for k in ["w", "r", "multi", "script"] {
+    for k in ["w", "multi"] {
         assert_eq!(encoding(&mut rc, k), "raw", "replica {k}");
+    }
+    for k in ["r", "script", "watched"] {
+        assert_eq!(encoding(&mut rc, k), "stream", "replica {k}");
+    }
+    for k in ["w", "r", "multi", "script", "watched"] {
         for cmd in [
             args(&format!("XINFO STREAM {k} FULL")),
             args(&format!("DEBUG DIGEST-VALUE {k}")),
@@ -604,7 +611,7 @@ fn aof_restart_after_adoption() {
         for (k, d, ttl) in &payloads[2..] {
             restore(&mut c, k, d, *ttl);
         }
-        // Adopted on the fly, through the standard names (XS.IMPORT logged ahead).
+        // Adopted on the fly, through the standard names (XS.IMPORT logged ahead of the writes).
         ok(&mut c, "XADD by-write 100-0 f v");
         ok(&mut c, "XREADGROUP GROUP g carol COUNT 2 STREAMS by-write >");
         ok(&mut c, "XACK by-write g 1-0");
@@ -642,8 +649,9 @@ fn aof_restart_after_adoption() {
         assert_eq!(view(&mut c, &args("XINFO STREAM untouched FULL"), false), untouched_plain);
         assert_eq!(pexpiretime(&mut c, "untouched"), payloads[3].2);
         assert!(!t.log_contains("cannot adopt"), "{}", t.log_tail(30));
-        // `untouched` came back built-in from the AOF and was adopted at the end of loading.
-        assert_eq!(adoption_line(&t), Some((1, 10)), "preamble {preamble}:\n{}", t.log_tail(20));
+        // `untouched` (10 entries) and `by-read` (8: a read converts without logging XS.IMPORT)
+        // came back built-in from the AOF and were adopted at the end of loading.
+        assert_eq!(adoption_line(&t), Some((2, 18)), "preamble {preamble}:\n{}", t.log_tail(20));
     }
 }
 
@@ -705,7 +713,14 @@ fn invalid_payload_left_alone() {
     let plain = Server::start_plain();
     let mut p = plain.conn();
     let bad = lying_payload(&mut p);
-    restore(&mut p, "liar", &bad, None);
+    p.cmd(&["CONFIG", "SET", "sanitize-dump-payload", "no"]);
+    let r = p.cmd(&[b"RESTORE".as_slice(), b"liar", b"0", &bad]);
+    if r.is_error() {
+        // A host whose own RESTORE refuses the payload even unsanitized (Valkey 9.1.2): such a
+        // stream cannot reach its keyspace through RESTORE, so there is nothing to adopt here.
+        report(&format!("invalid_payload_left_alone: the host refuses the payload itself ({r}); not applicable"));
+        return;
+    }
     ok(&mut p, "XADD fine 1-1 a b");
     ok(&mut p, "SAVE");
     let mut t = takeover().start();
@@ -806,4 +821,145 @@ fn measure_adoption_1m() {
              CPU of the process since start (load included): plain {ca} ms, takeover {cb} ms"
         ));
     }
+}
+
+/// The master replication offset (INFO replication).
+fn repl_offset_of(c: &mut Conn) -> i64 {
+    let info = c.cmd(&["INFO", "replication"]).text();
+    info.lines().find_map(|l| l.strip_prefix("master_repl_offset:")).and_then(|v| v.trim().parse().ok()).unwrap_or(-1)
+}
+
+/// Issue 35: a read that adopts a built-in stream while writes are paused (`CLIENT PAUSE
+/// WRITE`, the failover sequence) aborted the server (`propagatePendingCommands` asserts that
+/// nothing is propagated during a pause), and a read-only script adopted and propagated too. A
+/// read now adopts without propagating; the first write to the key propagates `XS.IMPORT` ahead
+/// of itself. A takeover replica, a replica without takeover and an AOF restart all end with the
+/// primary's content; the replicas' copies become ours at that first write.
+#[test]
+fn read_adoption_while_writes_are_paused() {
+    let plain = Server::start_plain();
+    let mut p = plain.conn();
+    let keys = ["k0", "k1", "k2", "k3", "k4"];
+    let payloads: Vec<Vec<u8>> = keys.iter().map(|k| plain_key(&mut p, k, 6, false)).collect();
+    let mut t = takeover().arg("--appendonly", "yes").start();
+    let replica = Server::replica_of(&t);
+    let plain_replica = Server::start();
+    let mut pr = plain_replica.conn();
+    assert!(!pr.cmd(&["REPLICAOF", "127.0.0.1", &t.port().to_string()]).is_error());
+    plain_replica.wait_link_up(Duration::from_secs(30));
+    let mut c = t.conn();
+    for (k, d) in keys.iter().zip(&payloads) {
+        restore(&mut c, k, d, None);
+    }
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), Reply::Int(2));
+    let before = repl_offset_of(&mut c);
+    ok(&mut c, "CLIENT PAUSE 5000 WRITE");
+    let mut r = t.conn();
+    assert_eq!(r.cmd(&["XLEN", "k0"]), Reply::Int(5));
+    assert_eq!(r.cmd(&["XRANGE", "k1", "-", "+"]), p.cmd(&["XRANGE", "k1", "-", "+"]));
+    assert!(!r.cmd(&["XINFO", "STREAM", "k2", "FULL"]).is_error());
+    assert_eq!(r.cmd(&["EVAL_RO", "return redis.call('XLEN', KEYS[1])", "1", "k3"]), Reply::Int(5));
+    let script = "#!lua flags=no-writes\nreturn redis.call('XRANGE', KEYS[1], '-', '+')";
+    assert_eq!(r.cmd(&["EVAL", script, "1", "k4"]), p.cmd(&["XRANGE", "k4", "-", "+"]));
+    assert_eq!(repl_offset_of(&mut r), before, "a read propagated");
+    ok(&mut c, "CLIENT UNPAUSE");
+    assert!(r.ping() && t.conn().ping(), "{}", t.log_tail(30));
+    for k in keys {
+        assert_eq!(encoding(&mut c, k), "raw", "{k}");
+    }
+    // Writes, the same on the plain server: each propagates XS.IMPORT first (not k4).
+    for conn in [&mut p, &mut c] {
+        ok(conn, "XADD k0 100-0 f v");
+        ok(conn, "XREADGROUP GROUP g carol COUNT 2 STREAMS k1 >");
+        ok(conn, "XACK k2 g 1-0");
+        ok(conn, "XTRIM k3 MAXLEN 2");
+    }
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), Reply::Int(2));
+    // `x` names the commands: `X` (the standard names) or `XS.` (a server without takeover
+    // whose key is ours).
+    let views_as = |c: &mut Conn, x: &str, k: &str| -> Vec<String> {
+        [format!("{x}INFO STREAM {k} FULL"), format!("{x}RANGE {k} - +"), format!("{x}PENDING {k} g - + 10")]
+            .iter()
+            .map(|cmd| view(c, &args(cmd), true))
+            .collect()
+    };
+    let views = |c: &mut Conn, k: &str| views_as(c, "X", k);
+    for k in keys {
+        let want = views(&mut p, k);
+        assert_eq!(views(&mut c, k), want, "primary {k}");
+        let mut rc = replica.conn();
+        assert_eq!(views(&mut rc, k), want, "takeover replica {k}");
+        let x = if k == "k4" { "X" } else { "XS." };
+        assert_eq!(views_as(&mut pr, x, k), want, "replica without takeover {k}");
+    }
+    // The written keys are ours on both replicas (XS.IMPORT ran there), with the primary's digest.
+    for k in &keys[..4] {
+        let d = c.raw(&["DEBUG", "DIGEST-VALUE", k]);
+        assert_eq!(encoding(&mut pr, k), "raw", "replica without takeover {k}");
+        assert_eq!(pr.raw(&["DEBUG", "DIGEST-VALUE", k]), d, "replica without takeover {k}");
+        assert_eq!(replica.conn().raw(&["DEBUG", "DIGEST-VALUE", k]), d, "takeover replica {k}");
+    }
+    // k4 (only read) is still built-in on the replica without takeover: its own reads answer
+    // the same (above), and its next write converts it.
+    assert_eq!(encoding(&mut pr, "k4"), "stream");
+    ok(&mut c, "XADD k4 100-0 f v");
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), Reply::Int(2));
+    assert_eq!(encoding(&mut pr, "k4"), "raw");
+    assert_eq!(pr.raw(&["DEBUG", "DIGEST-VALUE", "k4"]), c.raw(&["DEBUG", "DIGEST-VALUE", "k4"]));
+    // The AOF: the same content after a restart.
+    let state: Vec<Vec<String>> = keys.iter().map(|k| views(&mut c, k)).collect();
+    drop(c);
+    t.restart();
+    let mut c = t.conn();
+    let after: Vec<Vec<String>> = keys.iter().map(|k| views(&mut c, k)).collect();
+    assert_eq!(after, state, "after an AOF restart");
+    assert!(!t.log_contains("cannot adopt"), "{}", t.log_tail(30));
+}
+
+/// `MODULE LOAD ... takeover yes` at run time, with clients blocked on a built-in stream and a
+/// MULTI queued before the load (issue 35, README "loading at run time"): the blocked
+/// XREADGROUP is answered an error (`UNBLOCKED ...` on 7.0, `WRONGTYPE ...` since 7.2), the
+/// blocked XREAD times out, the transaction fails
+/// with WRONGTYPE; nothing crashes, and each client's next call is served by the module.
+#[test]
+fn runtime_load_with_blocked_and_queued_clients() {
+    let s = Server::builder().no_module().start();
+    let module = module_path().expect("the module");
+    let mut admin = s.conn();
+    ok(&mut admin, "XADD s 1-0 f v");
+    ok(&mut admin, "XGROUP CREATE s g $");
+    let mut group_reader = s.conn();
+    group_reader.set_timeout(Duration::from_secs(10));
+    group_reader.send(&["XREADGROUP", "GROUP", "g", "a", "BLOCK", "5000", "STREAMS", "s", ">"]).unwrap();
+    let mut reader = s.conn();
+    reader.set_timeout(Duration::from_secs(10));
+    reader.send(&["XREAD", "BLOCK", "1500", "STREAMS", "s", "$"]).unwrap();
+    let mut tx = s.conn();
+    ok(&mut tx, "MULTI");
+    assert_eq!(tx.cmd(&["XADD", "s", "5-0", "f", "v"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(tx.cmd(&["XLEN", "s"]), Reply::Simple("QUEUED".into()));
+    let t0 = Instant::now();
+    while admin.cmd(&["INFO", "clients"]).text().lines().all(|l| l.trim() != "blocked_clients:2") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the readers never blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let path = module.to_string_lossy().to_string();
+    assert_eq!(admin.cmd(&["MODULE", "LOAD", &path, "takeover", "yes"]), Reply::Simple("OK".into()));
+    assert_eq!(admin.cmd(&["XADD", "s", "2-0", "f", "v"]), Reply::Bulk(b"2-0".to_vec()));
+    // 7.0 answers a blocked XREADGROUP whose key changed type UNBLOCKED; 7.2+ (and Valkey) run
+    // it again, and the built-in XREADGROUP then meets the module's value.
+    let (r, _) = group_reader.read_reply().unwrap();
+    let wrongtype = Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    assert!(r == Reply::Error("UNBLOCKED the stream key no longer exists".into()) || r == wrongtype, "blocked XREADGROUP: {r}");
+    let (r, _) = reader.read_reply().unwrap();
+    assert!(r.is_nil(), "blocked XREAD: {r}");
+    let r = tx.cmd(&["EXEC"]);
+    assert_eq!(r, Reply::Array(vec![wrongtype.clone(), wrongtype]), "EXEC");
+    // The next calls are the module's.
+    assert_eq!(encoding(&mut admin, "s"), "raw");
+    let r = group_reader.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(r.as_array().len(), 1, "{r}");
+    assert_eq!(reader.cmd(&["XLEN", "s"]), Reply::Int(2));
+    assert_eq!(tx.cmd(&["XADD", "s", "5-0", "f", "v"]), Reply::Bulk(b"5-0".to_vec()));
+    assert!(admin.ping(), "{}", s.log_tail(30));
 }

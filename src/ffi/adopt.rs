@@ -19,19 +19,33 @@
 //!   how long it took.
 //! - On the fly ([`adopt_key`], called from [`Ctx::key`], through which every
 //!   command opens its keys): a built-in stream met by a command is converted
-//!   first, and `XS.IMPORT key` is propagated ahead of the command's own
-//!   propagation, so replicas and the AOF convert it at the same point of the
-//!   history. This also runs while the AOF is replayed (a command logged after an
-//!   earlier adoption meets the built-in key again); nothing is propagated while
+//!   first. A write propagates `XS.IMPORT key` ahead of its own propagation, so
+//!   replicas and the AOF convert it at the same point of the history. A read
+//!   (the key opened without WRITE: XLEN, XRANGE, XINFO, XREAD, ...) propagates
+//!   nothing: a read may run where a write may not (clients paused with CLIENT
+//!   PAUSE WRITE, where Redis asserts that nothing is propagated and aborts,
+//!   `propagatePendingCommands`; EVAL_RO and `no-writes` scripts; a replica's
+//!   clients), and it need not: the conversion changes the encoding, not the
+//!   content. The stream is marked ([`Stream::import_unsent`]) and the first write
+//!   that opens it propagates `XS.IMPORT key` ahead of its own propagation
+//!   ([`send_unsent_import`]), so replicas (also those without takeover) and the
+//!   AOF convert their copy before the first change, as they would have before the
+//!   read. Until then a replica's copy may still be built-in (its own stream
+//!   commands convert it there, silently too); the replies are the same either way
+//!   (tests/adopt.rs `read_adoption_while_writes_are_paused`).
+//!   This also runs while the AOF is replayed (a command logged after an earlier
+//!   adoption meets the built-in key again); nothing is propagated while
 //!   loading. A replayed XS.IMPORT on a key that is already ours succeeds without
 //!   doing anything (src/commands/migrate.rs).
 //!
 //! A stream whose payload fails validation stays as it is, with a warning: the
 //! commands then answer `WRONGTYPE ... XS.IMPORT <key>`, and XS.IMPORT gives the
 //! reason.
+//!
+//! [`Stream::import_unsent`]: crate::stream::Stream::import_unsent
 
 use super::api;
-use super::ctx::{Arg, Ctx, KeyKind};
+use super::ctx::{Arg, Ctx, Key, KeyKind};
 use super::fence;
 use crate::error::Error;
 use redis_module::raw;
@@ -46,14 +60,19 @@ pub fn active() -> bool {
     super::takeover::active() && crate::config::ADOPT.load(Ordering::Relaxed)
 }
 
-/// On the fly: converts the built-in stream in key argument `i` and propagates
-/// `XS.IMPORT key` (the command's own propagation follows). On failure the key
-/// is left as it is and the command answers as for any built-in stream.
-pub fn adopt_key(c: &Ctx, i: usize) {
+/// On the fly: converts the built-in stream in key argument `i` and, for a
+/// write, propagates `XS.IMPORT key` (the command's own propagation follows; a
+/// read propagates nothing, see the module doc). On failure the key is left as
+/// it is and the command answers as for any built-in stream.
+pub fn adopt_key(c: &Ctx, i: usize, write: bool) {
     match import_in_place(c, i) {
         Ok(_) => {
             super::stats::bump(&super::stats::EVENTS.streams_adopted, 1);
-            c.replicate(c"XS.IMPORT", &[Arg::Orig(i)])
+            if write {
+                c.replicate(c"XS.IMPORT", &[Arg::Orig(i)])
+            } else if let Some(s) = c.open_key(i, true).stream_mut() {
+                s.import_unsent = true;
+            }
         }
         Err(Error::NoSuchKey) => {}
         Err(e) => super::log_warning(&format!(
@@ -61,6 +80,18 @@ pub fn adopt_key(c: &Ctx, i: usize) {
             String::from_utf8_lossy(c.arg(i)),
             e.message()
         )),
+    }
+}
+
+/// A write meets a stream that a read converted without propagating: `XS.IMPORT
+/// key` goes first (a no-op where the copy is already ours), so a replica whose copy
+/// is still built-in, or that runs without takeover, converts it before the write.
+pub fn send_unsent_import(c: &Ctx, i: usize, key: &mut Key) {
+    if key.stream().is_some_and(|s| s.import_unsent) {
+        if let Some(s) = key.stream_mut() {
+            s.import_unsent = false;
+        }
+        c.replicate(c"XS.IMPORT", &[Arg::Orig(i)]);
     }
 }
 

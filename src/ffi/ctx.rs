@@ -250,15 +250,21 @@ impl Ctx {
 
     /// Opens key argument `i`: every command opens its keys here. In takeover
     /// mode with `adopt yes`, a built-in stream found there is converted into ours
-    /// first (and `XS.IMPORT key` propagated ahead of the command's own
-    /// propagation: src/ffi/adopt.rs), so the command finds one of our streams.
-    /// The conversion opens the key for writing on its own, whatever `write` is.
+    /// first, so the command finds one of our streams; a write (`write`) propagates
+    /// `XS.IMPORT key` ahead of its own propagation, a read propagates nothing
+    /// (src/ffi/adopt.rs). The conversion opens the key for writing on its own,
+    /// whatever `write` is.
     pub fn key(&self, i: usize, write: bool) -> Key<'_> {
-        let key = self.open_key(i, write);
-        if super::adopt::active() && key.is_native_stream() {
-            drop(key);
-            super::adopt::adopt_key(self, i);
-            return self.open_key(i, write);
+        let mut key = self.open_key(i, write);
+        if super::adopt::active() {
+            if key.is_native_stream() {
+                drop(key);
+                super::adopt::adopt_key(self, i, write);
+                return self.open_key(i, write);
+            }
+            if write {
+                super::adopt::send_unsent_import(self, i, &mut key);
+            }
         }
         key
     }

@@ -170,6 +170,11 @@ pub struct Stream {
     /// on: [`Stream::pack_queued`]), oldest first. Layout only: not part of the content
     /// (digest, RDB and equality ignore it); a node gone meanwhile is skipped.
     pub pack_queue: Vec<StreamId>,
+    /// Converted from a built-in stream by a read, which propagated nothing
+    /// (src/ffi/adopt.rs): the next write to it propagates `XS.IMPORT key` first, so a
+    /// replica whose copy is still built-in converts it before that write. Not part of
+    /// the content (digest, RDB and equality ignore it); a COPY keeps it (a clone).
+    pub import_unsent: bool,
 }
 
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0
