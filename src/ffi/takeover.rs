@@ -423,13 +423,14 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
     // user are freed here; std_name is module-owned (ACLCheckCommandPermissions
     // only reads the vector); errno is this thread's, read right after the call.
     let user_name: String;
+    let user: *mut raw::RedisModuleUser;
     unsafe {
         let name = api!(RedisModule_GetCurrentUserName)(ctx);
         if name.is_null() {
             return Ok(());
         }
         user_name = String::from_utf8_lossy(super::ctx::string_bytes(name)).into_owned();
-        let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+        user = api!(RedisModule_GetModuleUserFromUserName)(name);
         api!(RedisModule_FreeString)(ctx, name);
         if user.is_null() {
             return Ok(());
@@ -453,8 +454,8 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
         // ENOENT: the server has no such command (`rename-command XADD ...`): there
         // is no twin to check, and Redis has checked the XS.* command itself.
         let missing = *libc::__errno_location() == libc::ENOENT;
-        api!(RedisModule_FreeModuleUser)(user);
         if rc == raw::REDISMODULE_OK as c_int || missing {
+            api!(RedisModule_FreeModuleUser)(user);
             return Ok(());
         }
     }
@@ -465,6 +466,17 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
         let sub = unsafe { super::ctx::string_bytes(argv[1]) };
         full.push('|');
         full.push_str(&String::from_utf8_lossy(sub).to_lowercase());
+    }
+    // An ACL LOG entry as the server writes for a denied command (reason `command`, object
+    // the command's full name, the user's name). Its `context` reads `module` where the
+    // server's says `toplevel`, `multi` or `lua`: RM_ACLAddLogEntry sets it.
+    // SAFETY: valid command context; `user` is the module user made above, freed here once;
+    // the object string is created and freed here.
+    unsafe {
+        let object = api!(RedisModule_CreateString)(ctx, full.as_ptr().cast(), full.len());
+        api!(RedisModule_ACLAddLogEntry)(ctx, user, object, raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD);
+        api!(RedisModule_FreeString)(ctx, object);
+        api!(RedisModule_FreeModuleUser)(user);
     }
     // The server's own text: 7.2 names the user (getAclErrorMessage).
     if crate::config::host_level() >= crate::config::Level::V7_2 {
