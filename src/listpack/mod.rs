@@ -537,6 +537,15 @@ impl Listpack {
         }
     }
 
+    /// [`Listpack::alloc_bytes`] without a packed listpack's decompressed cache: what it holds
+    /// between commands (caches are released after each one), so what freeing it gives back.
+    pub fn stored_bytes(&self) -> usize {
+        match &self.z {
+            None => self.buf.capacity(),
+            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len(),
+        }
+    }
+
     /// Releases unused capacity (lpShrinkToFit).
     pub fn shrink_to_fit(&mut self) {
         // (Packed: the buffer is already empty.)

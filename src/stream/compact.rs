@@ -183,12 +183,14 @@ impl Stream {
     fn rebuild_run(&mut self, keys: &[StreamId], limits: NodeLimits) -> (usize, Compacted) {
         let Some(&first) = keys.first() else { return (0, Compacted::default()) };
         let Some(lp0) = self.rax.get(&first.to_be_bytes()) else { return (1, Compacted::default()) };
+        // What the nodes hold in memory as stored (compressed nodes: their block), not the size
+        // of the plain view the rebuild reads.
+        let mut freed_from = lp0.stored_bytes();
         let lp0 = lp0.view();
         let (_, deleted0) = node::counts(lp0);
         let cap = bytes_cap(limits);
         let mut b = Builder::new(lp0, first);
         let Ok(mut dropped) = b.push_node(lp0, first) else { return (1, Compacted::default()) };
-        let mut freed_from = lp0.alloc_bytes();
         let mut consumed = 1usize;
         let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
         for &k in &keys[1..] {
@@ -196,6 +198,7 @@ impl Stream {
             if lp.is_packed() {
                 super::touch(owner, &k.to_be_bytes());
             }
+            let stored = lp.stored_bytes();
             let lp = lp.view();
             let (count, _) = node::counts(lp);
             if limits.entries_max > 0 && b.live.saturating_add(count.max(0)) > limits.entries_max {
@@ -205,7 +208,7 @@ impl Stream {
             match trial.push_node(lp, k) {
                 Ok(d) if trial.lp.bytes_len() < cap && (limits.entries_max <= 0 || trial.live <= limits.entries_max) => {
                     dropped += d;
-                    freed_from += lp.alloc_bytes();
+                    freed_from += stored;
                     b = trial;
                     consumed += 1;
                 }
@@ -223,7 +226,7 @@ impl Stream {
                 new.pack(codec);
             }
         }
-        let after = new.alloc_bytes();
+        let after = new.stored_bytes();
         for &k in &keys[1..consumed] {
             self.rax.remove(&k.to_be_bytes());
         }
