@@ -423,3 +423,69 @@ fn timers_follow_their_keys_through_swapdb() {
     assert_eq!(c.cmd(&["SELECT", "0"]), ok());
     assert_eq!((len(&mut c, "x"), len(&mut c, "i")), (1, 1), "db 0's streams (db 1's before) untouched");
 }
+
+/// The time-driven work waits while clients are paused (`CLIENT PAUSE WRITE`, the first step of
+/// a failover): with a replica and an AOF, a MAXAGE trim, an IDMP expiry, a CONSUMERTTL expiry
+/// and an ACKTIMEOUT wake-up of a blocked reader all fell due during the pause, and the first
+/// of them aborted the server (`propagatePendingCommands` asserts that nothing is propagated
+/// while clients are paused). Nothing acts during the pause; after it everything does, and the
+/// replica and an AOF restart agree with the primary.
+#[test]
+fn time_driven_work_waits_while_clients_are_paused() {
+    // compat latest: XS.INFO STREAM shows `iids-tracked` (8.6's fields) on any host.
+    let mut primary = Server::builder().arg("--appendonly", "yes").module_args(&["compat", "latest"]).start();
+    let replica = Server::replica_of(&primary);
+    let (mut c, mut rc) = (primary.conn(), replica.conn());
+    // Everything falls due 0.8 to 1 s from now, inside the pause (from about 0.2 s to 2.7 s).
+    let t0 = Instant::now();
+    // MAXAGE: a fresh entry that ages out 800 ms from now.
+    c.cmd(&["XS.ADD", "age", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "age", "MAXAGE", "800", "EXACT"]), ok());
+    // IDMP: an iid that expires 1 s from now.
+    c.cmd(&["XS.ADD", "idmp", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["XS.CFGSET", "idmp", "IDMP-DURATION", "1"]), ok());
+    let r = c.cmd(&["XS.ADD", "idmp", "IDMP", "p1", "i1", "*", "f", "v"]);
+    assert!(!r.is_error(), "{r}");
+    // CONSUMERTTL 800: consumer `gone` read one entry and goes silent.
+    c.cmd(&["XS.ADD", "ttl", "1-0", "f", "v"]);
+    c.cmd(&["XS.GROUP", "CREATE", "ttl", "g", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "gone", "STREAMS", "ttl", ">"]);
+    assert_eq!(c.cmd(&["XS.GROUP", "SETPOLICY", "ttl", "g", "CONSUMERTTL", "800"]), ok());
+    // ACKTIMEOUT 800: the entry `w1` took comes back to a blocked reader.
+    c.cmd(&["XS.ADD", "ack", "1-0", "f", "v"]);
+    c.cmd(&["XS.GROUP", "CREATE", "ack", "g", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "w1", "STREAMS", "ack", ">"]);
+    assert_eq!(c.cmd(&["XS.GROUP", "SETPOLICY", "ack", "g", "ACKTIMEOUT", "800"]), ok());
+    let mut reader = primary.conn();
+    reader.set_timeout(Duration::from_secs(10));
+    reader.send(&["XS.READGROUP", "GROUP", "g", "w2", "BLOCK", "0", "STREAMS", "ack", ">"]).unwrap();
+    wait_synced(&mut c, &mut rc);
+    let idmp_info = |c: &mut Conn| c.cmd(&["XS.INFO", "STREAM", "idmp"]).field("iids-tracked").cloned();
+    let tracked = idmp_info(&mut c);
+    assert_eq!(c.cmd(&["CLIENT", "PAUSE", "2500", "WRITE"]), ok());
+    let paused_at = t0.elapsed();
+    assert!(paused_at < Duration::from_millis(700), "the set-up took {paused_at:?}: the work fell due before the pause");
+    std::thread::sleep(Duration::from_millis(1800).saturating_sub(paused_at));
+    assert!(c.ping(), "the server died during the pause:\n{}", primary.log_tail(30));
+    assert_eq!(len(&mut c, "age"), 1, "trimmed during the pause");
+    assert_eq!(idmp_info(&mut c), tracked, "iids expired during the pause");
+    assert_eq!(c.cmd(&["XS.INFO", "CONSUMERS", "ttl", "g"]).as_array().len(), 1, "consumer expired during the pause");
+    assert_eq!(c.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    // After it, everything acts.
+    let (r, _) = reader.read_reply().expect("the blocked reader is served after the pause");
+    assert!(r.to_string().contains("1-0"), "{r}");
+    wait_until("the work after the pause", Duration::from_secs(5), || {
+        len(&mut c, "age") == 0 && idmp_info(&mut c) != tracked && c.cmd(&["XS.INFO", "CONSUMERS", "ttl", "g"]).as_array().is_empty()
+    });
+    wait_synced(&mut c, &mut rc);
+    let keys = ["age", "idmp", "ttl", "ack"];
+    let digests = |c: &mut Conn| -> Vec<Reply> { keys.iter().map(|k| c.cmd(&["DEBUG", "DIGEST-VALUE", k])).collect() };
+    let want = digests(&mut c);
+    assert_eq!(digests(&mut rc), want, "replica");
+    drop(c);
+    primary.restart();
+    // The restarted server acts as a primary again: compare at once, before its timers run.
+    let mut c = primary.conn();
+    assert_eq!(c.cmd(&["XS.LEN", "age"]), Reply::Int(0));
+    assert_eq!(digests(&mut c)[2..], want[2..], "AOF restart");
+}

@@ -40,12 +40,21 @@ pub fn pending() -> usize {
     TIMER.len()
 }
 
+/// While clients are paused, how often the wake-ups look again (ms).
+const PAUSED_RECHECK_MS: i64 = 50;
+
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     fence::guard("CLAIM wake-up timer", (), || {
         // This timer is firing: Redis removes it after the callback.
         TIMER.fired();
         // SAFETY: no arguments; plain clock read.
         let now = unsafe { api!(RedisModule_Milliseconds)() };
+        if super::timer::paused() {
+            // A woken reader's delivery is propagated, which may not happen while clients are
+            // paused (timer.rs `acts`): look again shortly.
+            TIMER.rearm(ctx, now.saturating_add(PAUSED_RECHECK_MS));
+            return;
+        }
         for (db, key) in TIMER.pop_due(now, usize::MAX) {
             // SAFETY: the timer's context (a temporary client of ours, main thread);
             // the key string is created and freed here; SelectDb only moves that

@@ -144,12 +144,25 @@ pub fn swap_db(a: i32, b: i32) {
     }
 }
 
-/// Whether the server acts on time-driven work: a primary that is not loading. A replica (or a
-/// loading server) leaves its clock alone and waits for what its primary propagates.
+/// Whether the server acts on time-driven work: a primary that is not loading, with clients
+/// not paused. A replica (or a loading server) leaves its clock alone and waits for what its
+/// primary propagates. While clients are paused (`CLIENT PAUSE`, the FAILOVER and Cluster
+/// manual failover pauses) nothing may be propagated: Redis asserts it in
+/// `propagatePendingCommands` and aborts, as a timer's trim, expiry or wake-up would make it
+/// (found with a MAXAGE stream, a replica and `CLIENT PAUSE 3000 WRITE`). Redis pauses its own
+/// key expiry then; the module's time-driven work waits the same way, and a failover that
+/// follows leaves it to the new primary.
 pub fn acts(ctx: *mut raw::RedisModuleCtx) -> bool {
     // SAFETY: a live context of the main thread.
     let f = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    f & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && f & raw::REDISMODULE_CTX_FLAGS_LOADING == 0
+    f & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && f & raw::REDISMODULE_CTX_FLAGS_LOADING == 0 && !paused()
+}
+
+/// Clients are paused (RM_AvoidReplicaTraffic: `CLIENT PAUSE` WRITE or ALL, a FAILOVER or a
+/// Cluster manual failover in progress): nothing may be propagated now.
+pub fn paused() -> bool {
+    // SAFETY: no arguments; reads the server's pause state (main thread).
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
 }
 
 /// Runs `f` with a command context over `parts` (strings created here, freed after `f`), for a

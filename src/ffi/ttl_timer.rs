@@ -109,9 +109,8 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
         TIMER.fired();
         let now = now_ms();
         let due = TIMER.pop_due(now, GROUPS_PER_TICK);
-        // SAFETY: the timer's context, valid during the callback.
-        let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-        let primary = flags & (raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_LOADING) == 0;
+        // A primary, not loading, clients not paused (timer.rs `acts`).
+        let primary = super::timer::acts(ctx);
         let mut again: Vec<(i32, Vec<u8>, i64)> = Vec::new();
         for (db, comp) in due {
             if !primary {
