@@ -60,6 +60,8 @@ part_hosts() {
         echo "host $h"
         XSTREAM_REDIS_SERVER=$srv XSTREAM_DIFF_OPS=$SOAK_HOST_OPS XSTREAM_DIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
         XSTREAM_GDIFF_OPS=$SOAK_HOST_OPS XSTREAM_GDIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
+        XSTREAM_TDIFF_OPS=$SOAK_HOST_OPS XSTREAM_TDIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
+        XSTREAM_TGDIFF_OPS=$SOAK_HOST_OPS XSTREAM_TGDIFF_OPS3=$((SOAK_HOST_OPS / 4)) \
             t --no-fail-fast --test differential --test differential_groups --test takeover -- --test-threads="$TEST_THREADS" || rc=1
     done
     return $rc

@@ -12,7 +12,10 @@
 //!   `tests/common/gen_basic.rs` and `tests/common/gen_groups.rs` (the ones of
 //!   `tests/differential*.rs`) with the two-server runner of `tests/common/diff.rs`: the command
 //!   name in random case, some commands inside MULTI/EXEC, EVAL (`redis.call(unpack(ARGV))`) or
-//!   FCALL (a function library, `tests/common/via.rs`). CONFIG SET stream-node-max-* on both
+//!   FCALL (a function library, `tests/common/via.rs`), reads also through EVAL_RO or while
+//!   writes are paused (`CLIENT PAUSE WRITE`), and now and then a key made a built-in stream
+//!   again on B (RESTORE of A's DUMP) for B to adopt; B has an AOF, so it propagates (a
+//!   propagation during the pause would abort it). CONFIG SET stream-node-max-* on both
 //!   servers per segment (and xstream.node-max-* on B set to other values, which takeover mode
 //!   must ignore).
 //! - `takeover_scripts_and_functions`: fixed scripts and functions calling XADD / XRANGE.
@@ -127,7 +130,9 @@ fn takeover_diff(
     n: [usize; 2],
 ) -> (Server, Server) {
     let a = Server::start_plain();
-    let b = start_takeover();
+    // With an AOF, so that B propagates: a propagation while writes are paused (the runner's
+    // `CLIENT PAUSE WRITE` windows) aborts Redis, which it would otherwise skip.
+    let b = Server::builder().module_args(&["takeover", "yes"]).arg("--appendonly", "yes").start();
     let o = Opts {
         what,
         label: what,

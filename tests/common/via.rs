@@ -29,6 +29,11 @@ pub enum Via {
     Multi,
     Eval,
     Fcall,
+    /// A read through `EVAL_RO` (a read-only script).
+    EvalRo,
+    /// A read while writes are paused: `CLIENT PAUSE 5000 WRITE`, the command, `CLIENT UNPAUSE`
+    /// (the failover sequence; a read there must propagate nothing, or Redis aborts).
+    Paused,
 }
 
 impl Via {
@@ -42,12 +47,24 @@ impl Via {
         }
     }
 
+    /// For a read-only command ([`read_only`]): [`Via::pick`], and now and then `EVAL_RO` or a
+    /// write pause.
+    pub fn pick_read(rng: &mut Rng) -> Via {
+        match rng.below(100) {
+            0..=3 => Via::EvalRo,
+            4..=7 => Via::Paused,
+            _ => Via::pick(rng),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Via::Plain => "plain",
             Via::Multi => "MULTI/EXEC",
             Via::Eval => "EVAL",
             Via::Fcall => "FCALL",
+            Via::EvalRo => "EVAL_RO",
+            Via::Paused => "CLIENT PAUSE WRITE",
         }
     }
 
@@ -57,6 +74,8 @@ impl Via {
             Via::Multi => " [in MULTI/EXEC]",
             Via::Eval => " [via EVAL]",
             Via::Fcall => " [via FCALL xcall]",
+            Via::EvalRo => " [via EVAL_RO]",
+            Via::Paused => " [while CLIENT PAUSE WRITE]",
         }
     }
 }
@@ -147,10 +166,16 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
                 },
             }
         }
-        Via::Eval | Via::Fcall => {
-            let mut full: Vec<Vec<u8>> = if via == Via::Eval {
+        Via::Paused => {
+            let mut side = c.raw(&["CLIENT", "PAUSE", "5000", "WRITE"]);
+            let (reply, raw) = c.cmd_raw(args);
+            side.extend(c.raw(&["CLIENT", "UNPAUSE"]));
+            Outcome { reply, raw, side }
+        }
+        Via::Eval | Via::Fcall | Via::EvalRo => {
+            let mut full: Vec<Vec<u8>> = if via != Via::Fcall {
                 vec![
-                    b"EVAL".to_vec(),
+                    if via == Via::Eval { b"EVAL".to_vec() } else { b"EVAL_RO".to_vec() },
                     EVAL_SCRIPT.as_bytes().to_vec(),
                     b"0".to_vec(),
                 ]
@@ -166,6 +191,13 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
             }
         }
     }
+}
+
+/// Whether a command line only reads (XLEN, XRANGE, XREVRANGE, XREAD, XINFO, XPENDING): it may
+/// go through `EVAL_RO` or run while writes are paused (a write would wait for the pause).
+pub fn read_only(args: &[Vec<u8>]) -> bool {
+    const READS: [&[u8]; 6] = [b"XLEN", b"XRANGE", b"XREVRANGE", b"XREAD", b"XINFO", b"XPENDING"];
+    args.first().is_some_and(|n| READS.iter().any(|r| n.eq_ignore_ascii_case(r)))
 }
 
 /// Whether a command line can go through a script or a transaction unchanged: no empty
