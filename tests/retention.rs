@@ -459,7 +459,6 @@ fn time_driven_work_waits_while_clients_are_paused() {
     let mut reader = primary.conn();
     reader.set_timeout(Duration::from_secs(10));
     reader.send(&["XS.READGROUP", "GROUP", "g", "w2", "BLOCK", "0", "STREAMS", "ack", ">"]).unwrap();
-    wait_synced(&mut c, &mut rc);
     let idmp_info = |c: &mut Conn| c.cmd(&["XS.INFO", "STREAM", "idmp"]).field("iids-tracked").cloned();
     let tracked = idmp_info(&mut c);
     assert_eq!(c.cmd(&["CLIENT", "PAUSE", "2500", "WRITE"]), ok());
