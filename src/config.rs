@@ -14,9 +14,78 @@ use redis_module::{RedisError, RedisString};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
 /// Entries per node (live + deleted) before a new node is started; 0 = no cap.
-pub static NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
+pub static NODE_MAX_ENTRIES: NotInTakeover<AtomicI64> = NotInTakeover {
+    value: AtomicI64::new(NODE_ENTRIES_DEFAULT),
+    refusal: "xstream.node-max-entries has no effect in takeover mode: set the server's stream-node-max-entries",
+};
 /// Bytes per node before a new node is started; 0 = only the 1 GB hard cap.
-pub static NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);
+pub static NODE_MAX_BYTES: NotInTakeover<AtomicI64> = NotInTakeover {
+    value: AtomicI64::new(NODE_BYTES_DEFAULT),
+    refusal: "xstream.node-max-bytes has no effect in takeover mode: set the server's stream-node-max-bytes",
+};
+
+/// Set at the end of the module's load: from then on a CONFIG SET is a user's.
+pub static LOADED: AtomicBool = AtomicBool::new(false);
+
+/// A setting that takeover mode overrides (the node limits follow the server's
+/// `stream-node-max-*`, the ACL twin check is always on): once loaded, a CONFIG SET that
+/// would change it is refused with `refusal` rather than accepted without effect. Values
+/// from redis.conf or the module arguments are taken as they are (refusing them would
+/// stop the server from starting); the load logs that they are overridden.
+pub struct NotInTakeover<T> {
+    pub value: T,
+    refusal: &'static str,
+}
+
+impl<T> NotInTakeover<T> {
+    fn refuse(&self, changes: bool) -> Result<(), RedisError> {
+        if changes && TAKEOVER.load(Ordering::Relaxed) && LOADED.load(Ordering::Relaxed) {
+            return Err(RedisError::Str(self.refusal));
+        }
+        Ok(())
+    }
+}
+
+impl ConfigurationValue<i64> for NotInTakeover<AtomicI64> {
+    fn get(&self, _ctx: &ConfigurationContext) -> i64 {
+        self.value.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: i64) -> Result<(), RedisError> {
+        self.refuse(val != self.value.load(Ordering::Relaxed))?;
+        self.value.store(val, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl ConfigurationValue<bool> for NotInTakeover<AtomicBool> {
+    /// In takeover mode the check is on whatever was configured: CONFIG GET says so.
+    fn get(&self, _ctx: &ConfigurationContext) -> bool {
+        self.value.load(Ordering::Relaxed) || TAKEOVER.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, ctx: &ConfigurationContext, val: bool) -> Result<(), RedisError> {
+        self.refuse(val != self.get(ctx))?;
+        self.value.store(val, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// In takeover mode, the settings of ours that the server's own replace, with the values
+/// they were given (for the load's log line).
+pub fn overridden_in_takeover() -> Vec<String> {
+    let mut v = Vec::new();
+    for (name, s, default) in [
+        ("xstream.node-max-entries", &NODE_MAX_ENTRIES, NODE_ENTRIES_DEFAULT),
+        ("xstream.node-max-bytes", &NODE_MAX_BYTES, NODE_BYTES_DEFAULT),
+    ] {
+        let val = s.value.load(Ordering::Relaxed);
+        if val != default {
+            v.push(format!("{name} {val}"));
+        }
+    }
+    v
+}
 
 /// `takeover yes`: serve the standard command names (XADD ...) through a command
 /// filter, propagate with them, and follow the server's stream-node-* configs.
@@ -29,7 +98,10 @@ pub static TAKEOVER: AtomicBool = AtomicBool::new(false);
 /// on, a user granted only `+xs.range` also needs `+xrange`. Off by default (rules
 /// naming XS.* commands work as written); always on in takeover mode, where
 /// clients send the standard names and ACL rules name them.
-pub static ACL_TWIN: AtomicBool = AtomicBool::new(false);
+pub static ACL_TWIN: NotInTakeover<AtomicBool> = NotInTakeover {
+    value: AtomicBool::new(false),
+    refusal: "xstream.acl-twin is always on in takeover mode",
+};
 
 /// `adopt yes` (the default): in takeover mode, built-in streams become ours
 /// (src/ffi/adopt.rs): every one found at the end of loading (RDB, AOF, full sync),
@@ -129,8 +201,8 @@ pub fn limits() -> NodeLimits {
         }
     } else {
         NodeLimits {
-            entries_max: NODE_MAX_ENTRIES.load(Ordering::Relaxed),
-            bytes_max: NODE_MAX_BYTES.load(Ordering::Relaxed),
+            entries_max: NODE_MAX_ENTRIES.value.load(Ordering::Relaxed),
+            bytes_max: NODE_MAX_BYTES.value.load(Ordering::Relaxed),
         }
     }
 }

@@ -73,7 +73,15 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             return Status::Err;
         }
         ctx.log_notice("xstream: takeover on: XADD, XREAD, ... are served by the module");
+        let ignored = config::overridden_in_takeover();
+        if !ignored.is_empty() {
+            ctx.log_warning(&format!(
+                "xstream: takeover: {} ignored (the server's stream-node-max-* apply)",
+                ignored.join(", ")
+            ));
+        }
     }
+    config::LOADED.store(true, std::sync::atomic::Ordering::Relaxed);
     Status::Ok
 }
 

@@ -699,7 +699,7 @@ mod tests {
     #[test]
     fn version_1_has_no_idmp_section_and_bad_idmp_sections_are_refused() {
         let s = sample();
-        let mut io = VecIo { items: save_v4(&s), pos: 0 };
+        let io = VecIo { items: save_v4(&s), pos: 0 };
         let items = io.items.clone();
         // The IDMP section is the tail before v4's retention (2 items): 5 counters/window
         // items, then 2 producers.
@@ -733,7 +733,7 @@ mod tests {
     fn version_4_retention_round_trips_and_version_3_loads_without_it() {
         let mut s = sample();
         s.max_age = Some(crate::stream::MaxAge::new(60_000, true));
-        let mut io = VecIo { items: save_v4(&s), pos: 0 };
+        let io = VecIo { items: save_v4(&s), pos: 0 };
         let n = io.items.len();
         assert_eq!(io.items[n - 2..], [VecItem::U64(60_000), VecItem::U64(1)]);
         let t = load(4, &mut VecIo { items: io.items.clone(), pos: 0 }, Check::Deep).unwrap();
@@ -809,7 +809,7 @@ mod tests {
         // A v2 payload is a v3 one without the per-group policy word.
         let mut s = sample();
         s.group_mut(b"g1").unwrap().set_policy(None);
-        let mut io = VecIo { items: save_v4(&s), pos: 0 };
+        let io = VecIo { items: save_v4(&s), pos: 0 };
         // Every group's policy word is a 0 just before the next group's name (or the end).
         let mut items = io.items.clone();
         // (v4's retention section, the last two items, goes first.)
@@ -881,7 +881,7 @@ mod tests {
     #[test]
     fn shallow_checks_headers_counts_and_groups_only() {
         let s = sample();
-        let mut io = VecIo { items: save_v4(&s), pos: 0 };
+        let io = VecIo { items: save_v4(&s), pos: 0 };
         let items = io.items.clone();
         let load_with = |items: &[VecItem], check| load(4, &mut VecIo { items: items.to_vec(), pos: 0 }, check);
         let t = load_with(&items, Check::Shallow).unwrap();

@@ -818,7 +818,7 @@ fn approx_ref_trims_at_level_8_2() {
     let s = Server::builder().module_args(&["compat", "8.2"]).start();
     let native = s.conn().cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first().is_some_and(|r| !r.is_nil());
     both(&s, |c| {
-        let mut run = |c: &mut Conn, p: &str| -> Vec<Reply> {
+        let run = |c: &mut Conn, p: &str| -> Vec<Reply> {
             let cmd = |n: &str| format!("{p}{n}");
             let mut out = Vec::new();
             set_node_limits(c, 2, 0, true);

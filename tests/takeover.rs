@@ -16,8 +16,7 @@
 //!   writes are paused (`CLIENT PAUSE WRITE`), and now and then a key made a built-in stream
 //!   again on B (RESTORE of A's DUMP) for B to adopt; B has an AOF, so it propagates (a
 //!   propagation during the pause would abort it). CONFIG SET stream-node-max-* on both
-//!   servers per segment (and xstream.node-max-* on B set to other values, which takeover mode
-//!   must ignore).
+//!   servers per segment (and CONFIG SET xstream.node-max-* on B, which takeover mode refuses).
 //! - `takeover_scripts_and_functions`: fixed scripts and functions calling XADD / XRANGE.
 //! - `takeover_blocking_*`: XREAD BLOCK / XREADGROUP BLOCK served by a later XADD (plain, from
 //!   MULTI, from a script, from a function), timeouts, BLOCK inside MULTI / scripts.
@@ -801,7 +800,8 @@ fn add_entries(c: &mut Conn, key: &str, from: u64, n: u64, value_len: usize) {
 }
 
 /// The server's stream-node-max-entries / -bytes shape B's nodes like A's: at startup (command
-/// line) and after CONFIG SET (also while a stream exists); xstream.node-max-* are ignored.
+/// line) and after CONFIG SET (also while a stream exists); xstream.node-max-* given at load are
+/// ignored, and CONFIG SET refuses to change them.
 #[test]
 fn takeover_node_limits() {
     let a = Server::builder()
@@ -809,7 +809,7 @@ fn takeover_node_limits() {
         .arg("--stream-node-max-entries", "7")
         .start();
     let b = Server::builder()
-        .module_args(&["takeover", "yes"])
+        .module_args(&["takeover", "yes", "node-max-entries", "1000"])
         .arg("--stream-node-max-entries", "7")
         .start();
     let mut ca = a.conn();
@@ -850,11 +850,26 @@ fn takeover_node_limits() {
             Reply::Simple("OK".into())
         );
     }
-    // The module's own config must not matter in takeover mode.
+    // The module's own limits have no say in takeover mode: changing them is refused (B was
+    // started with `node-max-entries 1000`, which the load logs as ignored).
     assert_eq!(
-        cb.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "1000"]),
-        Reply::Simple("OK".into())
+        cb.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "5"]),
+        Reply::Error(
+            "ERR CONFIG SET failed (possibly related to argument 'xstream.node-max-entries') - \
+             xstream.node-max-entries has no effect in takeover mode: set the server's stream-node-max-entries"
+                .into()
+        )
     );
+    assert_eq!(
+        cb.cmd(&["CONFIG", "SET", "xstream.node-max-bytes", "5"]),
+        Reply::Error(
+            "ERR CONFIG SET failed (possibly related to argument 'xstream.node-max-bytes') - \
+             xstream.node-max-bytes has no effect in takeover mode: set the server's stream-node-max-bytes"
+                .into()
+        )
+    );
+    assert_eq!(cb.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "1000"]), Reply::Simple("OK".into()), "the value it has");
+    assert!(b.log_contains("xstream.node-max-entries 1000 ignored"), "{}", b.log_tail(20));
     for c in [&mut ca, &mut cb] {
         add_entries(c, "k1", 100, 20, 3);
         add_entries(c, "k2", 1, 20, 3);

@@ -50,7 +50,7 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
         return raw::REDISMODULE_OK as c_int;
     }
     match fence::catch(|| {
-        let twin = super::takeover::active() || crate::config::ACL_TWIN.load(std::sync::atomic::Ordering::Relaxed);
+        let twin = super::takeover::active() || crate::config::ACL_TWIN.value.load(std::sync::atomic::Ordering::Relaxed);
         if twin && !c.must_obey() {
             // SAFETY: ctx and argv are this command's; must_obey() excluded primary and AOF.
             if let Err(msg) = unsafe { super::takeover::check_standard_acl(ctx, c.argv(), c.arg(0)) } {

@@ -13,8 +13,7 @@
 //!    distinct differences (`XSTREAM_DIFF_MAX`), the op log (`XSTREAM_DIFF_LOG`), the reply
 //!    histogram (`XSTREAM_DIFF_STATS`), the summary line the CI greps.
 //!  - node limits per segment (the same `stream-node-max-*` on both sides; the module's own
-//!    `xstream.node-max-*` equal on one server, other values on a takeover server, which must
-//!    ignore them).
+//!    `xstream.node-max-*` equal on one server; a takeover server refuses other values for them).
 //!  - what both generators build commands from: [`Tok`] (rendered per side by
 //!    [`Pair::render`]), [`lit`], IDs after / near a key's history ([`next_id_after`],
 //!    [`id_near`], with the edge IDs of [`edge_id`]), [`on_string_key`], [`never_create`].
@@ -45,6 +44,8 @@ pub struct Pair {
     /// adoption has not been propagated yet: the first write to one propagates `XS.IMPORT`,
     /// which Redis counts as a change (RM_Replicate), one more than the built-in's count.
     builtin_on_b: std::collections::BTreeSet<Vec<u8>>,
+    /// Two servers: connections as each of the [`ACL_USERS`], on A and on B.
+    users: Vec<(Conn, Conn)>,
 }
 
 /// The outcome of one command on both sides.
@@ -72,6 +73,7 @@ impl Pair {
             loose_names: std::env::var_os("XSTREAM_DIFF_STRICT_NAMES").is_none(),
             vias: BTreeMap::new(),
             builtin_on_b: Default::default(),
+            users: Vec::new(),
         }
     }
 
@@ -92,6 +94,7 @@ impl Pair {
             loose_names: false,
             vias: BTreeMap::new(),
             builtin_on_b: Default::default(),
+            users: acl_users(a).into_iter().zip(acl_users(b)).collect(),
         }
     }
 
@@ -125,6 +128,10 @@ impl Pair {
         self.a.hello3();
         if let Some(b) = self.b.as_mut() {
             b.hello3();
+        }
+        for (ua, ub) in &mut self.users {
+            ua.hello3();
+            ub.hello3();
         }
     }
 
@@ -166,7 +173,9 @@ impl Pair {
             ca[0] = name.clone();
             cb[0] = name;
         }
-        let via = if plain || !wrappable(ca) {
+        let via = if !plain && rng.pct(3) {
+            Via::User
+        } else if plain || !wrappable(ca) {
             Via::Plain
         } else if read_only(ca) {
             Via::pick_read(rng)
@@ -175,11 +184,18 @@ impl Pair {
         };
 
         *self.vias.entry(via.name()).or_insert(0) += 1;
+        let user = (via == Via::User).then(|| rng.below(self.users.len() as u64) as usize);
         let da = dirty(&mut self.a);
-        let oa = exec_via(&mut self.a, via, ca);
+        let oa = match user {
+            Some(u) => exec_via(&mut self.users[u].0, via, ca),
+            None => exec_via(&mut self.a, via, ca),
+        };
         let da = dirty(&mut self.a) - da;
         let db = dirty(b);
-        let ob = exec_via(b, via, cb);
+        let ob = match user {
+            Some(u) => exec_via(&mut self.users[u].1, via, cb),
+            None => exec_via(b, via, cb),
+        };
         let db = dirty(b) - db;
         let adopted = cb.iter().skip(1).filter(|k| self.builtin_on_b.contains(*k)).count() as i64;
         // A write that met them propagated XS.IMPORT (B counted more); one refused before it
@@ -271,8 +287,8 @@ impl Pair {
         (e, b)
     }
 
-    /// Sets the node limits `book.limits` on both sides. A takeover server also gets other
-    /// values for the module's own limits, which takeover mode must ignore.
+    /// Sets the node limits `book.limits` on both sides. A takeover server must refuse other
+    /// values for the module's own limits.
     pub fn apply_limits(&mut self, book: &mut Book, rng: &mut Rng) {
         let (e, b) = book.limits;
         let cfg = [
@@ -288,31 +304,41 @@ impl Pair {
         set_node_limits(&mut self.a, e, b, self.module);
         if let Some(c) = self.b.as_mut() {
             set_node_limits(c, e, b, false);
-            let (xe, xb) = (rng.range(1, 500), rng.range(0, 9000));
-            let r = c.cmd(&[
-                "CONFIG",
-                "SET",
-                "xstream.node-max-entries",
-                &xe.to_string(),
-                "xstream.node-max-bytes",
-                &xb.to_string(),
-            ]);
-            assert_eq!(
-                r,
-                Reply::Simple("OK".into()),
-                "CONFIG SET xstream.node-max-*: {r}"
+            // The module's own limits: takeover mode refuses to change them (they would have
+            // no effect there). B's is the default, 100.
+            let xe = rng.range(101, 600).to_string();
+            let r = c.cmd(&["CONFIG", "SET", "xstream.node-max-entries", &xe]);
+            assert!(
+                r.is_error() && r.text().contains("has no effect in takeover mode"),
+                "CONFIG SET xstream.node-max-entries {xe} on the takeover server: {r}"
             );
         }
         book.note(format!("   (node limits: entries={e} bytes={b})"));
         book.all_limits.push(format!("{e}/{b}"));
     }
 
-    /// Two servers: the `paths:` line (how many commands went plainly, through MULTI...).
-    pub fn report_paths(&self) {
-        if self.b.is_some() {
-            let v: Vec<String> = self.vias.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            report(&format!("  paths: {}", v.join(", ")));
+    /// Two servers: the `paths:` line (how many commands went plainly, through MULTI...), and
+    /// the ACL LOG of both servers compared ([`acl_log_counts`]): every denial of the
+    /// restricted users logged alike.
+    pub fn report_paths(&mut self, book: &Book) {
+        let Some(b) = self.b.as_mut() else { return };
+        let v: Vec<String> = self.vias.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        report(&format!("  paths: {}", v.join(", ")));
+        let (la, lb) = (acl_log_counts(&mut self.a), acl_log_counts(b));
+        if la != lb {
+            let only = |x: &BTreeMap<_, i64>, y: &BTreeMap<_, i64>| -> Vec<String> {
+                x.iter().filter(|(k, n)| y.get(*k) != Some(*n)).map(|(k, n)| format!("{k:?} x{n}")).collect()
+            };
+            panic!(
+                "{} seed {}: the ACL LOGs differ (reason, object, username)\n built-in only: {:?}\n module only:   {:?}",
+                book.label,
+                book.seed,
+                only(&la, &lb),
+                only(&lb, &la)
+            );
         }
+        let denials: i64 = la.values().sum();
+        report(&format!("  ACL LOG: {denials} denials in {} entries, the same on both servers", la.len()));
     }
 }
 

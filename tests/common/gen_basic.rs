@@ -1151,7 +1151,7 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         r.book.all_limits.join(", "),
         lens.join("/")
     ));
-    r.pair.report_paths();
+    r.pair.report_paths(&r.book);
     r.book.summary(done);
     done
 }

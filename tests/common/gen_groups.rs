@@ -1659,7 +1659,7 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     ));
     let ev: Vec<String> = r.events.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     report(&format!("  coverage: {}", ev.join("; ")));
-    r.pair.report_paths();
+    r.pair.report_paths(&r.book);
     r.book.summary(done);
     done
 }

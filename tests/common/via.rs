@@ -5,6 +5,7 @@
 
 use crate::common::groups::Node;
 use crate::common::*;
+use std::collections::BTreeMap;
 
 /// Lua body that runs its arguments as one command.
 pub const EVAL_SCRIPT: &str = "return redis.call(unpack(ARGV))";
@@ -34,7 +35,23 @@ pub enum Via {
     /// A read while writes are paused: `CLIENT PAUSE 5000 WRITE`, the command, `CLIENT UNPAUSE`
     /// (the failover sequence; a read there must propagate nothing, or Redis aborts).
     Paused,
+    /// Plainly, on a connection authenticated as one of the restricted users of
+    /// [`ACL_USERS`] (the same user on both servers).
+    User,
 }
+
+/// The restricted ACL users of the takeover runners (name, rules): denials by category, by
+/// command and subcommand, by key pattern and by read / write key permission, each reached
+/// through the commands the generators send. The runners compare the replies (NOPERM texts
+/// included) and, at the end, the ACL LOG of both servers.
+pub const ACL_USERS: [(&str, &str); 6] = [
+    ("reader", "~* +@all -@write"),
+    ("noxadd", "~* +@all -xadd -xgroup|create -xinfo|stream -xautoclaim"),
+    ("somekeys", "~n1* ~n3* ~str +@all"),
+    ("readwrite", "%R~* %W~n2* +@all"),
+    ("noblock", "~* +@all -@blocking"),
+    ("nostream", "~* +@all -@stream +xlen +xrange"),
+];
 
 impl Via {
     /// Mostly plain; now and then a transaction, a script or a function.
@@ -65,6 +82,7 @@ impl Via {
             Via::Fcall => "FCALL",
             Via::EvalRo => "EVAL_RO",
             Via::Paused => "CLIENT PAUSE WRITE",
+            Via::User => "as a restricted ACL user",
         }
     }
 
@@ -76,8 +94,47 @@ impl Via {
             Via::Fcall => " [via FCALL xcall]",
             Via::EvalRo => " [via EVAL_RO]",
             Via::Paused => " [while CLIENT PAUSE WRITE]",
+            Via::User => " [as a restricted ACL user]",
         }
     }
+}
+
+/// Creates the [`ACL_USERS`] on a server (password `pw`), with room in the ACL LOG for the
+/// whole run; returns a connection authenticated as each.
+pub fn acl_users(s: &Server) -> Vec<Conn> {
+    let mut admin = s.conn();
+    for (name, rules) in ACL_USERS {
+        let mut cmd = vec!["ACL", "SETUSER", name, "reset", "on", ">pw"];
+        cmd.extend(rules.split(' '));
+        assert_eq!(admin.cmd(&cmd), Reply::Simple("OK".into()), "ACL SETUSER {name} {rules}");
+    }
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "acllog-max-len", "100000"]), Reply::Simple("OK".into()));
+    assert_eq!(admin.cmd(&["ACL", "LOG", "RESET"]), Reply::Simple("OK".into()));
+    ACL_USERS
+        .iter()
+        .map(|(name, _)| {
+            let mut c = s.conn();
+            assert_eq!(c.cmd(&["AUTH", name, "pw"]), Reply::Simple("OK".into()));
+            c
+        })
+        .collect()
+}
+
+/// A server's ACL LOG as counts per (reason, object, username): the fields the built-in and
+/// the module's entries share (the module's `context` reads `module`, and entries that differ
+/// only there are merged by the log, so only the sums compare).
+pub fn acl_log_counts(c: &mut Conn) -> BTreeMap<(String, String, String), i64> {
+    let mut t = BTreeMap::new();
+    let log = c.cmd(&["ACL", "LOG", "1000000"]);
+    for e in log.as_array() {
+        let f = |n: &str| e.field(n).map(|v| v.text()).unwrap_or_default();
+        let n = match e.field("count") {
+            Some(Reply::Int(n)) => *n,
+            _ => 0,
+        };
+        *t.entry((f("reason"), f("object"), f("username"))).or_insert(0) += n;
+    }
+    t
 }
 
 /// Loads the function library (replacing it) on a connection; panics if refused.
@@ -137,7 +194,7 @@ pub struct Outcome {
 /// Sends `args` through `via`.
 pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
     match via {
-        Via::Plain => {
+        Via::Plain | Via::User => {
             let (reply, raw) = c.cmd_raw(args);
             Outcome {
                 reply,
