@@ -529,7 +529,11 @@ fn encver4_fixture_loads_with_compression() {
 #[test]
 fn compact_reply_is_the_memory_freed() {
     let s = Server::start();
-    let mut c = s.conn();
+    each_protocol(&s, |c, resp3| compact_reply_case(c, resp3));
+}
+
+fn compact_reply_case(c: &mut Conn, resp3: bool) {
+    let proto = if resp3 { "RESP3" } else { "RESP2" };
     let info_freed = |c: &mut Conn| -> i64 {
         let text = c.cmd(&["INFO", "xstream"]).text();
         text.lines().find_map(|l| l.strip_prefix("xstream_compacted_bytes_freed:")).and_then(|v| v.trim().parse().ok()).unwrap_or(-1)
@@ -537,9 +541,9 @@ fn compact_reply_is_the_memory_freed() {
     for codec in ["off", "lz4", "zstd"] {
         c.cmd(&["FLUSHALL"]);
         assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec, "xstream.compact-deleted", "0"]), Reply::Simple("OK".into()));
-        pipeline(&mut c, &events("XS.ADD", "s", 2000, 9));
+        pipeline(c, &events("XS.ADD", "s", 2000, 9));
         let dels: Vec<Vec<String>> = (1..=2000u64).filter(|i| i % 10 != 0).map(|i| vec!["XS.DEL".into(), "s".into(), format!("{i}-0")]).collect();
-        pipeline(&mut c, &dels);
+        pipeline(c, &dels);
         // The background step has compressed every sealed node.
         let t0 = std::time::Instant::now();
         while c.cmd(&["INFO", "xstream"]).text().lines().any(|l| l.starts_with("xstream_compression_queued_keys:") && l.trim_end() != "xstream_compression_queued_keys:0") {
@@ -547,14 +551,14 @@ fn compact_reply_is_the_memory_freed() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let before = c.cmd(&["MEMORY", "USAGE", "s", "SAMPLES", "0"]).as_int();
-        let info_before = info_freed(&mut c);
+        let info_before = info_freed(c);
         let reply = c.cmd(&["XS.COMPACT", "s"]).as_int();
         let after = c.cmd(&["MEMORY", "USAGE", "s", "SAMPLES", "0"]).as_int();
         let drop = before - after;
         assert!(drop > 0, "{codec}: MEMORY USAGE {before} -> {after}");
         assert!((reply - drop).abs() * 10 <= drop, "{codec}: XS.COMPACT {reply}, MEMORY USAGE {before} -> {after} (drop {drop})");
-        assert_eq!(info_freed(&mut c) - info_before, reply, "{codec}: INFO compacted_bytes_freed");
-        report(&format!("compact_reply_is_the_memory_freed: {codec}: XS.COMPACT {reply}, MEMORY USAGE {before} -> {after} (drop {drop})"));
+        assert_eq!(info_freed(c) - info_before, reply, "{codec}: INFO compacted_bytes_freed");
+        report(&format!("compact_reply_is_the_memory_freed: {proto} {codec}: XS.COMPACT {reply}, MEMORY USAGE {before} -> {after} (drop {drop})"));
         assert_eq!(c.cmd(&["XS.LEN", "s"]), Reply::Int(200));
     }
     c.cmd(&["CONFIG", "SET", "xstream.compression", "off", "xstream.compact-deleted", "-1"]);

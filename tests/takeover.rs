@@ -12,7 +12,8 @@
 //!   `tests/common/gen_basic.rs` and `tests/common/gen_groups.rs` (the ones of
 //!   `tests/differential*.rs`) with the two-server runner of `tests/common/diff.rs`: the command
 //!   name in random case, some commands inside MULTI/EXEC, EVAL (`redis.call(unpack(ARGV))`) or
-//!   FCALL (a function library, `tests/common/via.rs`), reads also through EVAL_RO or while
+//!   FCALL (a function library, `tests/common/via.rs`), 3% as one of six restricted ACL users
+//!   (the ACL LOGs compared at the end), reads also through EVAL_RO, a no-writes script or while
 //!   writes are paused (`CLIENT PAUSE WRITE`), and now and then a key made a built-in stream
 //!   again on B (RESTORE of A's DUMP) for B to adopt; B has an AOF, so it propagates (a
 //!   propagation during the pause would abort it). CONFIG SET stream-node-max-* on both

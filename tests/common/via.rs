@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 /// Lua body that runs its arguments as one command.
 pub const EVAL_SCRIPT: &str = "return redis.call(unpack(ARGV))";
+/// The same as a script that declares it writes nothing (`flags=no-writes`).
+pub const EVAL_NO_WRITES: &str = "#!lua flags=no-writes\nreturn redis.call(unpack(ARGV))";
 
 /// A function library: `xcall` runs its arguments as one command, `xaddrange` adds an entry
 /// (key, id, field, value) and returns the whole stream, `xlenrange` returns
@@ -32,6 +34,8 @@ pub enum Via {
     Fcall,
     /// A read through `EVAL_RO` (a read-only script).
     EvalRo,
+    /// A read through `EVAL` of a script with the `no-writes` flag.
+    NoWrites,
     /// A read while writes are paused: `CLIENT PAUSE 5000 WRITE`, the command, `CLIENT UNPAUSE`
     /// (the failover sequence; a read there must propagate nothing, or Redis aborts).
     Paused,
@@ -68,8 +72,9 @@ impl Via {
     /// write pause.
     pub fn pick_read(rng: &mut Rng) -> Via {
         match rng.below(100) {
-            0..=3 => Via::EvalRo,
-            4..=7 => Via::Paused,
+            0..=2 => Via::EvalRo,
+            3..=5 => Via::NoWrites,
+            6..=9 => Via::Paused,
             _ => Via::pick(rng),
         }
     }
@@ -81,6 +86,7 @@ impl Via {
             Via::Eval => "EVAL",
             Via::Fcall => "FCALL",
             Via::EvalRo => "EVAL_RO",
+            Via::NoWrites => "EVAL no-writes",
             Via::Paused => "CLIENT PAUSE WRITE",
             Via::User => "as a restricted ACL user",
         }
@@ -93,6 +99,7 @@ impl Via {
             Via::Eval => " [via EVAL]",
             Via::Fcall => " [via FCALL xcall]",
             Via::EvalRo => " [via EVAL_RO]",
+            Via::NoWrites => " [via EVAL of a no-writes script]",
             Via::Paused => " [while CLIENT PAUSE WRITE]",
             Via::User => " [as a restricted ACL user]",
         }
@@ -229,15 +236,13 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
             side.extend(c.raw(&["CLIENT", "UNPAUSE"]));
             Outcome { reply, raw, side }
         }
-        Via::Eval | Via::Fcall | Via::EvalRo => {
-            let mut full: Vec<Vec<u8>> = if via != Via::Fcall {
-                vec![
-                    if via == Via::Eval { b"EVAL".to_vec() } else { b"EVAL_RO".to_vec() },
-                    EVAL_SCRIPT.as_bytes().to_vec(),
-                    b"0".to_vec(),
-                ]
-            } else {
-                vec![b"FCALL".to_vec(), b"xcall".to_vec(), b"0".to_vec()]
+        Via::Eval | Via::Fcall | Via::EvalRo | Via::NoWrites => {
+            let eval = |name: &[u8], script: &str| vec![name.to_vec(), script.as_bytes().to_vec(), b"0".to_vec()];
+            let mut full: Vec<Vec<u8>> = match via {
+                Via::Eval => eval(b"EVAL", EVAL_SCRIPT),
+                Via::EvalRo => eval(b"EVAL_RO", EVAL_SCRIPT),
+                Via::NoWrites => eval(b"EVAL", EVAL_NO_WRITES),
+                _ => vec![b"FCALL".to_vec(), b"xcall".to_vec(), b"0".to_vec()],
             };
             full.extend(args.iter().cloned());
             let (reply, raw) = c.cmd_raw(&full);
