@@ -914,7 +914,8 @@ impl Runner {
                     }
                 }
             }
-            Kind::Del(k) => {
+            // Not when refused (a restricted ACL user's DEL): the key is still there.
+            Kind::Del(k) if !ra.is_error() => {
                 self.gen.keys[*k].last = (0, 0);
                 if *k == AUTO_KEY {
                     // A re-created stream can hand out the same IDs again: start a new mapping.

@@ -1330,7 +1330,8 @@ impl Runner {
                     }
                 }
             }
-            Kind::Del(k) => {
+            // Not when refused (a restricted ACL user's DEL): the key is still there.
+            Kind::Del(k) if !ra.is_error() => {
                 let ids = std::mem::take(&mut self.keys[*k].ids);
                 self.keys[*k] = KeyModel {
                     ids,
@@ -1353,7 +1354,7 @@ impl Runner {
                     self.keys[*k].groups.retain(|x| x != g);
                 }
             }
-            Kind::Other => {}
+            Kind::Del(_) | Kind::Other => {}
         }
     }
 
