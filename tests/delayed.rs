@@ -145,8 +145,11 @@ fn map(resp3: bool, pairs: Vec<(&str, Reply)>) -> Reply {
 /// as without FULL. Exact replies, RESP2 and RESP3 (no consumers: nothing depends on the clock).
 #[test]
 fn info_full_lists_schedules() {
-    let s = Server::start();
-    each_protocol(&s, |c, resp3| {
+    let mut s = Server::builder().arg("--appendonly", "yes").start();
+    for resp3 in [false, true] {
+        let mut conn = s.conn();
+        ok(conn.cmd(&["FLUSHALL"]));
+        let c = &mut conn;
         ok(c.cmd(&["CONFIG", "SET", "xstream.compat", "7.0"]));
         let t: i64 = 4_102_444_800_000; // 2100-01-01
         for (id, due) in [("1-0", Some(t + 2)), ("2-0", Some(t)), ("3-0", Some(t)), ("4-0", None), ("5-0", Some(t + 1))] {
@@ -160,8 +163,15 @@ fn info_full_lists_schedules() {
         }
         ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g1", "$"]));
         ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g2", "$"]));
-        // What a `>` read passing over the four leaves (the propagated form), in any order.
-        assert_eq!(c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g1", "5-0", "3-0", "1-0", "2-0"]), Reply::Int(4));
+        // What a `>` read passing over the four leaves (the propagated form, from the AOF: a
+        // client's SCHEDULE is refused), in any order.
+        s.run_from_aof(&[&["XS.GROUP", "SCHEDULE", "s", "g1", "5-0", "3-0", "1-0", "2-0"]]);
+        let mut conn = s.conn();
+        if resp3 {
+            conn.hello3();
+        }
+        let c = &mut conn;
+        ok(c.cmd(&["CONFIG", "SET", "xstream.compat", "7.0"]));
         let sched = |n: usize| -> Reply {
             let all = [("2-0", t), ("3-0", t), ("5-0", t + 1), ("1-0", t + 2)];
             Reply::Array(all.iter().take(n).map(|(id, due)| Reply::Array(vec![bulk(id), Reply::Int(*due)])).collect())
@@ -245,7 +255,7 @@ fn info_full_lists_schedules() {
         let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]);
         assert!(r.field("delayed-entries").is_none(), "{r}");
         assert!(r.field("groups").expect("groups").as_array().iter().all(|g| g.field("scheduled").is_none()), "{r}");
-    });
+    }
 }
 
 /// Clock-dependent values of an XINFO STREAM FULL reply (either protocol) set to 0: consumers'
@@ -462,12 +472,16 @@ fn interplay_with_group_commands() {
     assert_eq!(scheduled(&mut c), 1);
     assert!(readgroup(&mut c, "c", &[]).is_empty());
     assert_eq!(scheduled(&mut c), 2);
-    // XS.GROUP UNSCHEDULE / SCHEDULE (the propagated forms) from a client: counts of IDs changed.
+    // XS.GROUP UNSCHEDULE (a propagated form) from a client: the count of IDs changed. SCHEDULE
+    // from a client is refused (issue 34: it re-delivered an acknowledged entry).
     assert_eq!(c.cmd(&["XS.GROUP", "UNSCHEDULE", "s", "g", &d3, &d3, "9-9"]), Reply::Int(1));
-    assert_eq!(c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g", &d3, &d1, "1-1"]), Reply::Int(1), "d1 is pending: not scheduled");
-    assert_eq!(scheduled(&mut c), 2);
-    assert_eq!(c.cmd(&["XS.GROUP", "SCHEDULE", "s", "nog", &d3]), err("NOGROUP No such consumer group 'nog' for key name 's'"));
-    assert_eq!(c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g", "x"]), err("ERR Invalid stream ID specified as stream command argument"));
+    assert_eq!(
+        c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g", &d3, &d1, "1-1"]),
+        err("ERR XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over")
+    );
+    assert_eq!(scheduled(&mut c), 1);
+    assert_eq!(c.cmd(&["XS.GROUP", "UNSCHEDULE", "s", "nog", &d3]), err("NOGROUP No such consumer group 'nog' for key name 's'"));
+    assert_eq!(c.cmd(&["XS.GROUP", "UNSCHEDULE", "s", "g", "x"]), err("ERR Invalid stream ID specified as stream command argument"));
     // A group created in the past passes over the delayed entries on its first read.
     ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g2", "0"]));
     let plain = add(&mut c, &[]);
@@ -482,7 +496,7 @@ fn interplay_with_group_commands() {
     assert_eq!(c.cmd(&["XS.INFO", "STREAM", "s"]).field("delayed-entries"), Some(&Reply::Int(4)));
     // Consumer deletion does not touch the schedule; DESTROY takes it with the group.
     assert_eq!(c.cmd(&["XS.GROUP", "DELCONSUMER", "s", "g", "c"]), Reply::Int(1));
-    assert_eq!(scheduled(&mut c), 2);
+    assert_eq!(scheduled(&mut c), 1);
     assert_eq!(c.cmd(&["XS.GROUP", "DESTROY", "s", "g2"]), Reply::Int(1));
     // Trimming drops records and schedule entries of the trimmed entries.
     c.cmd(&["XS.TRIM", "s", "MINID", &plain]);

@@ -294,7 +294,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         g.entries_read = er;
     }
     if let Some(d) = dl {
-        d.flush(c, s);
+        d.flush(c);
     }
     if let Some(g) = s.group_mut(gname) {
         g.count_deliveries(n as u64, n as u64);
@@ -407,7 +407,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         propagate_xclaim(c, 1, 2, name, id, &updated, glast);
     }
     if let Some(d) = dl {
-        d.flush(c, s);
+        d.flush(c);
     }
     if let Some(g) = s.group_mut(gname) {
         g.count_deliveries(claimed.len() as u64, claimed.len() as u64);

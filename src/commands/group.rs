@@ -186,10 +186,17 @@ pub fn run(c: &Ctx) -> Result<()> {
 /// (UNSCHEDULE), and the AOF rewrite's. SCHEDULE adds an ID that was added delayed,
 /// exists, is at or before the group's last ID and is not pending, with its
 /// recorded due time; other IDs are ignored. UNSCHEDULE removes IDs from the
-/// schedule. Both reply the number of IDs changed; any client may send them (they
-/// only move entries the group already passed over).
+/// schedule. Both reply the number of IDs changed. SCHEDULE is taken from the primary
+/// and the AOF only: a client's could not tell an entry passed over from one delivered
+/// and acknowledged since (both are behind the last ID and not pending), and would
+/// deliver the latter again (issue 34). UNSCHEDULE only removes: any client may send it.
 pub fn run_schedule(c: &Ctx) -> Result<()> {
     let add = is_kw(c.arg(1), "SCHEDULE");
+    if add && !c.must_obey() {
+        return Err(Error::Err(
+            "XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over",
+        ));
+    }
     let mut ids = Vec::with_capacity(c.argc().saturating_sub(4));
     for i in 4..c.argc() {
         ids.push(StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?.0);

@@ -125,7 +125,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         for id in fatal {
             d.take(c, s, gname, id, crate::stream::queue::Reason::NackFatal);
         }
-        d.flush(c, s);
+        d.flush(c);
     }
     Ok(())
 }

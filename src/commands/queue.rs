@@ -149,6 +149,8 @@ pub fn run_setpolicy(c: &Ctx) -> Result<()> {
     pol.ttl_scheduled_at = 0;
     let ttl = pol.consumer_ttl;
     g.set_policy(Some(pol));
+    // Pending entries deleted before the policy: forgotten now (replicas do the same).
+    s.forget_missing_pending(c.arg(3));
     c.reply_ok();
     c.replicate_verbatim();
     if ttl.is_some() {
@@ -239,7 +241,7 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
         dl.take(c, s, c.arg(3), id, Reason::Manual);
     }
     let n = dl.len();
-    dl.flush(c, s);
+    dl.flush(c);
     c.reply_int(n as i64);
     Ok(())
 }
@@ -258,8 +260,12 @@ pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group
     let grp = s.group_mut(g)?;
     let ttl = grp.policy()?.consumer_ttl?;
     let names = grp.take_expired_consumers(now, TTL_EXPIRY_MAX);
+    let db = crate::ffi::blocking::selected_db(c);
+    let mut released = false;
     for name in names {
-        if Some(&name[..]) == reader {
+        // Not the reader, nor a consumer blocked in a read (it is waiting, not gone: the
+        // next scan looks again).
+        if Some(&name[..]) == reader || crate::ffi::blocking::consumer_waiting(db, c.arg(key_arg), g, &name) {
             continue;
         }
         let Some(slot) = grp.find_consumer(&name) else { continue };
@@ -277,6 +283,7 @@ pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group
         for &id in &ids {
             grp.nack_entry(id, crate::stream::NackCount::Fail, false);
         }
+        released |= !ids.is_empty();
         if !ids.is_empty() {
             let texts: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
             let n = ids.len().to_string();
@@ -288,6 +295,10 @@ pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group
         c.replicate(c"XS.GROUP", &[Arg::New(b"DELCONSUMER"), Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&name)]);
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.consumers_expired, 1);
     }
+    if released {
+        // Blocked `>` readers of the group have entries to take now.
+        c.signal_ready(key_arg);
+    }
     let at = grp.policy().map_or(i64::MAX, |p| p.ttl_check_at);
     // A consumer seen now (the reader) expires at now + ttl at the earliest.
     let next = at.min(now.saturating_add(ttl));
@@ -295,16 +306,19 @@ pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group
     grp.ttl_schedule_needed(now, next).then_some(next)
 }
 
-/// Entries taken out of a group for its dead-letter target during one command,
-/// written out (and propagated) by [`DeadLetters::flush`].
+/// Entries taken out of a group for its dead-letter target during one command. Each is a
+/// step of its own (issue 34): the copy is appended to the dead-letter stream first, and only
+/// once it is there is the entry acknowledged in the source group; an append that fails (the
+/// dead-letter stream's IDs exhausted, an entry too large) leaves the entry pending, and the
+/// command counts it as not moved. [`DeadLetters::flush`] propagates what was done.
 pub struct DeadLetters {
     key_arg: usize,
     group_arg: usize,
     target: DeadLetter,
     /// Whether the target key can take entries (None: not looked at yet).
     usable: Option<bool>,
-    /// Each entry with its fields (None: the stream entry was gone).
-    taken: Vec<(Dead, Option<Vec<(Vec<u8>, Vec<u8>)>>)>,
+    /// Each entry taken, with its copy's ID and fields in the dead-letter stream (None: DROP).
+    taken: Vec<(Dead, Option<(StreamId, Vec<Vec<u8>>)>)>,
 }
 
 impl DeadLetters {
@@ -368,79 +382,78 @@ impl DeadLetters {
         self.taken.is_empty()
     }
 
-    /// Takes `id` out of the group (acknowledged), with its fields; false if not pending.
+    /// Moves `id` to the dead letters: its copy appended to the target stream (created if
+    /// missing), then the entry acknowledged in the group and counted. False, with nothing
+    /// changed, when it is not pending, when the group has not reached it yet (an ID above
+    /// its last ID, pending only through FORCE: the group's `>` reads would deliver it after
+    /// its dead letter), or when the copy cannot be appended.
     pub fn take(&mut self, c: &Ctx, s: &mut Stream, gname: &[u8], id: StreamId, reason: Reason) -> bool {
         if !self.usable(c) {
             return false;
         }
-        let fields = matches!(self.target, DeadLetter::Key(_)).then(|| s.range(id, id, false).next_entry().map(|e| e.fields())).flatten();
+        let Some(g) = s.group(gname) else { return false };
+        if id > g.last_id {
+            return false;
+        }
+        let Some(n) = g.nack(id).copied() else { return false };
+        let copy = match &self.target {
+            DeadLetter::Drop => None,
+            DeadLetter::Key(dlq) => {
+                let dlq = dlq.clone();
+                let consumer = g.owner_name(&n).to_vec();
+                let mut argv: Vec<Vec<u8>> = vec![
+                    b"source-key".to_vec(),
+                    c.arg(self.key_arg).to_vec(),
+                    b"source-id".to_vec(),
+                    id.to_bytes(),
+                    b"group".to_vec(),
+                    gname.to_vec(),
+                    b"consumer".to_vec(),
+                    consumer,
+                    b"deliveries".to_vec(),
+                    n.delivery_count.to_string().into_bytes(),
+                    b"reason".to_vec(),
+                    reason.as_bytes().to_vec(),
+                ];
+                if let Some(e) = s.range(id, id, false).next_entry() {
+                    for (f, v) in e.fields() {
+                        argv.push(f);
+                        argv.push(v);
+                    }
+                }
+                match append_copy(c, s, &dlq, self.key_arg, &argv) {
+                    Some(new_id) => Some((new_id, argv)),
+                    None => {
+                        crate::ffi::log_warning(&format!(
+                            "xstream: cannot append to dead-letter key '{}' (IDs exhausted, or the entry is too large): entries stay pending",
+                            String::from_utf8_lossy(&dlq)
+                        ));
+                        self.usable = Some(false);
+                        return false;
+                    }
+                }
+            }
+        };
         let Some(d) = s.group_mut(gname).and_then(|g| g.dead_letter(id, reason)) else { return false };
-        self.taken.push((d, fields));
+        self.taken.push((d, copy));
         true
     }
 
-    /// Appends the dead letters to the target stream and propagates, for each,
-    /// `XS.ADD dlq id ...` and `XS.ACK key group id`. `src` is the open source key
-    /// (the target is opened by name; a target that holds another type keeps no
-    /// copy: the entries are acknowledged all the same, and the server log says so).
-    pub fn flush(self, c: &Ctx, src: &mut Stream) {
+    /// Propagates what was moved: for each entry `XS.ADD dlq <its copy's ID> ...`, then
+    /// `XS.ACK key group id` for each.
+    pub fn flush(self, c: &Ctx) {
         if self.taken.is_empty() {
             return;
         }
         let n = self.taken.len() as u64;
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_dead_lettered, n);
-        let src_name = c.arg(self.key_arg).to_vec();
-        let gname = c.arg(self.group_arg).to_vec();
         if let DeadLetter::Key(dlq) = &self.target {
-            // SETPOLICY refuses the stream's own key; a RENAME may still have made
-            // them one: then the dead letters go to the stream itself.
-            let same = &dlq[..] == &src_name[..];
-            let mut other = (!same).then(|| c.open_key_named(dlq, true));
-            let mut bad_type = false;
-            for (d, fields) in &self.taken {
-                let deliveries = d.deliveries.to_string();
-                let sid = d.id.to_bytes();
-                let mut argv: Vec<&[u8]> = vec![
-                    b"source-key", &src_name, b"source-id", &sid, b"group", &gname, b"consumer", &d.consumer,
-                    b"deliveries", deliveries.as_bytes(), b"reason", d.reason.as_bytes(),
-                ];
-                if let Some(fs) = fields {
-                    for (f, v) in fs {
-                        argv.push(f);
-                        argv.push(v);
-                    }
-                }
-                let stream = match other.as_mut() {
-                    None => Some(&mut *src),
-                    Some(k) => match k.kind() {
-                        KeyKind::Empty => k.create_stream(Stream::new()),
-                        KeyKind::Stream => k.stream_mut(),
-                        KeyKind::Other => None,
-                    },
-                };
-                let Some(st) = stream else {
-                    bad_type = true;
-                    continue;
-                };
-                let queued = st.pack_queue.len();
-                let Ok(id) = st.append(&argv, IdSpec::Auto, c.now_ms(), crate::config::limits()) else {
-                    bad_type = true;
-                    continue;
-                };
-                if st.pack_queue.len() > queued {
-                    crate::ffi::pack_timer::note_ctx(c, dlq);
-                }
+            for (_, copy) in &self.taken {
+                let Some((id, argv)) = copy else { continue };
                 let idb = id.to_bytes();
                 let mut rep: Vec<Arg> = vec![Arg::New(dlq), Arg::New(&idb)];
                 rep.extend(argv.iter().map(|a| Arg::New(a)));
                 c.replicate(c"XS.ADD", &rep);
-                c.added_to_named(dlq);
-            }
-            if bad_type {
-                crate::ffi::log_warning(&format!(
-                    "xstream: dead-letter key '{}' holds another type (or the append failed): entries acknowledged without a copy",
-                    String::from_utf8_lossy(dlq)
-                ));
             }
         }
         for (d, _) in &self.taken {
@@ -448,4 +461,28 @@ impl DeadLetters {
         }
         c.signal_modified(self.key_arg);
     }
+}
+
+/// Appends a dead letter's copy `argv` to `dlq` with `*` (the stream itself when a RENAME
+/// made the two one key: SETPOLICY refuses that); the new ID, or None when the key holds
+/// another type or the append fails.
+fn append_copy(c: &Ctx, src: &mut Stream, dlq: &[u8], key_arg: usize, argv: &[Vec<u8>]) -> Option<StreamId> {
+    let fields: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+    let mut other = (dlq != c.arg(key_arg)).then(|| c.open_key_named(dlq, true));
+    let st = match other.as_mut() {
+        None => src,
+        Some(k) => match k.kind() {
+            KeyKind::Empty => k.create_stream(Stream::new())?,
+            KeyKind::Stream => k.stream_mut()?,
+            KeyKind::Other => return None,
+        },
+    };
+    let queued = st.pack_queue.len();
+    let id = st.append(&fields, IdSpec::Auto, c.now_ms(), crate::config::limits()).ok()?;
+    if st.pack_queue.len() > queued {
+        crate::ffi::pack_timer::note_ctx(c, dlq);
+    }
+    drop(other);
+    c.added_to_named(dlq);
+    Some(id)
 }

@@ -337,15 +337,16 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
         };
         let mut gt = gt;
         let mut capped = false;
+        let mut purge_capped = false;
         if let Some((g, ga)) = gname {
-            purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
+            purge_capped = purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
             capped = pass_over_delayed(c, s, g, key_idx, ga, now);
             gt = s.group(g).map_or(gt, |grp| grp.last_id);
         }
         let has_new = !capped && s.length > 0 && s.last_valid_id() > gt;
         let claimable = match (gname, st.claim) {
-            (Some((g, _)), Some(min_idle)) => claimable_now(s, g, min_idle, now) || scheduled_now(s, g, now),
-            (Some((g, _)), None) => (!st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
+            (Some((g, _)), Some(min_idle)) => (!purge_capped && claimable_now(s, g, min_idle, now)) || scheduled_now(s, g, now),
+            (Some((g, _)), None) => (!purge_capped && !st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
             _ => false,
         };
         if !has_new && !claimable {
@@ -567,8 +568,9 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             // served or not.
             group_consumer(c, s, g, ga, key_idx, noack, false, now)?;
         }
+        let mut purge_capped = false;
         if let (Some(g), Some(ga), ReadFrom::New) = (gname, group_arg, *rf) {
-            purge_over_limit(c, s, g, key_idx, ga, claim, noack, now, count.max(0) as u64);
+            purge_capped = purge_over_limit(c, s, g, key_idx, ga, claim, noack, now, count.max(0) as u64);
         }
         let (serve, start, history) = match (gname, *rf) {
             (Some(_), ReadFrom::After(id)) => (true, id, true),
@@ -578,8 +580,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
                 let has_new = !capped && s.length > 0 && s.last_valid_id() > last;
                 // §4.3: with CLAIM, a stream with a claimable entry is served too
                 // ("claimed only" when nothing is new).
-                let claimable = claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now))
-                    || (claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now))
+                let claimable = (!purge_capped && claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now)))
+                    || (!purge_capped && claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now))
                     || scheduled_now(s, g, now);
                 (has_new || claimable, last, false)
             }
@@ -634,10 +636,11 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
                 other => other,
             })
             .collect();
-        let registration = group_arg.map(|_| crate::ffi::blocking::Registration {
+        let registration = group_arg.map(|ga| crate::ffi::blocking::Registration {
             id: crate::ffi::blocking::next_id(),
             db: crate::ffi::blocking::selected_db(c),
             keys: (streams_arg..streams_arg + streams_count).map(|i| c.arg(i).to_vec()).collect(),
+            consumer: Some((c.arg(ga).to_vec(), c.arg(ga + 1).to_vec())),
             key_gone: std::cell::Cell::new(false),
         });
         let state = BlockState {
@@ -728,7 +731,7 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     }
     let result = serve_group_policy(c, s, g, r, slot, consumer_name, budget, &mut dl);
     if let Some(d) = dl {
-        d.flush(c, s);
+        d.flush(c);
     }
     result
 }
@@ -1173,30 +1176,48 @@ fn redelivers(s: &crate::stream::Stream, g: &[u8]) -> bool {
 
 /// Before a `>` read decides whether a stream has something to serve: the
 /// entries it would take first (CLAIM's claimable ones, or the policy's due ones)
-/// that MAXDELIVERIES sends to the dead letters go there now, so that a read never
-/// serves a stream only to reply no entry for it (and a blocked reader is not woken
-/// for nothing). At most PURGE_MAX per read.
+/// that MAXDELIVERIES sends to the dead letters go there now, until the first COUNT
+/// of them (all, without COUNT) can be delivered, so that a read never serves a
+/// stream only to reply no entry for it (and a blocked reader is not woken for
+/// nothing). At most PURGE_MAX entries per read: returns true when it stopped there
+/// with more to look at; the read then serves no due entry from this stream (new
+/// ones still), and readers blocked on the key re-run at once to go on.
 #[allow(clippy::too_many_arguments)]
-fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64, count: u64) {
+fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64, count: u64) -> bool {
     const PURGE_MAX: u64 = 1000;
     // What the read would take first: its COUNT of entries (at most PURGE_MAX).
-    let limit = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
-    let Some(pol) = s.group(g).and_then(|grp| grp.policy()) else { return };
+    let head = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
+    let Some(pol) = s.group(g).and_then(|grp| grp.policy()) else { return false };
     if pol.max_deliveries.is_none() || (claim.is_none() && (noack || !pol.redelivers())) {
-        return;
+        return false;
     }
-    let candidates = match claim {
-        Some(min_idle) => s.claim_candidates(g, min_idle, now, limit),
-        None => s.group(g).map(|grp| grp.due_entries(now, limit, |id| s.contains(id))).unwrap_or_default(),
+    let Some(mut d) = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg) else { return false };
+    let mut moved = 0u64;
+    let capped = loop {
+        let candidates = match claim {
+            Some(min_idle) => s.claim_candidates(g, min_idle, now, head),
+            None => s.group(g).map(|grp| grp.due_entries(now, head, |id| s.contains(id))).unwrap_or_default(),
+        };
+        let mut taken = 0u64;
+        for (id, n) in candidates {
+            if moved + taken >= PURGE_MAX {
+                break;
+            }
+            taken += u64::from(d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(n.delivery_count)));
+        }
+        moved += taken;
+        if taken == 0 {
+            break false;
+        }
+        if moved >= PURGE_MAX {
+            break true;
+        }
     };
-    if candidates.is_empty() {
-        return;
+    d.flush(c);
+    if capped {
+        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), now);
     }
-    let Some(mut d) = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg) else { return };
-    for (id, n) in candidates {
-        d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(n.delivery_count));
-    }
-    d.flush(c, s);
+    capped
 }
 
 /// Whether a `>` read of group `g` has a due entry to serve now (issue 16).

@@ -40,6 +40,9 @@ type Waiters = HashMap<(i32, Vec<u8>), BTreeMap<u64, (usize, usize)>>;
 
 /// The registry of blocked group readers (main thread only; the mutex is never contended).
 static GROUP_WAITERS: Mutex<Option<Waiters>> = Mutex::new(None);
+/// The (group, consumer) each blocked group reader reads as, by (db, key): registration id ->
+/// names (CONSUMERTTL does not expire a consumer while it waits).
+static WAITING_CONSUMERS: Mutex<Option<HashMap<DbKey, BTreeMap<u64, (Vec<u8>, Vec<u8>)>>>> = Mutex::new(None);
 /// Keys whose waiters must be checked before the event loop sleeps.
 static PENDING: Mutex<Option<HashSet<DbKey>>> = Mutex::new(None);
 
@@ -72,6 +75,8 @@ pub struct Registration {
     pub id: u64,
     pub db: i32,
     pub keys: Vec<Vec<u8>>,
+    /// The (group, consumer) the reader reads as.
+    pub consumer: Option<(Vec<u8>, Vec<u8>)>,
     /// Set before the client is released because its key is gone.
     pub key_gone: std::cell::Cell<bool>,
 }
@@ -86,9 +91,38 @@ fn register(reg: &Registration, bc: *mut raw::RedisModuleBlockedClient, state: *
     for k in &reg.keys {
         map.entry((reg.db, k.clone())).or_default().insert(reg.id, (bc as usize, state as usize));
     }
+    if let Some(names) = &reg.consumer {
+        let mut w = lock(&WAITING_CONSUMERS);
+        let map = w.get_or_insert_with(HashMap::new);
+        for k in &reg.keys {
+            map.entry((reg.db, k.clone())).or_default().insert(reg.id, names.clone());
+        }
+    }
+}
+
+/// Whether a client is blocked reading `key` of `db` as `consumer` of `group`.
+pub fn consumer_waiting(db: i32, key: &[u8], group: &[u8], consumer: &[u8]) -> bool {
+    let w = lock(&WAITING_CONSUMERS);
+    w.as_ref()
+        .and_then(|m| m.get(&(db, key.to_vec())))
+        .is_some_and(|r| r.values().any(|(g, c)| g.as_slice() == group && c.as_slice() == consumer))
 }
 
 fn unregister(reg: &Registration) {
+    if reg.consumer.is_some() {
+        let mut w = lock(&WAITING_CONSUMERS);
+        if let Some(map) = w.as_mut() {
+            for k in &reg.keys {
+                let key = (reg.db, k.clone());
+                if let Some(r) = map.get_mut(&key) {
+                    r.remove(&reg.id);
+                    if r.is_empty() {
+                        map.remove(&key);
+                    }
+                }
+            }
+        }
+    }
     let mut g = lock(&GROUP_WAITERS);
     let Some(map) = g.as_mut() else { return };
     for k in &reg.keys {

@@ -554,6 +554,7 @@ impl Stream {
         if self.delayed.is_some() {
             self.forget_delay(id);
         }
+        self.forget_gone_pending(queue::Gone::One(id));
         true
     }
 
@@ -752,6 +753,10 @@ impl Stream {
         }
         if deleted > 0 && self.delayed.is_some() {
             self.forget_trimmed(policy == RefPolicy::Acked);
+        }
+        // ACKED deletes no pending entry, DELREF has unreferenced what it deleted.
+        if deleted > 0 && policy == RefPolicy::KeepRef {
+            self.forget_gone_pending(queue::Gone::Below((self.length > 0).then_some(self.first_id)));
         }
         let examined_below = match frontier {
             _ if policy == RefPolicy::KeepRef => None,

@@ -71,7 +71,7 @@ fn random_operations_and_time_steps_match_the_model() {
         let at = AckTimeout { ms: 1 + r.below(50) as i64, backoff: [1.0, 1.5, 2.0][r.below(3) as usize], max_backoff: if r.below(2) == 0 { Some(300) } else { None } };
         let maxdel = 1 + r.below(4);
         let ttl = 50 + r.below(200) as i64;
-        let mut g = Group::new(StreamId::MIN, 0);
+        let mut g = Group::new(StreamId::MAX, 0); // every entry delivered by `>` reads: due entries are at or below the last ID
         g.set_policy(Some(QueuePolicy {
             max_deliveries: Some((maxdel, DeadLetter::Drop)),
             ack_timeout: Some(at),
@@ -218,4 +218,73 @@ fn no_policy_no_due_entries() {
     assert!(g.expired_consumers(i64::MAX, 10).is_empty());
     g.set_policy(Some(QueuePolicy::default()));
     assert!(g.policy().is_none(), "an empty policy is no policy");
+}
+
+/// Issue 34: a group with a policy forgets the pending entries deleted from the stream (XDEL,
+/// XDELEX KEEPREF, trims of every kind), when they go or, for those deleted before, when it
+/// gets its policy; a group without one keeps them as the built-in does. Random streams, node
+/// sizes, deliveries and deletions against a model of the two PELs.
+#[test]
+fn policy_groups_forget_deleted_pending_entries() {
+    use crate::stream::{IdSpec, NodeLimits, RefPolicy, Stream, Trim, TrimStrategy};
+    use std::collections::BTreeSet;
+    let mut r = Rng(0x51ed_270b_a1f0_e3d9);
+    for round in 0..300 {
+        let mut s = Stream::new();
+        let limits = NodeLimits { entries_max: 1 + r.below(8) as i64, bytes_max: 0 };
+        let n = 1 + r.below(80);
+        for i in 1..=n {
+            s.append(&[b"f", b"v"], IdSpec::Explicit(id(i)), 0, limits).expect("append");
+        }
+        assert!(s.create_group(b"p", StreamId::MIN, 0) && s.create_group(b"plain", StreamId::MIN, 0));
+        // The policy is set at a random point: entries deleted before it go at that point.
+        let policy_at = r.below(40);
+        let (mut kept_p, mut kept_plain) = (BTreeSet::new(), BTreeSet::new());
+        for g in [&b"p"[..], b"plain"] {
+            let grp = s.group_mut(g).expect("group");
+            let slot = grp.create_consumer(b"c", 0).expect("consumer");
+            for i in 1..=n {
+                if r.below(3) > 0 {
+                    grp.deliver_new(id(i), slot, 0);
+                    if g == b"p" { kept_p.insert(i) } else { kept_plain.insert(i) };
+                }
+            }
+        }
+        for step in 0..40 {
+            if step == policy_at {
+                s.group_mut(b"p").expect("p").set_policy(Some(QueuePolicy { ack_timeout: Some(AckTimeout { ms: 10, backoff: 1.0, max_backoff: None }), ..Default::default() }));
+                s.forget_missing_pending(b"p");
+            }
+            match r.below(4) {
+                0 | 1 => {
+                    let i = 1 + r.below(n);
+                    s.delete_ids(&[id(i)]);
+                }
+                2 => {
+                    let i = 1 + r.below(n);
+                    s.delete_ex(&[id(i)], RefPolicy::KeepRef);
+                }
+                _ => {
+                    let strategy = if r.below(2) == 0 { TrimStrategy::MaxLen(r.below(n)) } else { TrimStrategy::MinId(id(r.below(n + 2))) };
+                    s.trim(&Trim { strategy, approx: r.below(2) == 0, limit: 0 });
+                }
+            }
+            let live: BTreeSet<u64> = (1..=n).filter(|&i| s.contains(id(i))).collect();
+            let pel = |s: &Stream, g: &[u8]| -> BTreeSet<u64> {
+                let mut out = BTreeSet::new();
+                let mut it = s.group(g).expect("group").pel().iter();
+                while let Some((k, _)) = it.next() {
+                    out.insert(StreamId::from_be_bytes(k).expect("id").ms);
+                }
+                out
+            };
+            assert_eq!(pel(&s, b"plain"), kept_plain, "round {round} step {step}: the group without a policy keeps its PEL");
+            let want: BTreeSet<u64> = if step >= policy_at { kept_p.intersection(&live).copied().collect() } else { kept_p.clone() };
+            if step >= policy_at {
+                kept_p = want.clone();
+            }
+            assert_eq!(pel(&s, b"p"), want, "round {round} step {step}: the policy group's PEL");
+            s.group(b"p").expect("p").check().expect("consistent group");
+        }
+    }
 }

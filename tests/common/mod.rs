@@ -458,6 +458,40 @@ impl Server {
         self.spawn_with_retries(Some(p));
     }
 
+    /// Stops the server, appends `cmds` to its AOF (the incremental file of the manifest) and
+    /// starts it again: they run as commands of the AOF, as a primary's propagation would (what
+    /// only the primary and the AOF may send). Needs `--appendonly yes`.
+    pub fn run_from_aof(&mut self, cmds: &[&[&str]]) {
+        self.stop();
+        let adir = self.dir.join("appendonlydir");
+        let manifest = std::fs::read_dir(&adir)
+            .expect("appendonlydir")
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".manifest"))
+            .expect("an AOF manifest");
+        let text = std::fs::read_to_string(&manifest).expect("manifest");
+        let incr = text
+            .lines()
+            .find(|l| l.ends_with("type i"))
+            .and_then(|l| l.split(' ').nth(1))
+            .expect("an incremental AOF file")
+            .to_string();
+        let mut resp = Vec::new();
+        for cmd in cmds {
+            resp.extend(format!("*{}\r\n", cmd.len()).into_bytes());
+            for a in cmd.iter() {
+                resp.extend(format!("${}\r\n{a}\r\n", a.len()).into_bytes());
+            }
+        }
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(adir.join(incr)).expect("the AOF");
+        f.write_all(&resp).expect("append to the AOF");
+        drop(f);
+        let p = self.port;
+        self.spawn_with_retries(Some(p));
+    }
+
     /// True while the child has not exited.
     pub fn is_alive(&mut self) -> bool {
         match self.child.as_mut() {
