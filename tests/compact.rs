@@ -7,20 +7,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// Sends `cmds` pipelined; returns the replies.
-fn pipeline(c: &mut Conn, cmds: &[Vec<String>]) -> Vec<Reply> {
-    let mut out = Vec::with_capacity(cmds.len());
-    for chunk in cmds.chunks(1000) {
-        for cmd in chunk {
-            c.send(cmd).expect("send");
-        }
-        for _ in chunk {
-            out.push(c.read_reply().expect("reply").0);
-        }
-    }
-    out
-}
-
 fn adds(cmd: &str, key: &str, n: u64) -> Vec<Vec<String>> {
     (1..=n).map(|i| vec![cmd.into(), key.into(), format!("{i}-0"), "f".into(), format!("v{i}"), "g".into(), "x".into()]).collect()
 }

@@ -387,22 +387,6 @@ fn million_field_pairs() {
     ));
 }
 
-/// Sends `cmds` pipelined (in chunks), returns the replies.
-fn pipeline(c: &mut Conn, cmds: &[Vec<String>]) -> Vec<Reply> {
-    let mut out = Vec::with_capacity(cmds.len());
-    for chunk in cmds.chunks(5000) {
-        let mut buf = Vec::new();
-        for a in chunk {
-            buf.extend_from_slice(&Conn::encode(a));
-        }
-        c.send_bytes(&buf).expect("send");
-        for _ in chunk {
-            out.push(c.read_reply().expect("reply").0);
-        }
-    }
-    out
-}
-
 #[test]
 fn many_groups_and_consumers() {
     let n = env_usize("XSTREAM_HOSTILE_GROUPS", 100_000);

@@ -71,7 +71,7 @@ part_hosts() {
 # compression, delayed delivery): their random workloads and kill -9 tests at larger sizes.
 part_wave2() {
     local tests=()
-    for f in redis8_combined redis8_nack redis8_claim redis8_idmp queue_policy retention compact delayed; do
+    for f in redis8_combined redis8_nack redis8_claim redis8_idmp queue_policy queue_hostile retention compact delayed; do
         [ -f "tests/$f.rs" ] && tests+=(--test "$f")
     done
     local rc=0

@@ -790,7 +790,15 @@ fn serve_group_policy(
     if r.history {
         // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap.
         let saturate = crate::config::level() >= Level::Latest;
+        // Under a queue policy the counts and times decide (MAXDELIVERIES, the ack timeout's
+        // backoff): the re-read entries' new ones go out (below), which the built-in's history
+        // reads never propagate.
+        let policy = s.group(g).is_some_and(|grp| grp.policy().is_some()) && !c.must_obey();
+        let mut reread: Vec<StreamId> = Vec::new();
         let n = s.read_group_history(g, slot, r.start, r.count, now, saturate, |id, e| {
+            if policy && e.is_some() {
+                reread.push(id);
+            }
             match &e {
                 Some(e) => super::range::reply_entry(c, e),
                 None => {
@@ -805,6 +813,15 @@ fn serve_group_policy(
         budget.add_array(n);
         if let Some(grp) = s.group_mut(g) {
             grp.count_deliveries(n, n);
+        }
+        if let Some(grp) = s.group(g).filter(|_| !reread.is_empty()) {
+            // As XS.CLAIM to the same consumer: TIME now, RETRYCOUNT the new count, one
+            // command per run of equal counts.
+            let counted: Vec<(StreamId, u64)> = reread.iter().filter_map(|&id| grp.nack(id).map(|nk| (id, nk.delivery_count))).collect();
+            for run in counted.chunk_by(|a, b| a.1 == b.1) {
+                let ids: Vec<StreamId> = run.iter().map(|(id, _)| *id).collect();
+                propagate_claim_ids(c, key_idx, group_arg, &ids, now, run.first().map_or(1, |x| x.1), grp.last_id, None);
+            }
         }
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_redelivered, n as u64);
         // 7.0 counts every stream served; 7.4 only those that propagated something,

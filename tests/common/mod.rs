@@ -1281,8 +1281,11 @@ pub fn dump_build(body: &[u8], rdb_version: u16) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 
 /// `CONFIG SET` the node limits on both sides: built-in `stream-node-max-*` and, if `module`,
-/// the module's `xstream.node-max-*`. Panics if any is refused.
+/// the module's `xstream.node-max-*` (not in takeover mode, which follows the server's and
+/// refuses them). Panics if any is refused.
 pub fn set_node_limits(c: &mut Conn, entries: u64, bytes: u64, module: bool) {
+    let takeover = module && c.cmd(&["CONFIG", "GET", "xstream.takeover"]).to_string().contains("\"yes\"");
+    let module = module && !takeover;
     let e = entries.to_string();
     let b = bytes.to_string();
     let r = c.cmd(&[
@@ -1832,4 +1835,20 @@ pub fn wait_rewrite(c: &mut Conn) {
         let info = c.cmd(&["INFO", "persistence"]).text();
         info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
     });
+}
+
+/// Sends `cmds` pipelined (in chunks of 5,000), returns the replies.
+pub fn pipeline(c: &mut Conn, cmds: &[Vec<String>]) -> Vec<Reply> {
+    let mut out = Vec::with_capacity(cmds.len());
+    for chunk in cmds.chunks(5000) {
+        let mut buf = Vec::new();
+        for a in chunk {
+            buf.extend_from_slice(&Conn::encode(a));
+        }
+        c.send_bytes(&buf).expect("send");
+        for _ in chunk {
+            out.push(c.read_reply().expect("reply").0);
+        }
+    }
+    out
 }
