@@ -91,6 +91,10 @@ fn register(reg: &Registration, bc: *mut raw::RedisModuleBlockedClient, state: *
     for k in &reg.keys {
         map.entry((reg.db, k.clone())).or_default().insert(reg.id, (bc as usize, state as usize));
     }
+}
+
+/// Records the (group, consumer) a blocked group reader reads as (every host).
+fn register_consumer(reg: &Registration) {
     if let Some(names) = &reg.consumer {
         let mut w = lock(&WAITING_CONSUMERS);
         let map = w.get_or_insert_with(HashMap::new);
@@ -308,6 +312,10 @@ pub fn block_on_keys(c: &Ctx, key_args: &[usize], timeout_ms: i64, waiter: State
         // SAFETY: Redis did not take the private data.
         drop(unsafe { Box::from_raw(data) });
         return false;
+    }
+    // SAFETY: data is alive (owned by Redis until free_state); we only read it.
+    if let Some(r) = unsafe { (*data).registration() } {
+        register_consumer(r);
     }
     // 7.0 (no UNBLOCK_DELETED): our own watch of deletions (see the module docs).
     if with_flags.is_none() {

@@ -473,7 +473,7 @@ impl Server {
         let text = std::fs::read_to_string(&manifest).expect("manifest");
         let incr = text
             .lines()
-            .find(|l| l.ends_with("type i"))
+            .find(|l| l.ends_with(" type i") || l.contains(" type i "))
             .and_then(|l| l.split(' ').nth(1))
             .expect("an incremental AOF file")
             .to_string();
