@@ -242,6 +242,23 @@ fn delivery_counts_survive_aof_and_failover() {
         assert_eq!(r.cmd(&["XS.LEN", "d"]), Reply::Int(2));
         assert_eq!(r.raw(&["DEBUG", "DIGEST"]), c.raw(&["DEBUG", "DIGEST"]), "replica digest after the dead letters");
     });
+    // A restart: the counts come back from the AOF.
+    drop(replica);
+    let mut s = s;
+    let mut c = s.conn();
+    ok(c.cmd(&["FLUSHALL"]));
+    c.cmd(&["XS.ADD", "s", "1-0", "f", "v"]);
+    ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0"]));
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "3", "DEADLETTER", "d"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "w", "STREAMS", "s", ">"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "w", "STREAMS", "s", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "w", "STREAMS", "s", "0"]);
+    assert_eq!(pending_counts(&mut c), [("1-0".to_string(), 3)]);
+    wait_persistence_idle(&mut c, Duration::from_secs(20));
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(pending_counts(&mut c), [("1-0".to_string(), 3)], "after a restart");
 }
 
 /// 5. A dead-letter stream that refuses appends (its IDs exhausted): nothing moves, the entry
@@ -544,3 +561,54 @@ fn hostile_queue_workload() {
         dead.len()
     ));
 }
+
+/// The minor points of issue 34: under MAXDELIVERIES a delivery count saturates at LLONG_MAX
+/// (wrapped, it read as negative and escaped the limit); a SETPOLICY part given twice is
+/// refused; XS.NACK's second IDS block overrides the first, as 8.8's XNACK (REDIS8.md §6).
+#[test]
+fn counts_saturate_and_repeated_options() {
+    let s = Server::start();
+    each_protocol(&s, |c, _| {
+        c.cmd(&["XS.ADD", "s", "1-0", "f", "v"]);
+        c.cmd(&["XS.ADD", "s", "2-0", "f", "v"]);
+        ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "0"]));
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "5", "DEADLETTER", "d"]));
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+        assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "a", "0", "1-0", "RETRYCOUNT", "9223372036854775807", "JUSTID"]), Reply::Array(vec![bulk("1-0")]));
+        // The next delivery is one too many: a dead letter, not a count of -9223372036854775808.
+        assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "b", "0", "1-0"]), Reply::Array(vec![]));
+        assert_eq!(c.cmd(&["XS.LEN", "d"]), Reply::Int(1));
+        // With a dead-letter key that refuses appends the deliveries go on (nothing lost), the
+        // count stays at LLONG_MAX (wrapped, it read as negative, below the limit).
+        c.cmd(&["XS.ADD", "dfull", "18446744073709551615-18446744073709551615", "f", "v"]);
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "5", "DEADLETTER", "dfull"]));
+        c.cmd(&["XS.CLAIM", "s", "g", "a", "0", "2-0", "RETRYCOUNT", "9223372036854775807", "JUSTID"]);
+        for via in [&["XS.CLAIM", "s", "g", "b", "0", "2-0"][..], &["XS.AUTOCLAIM", "s", "g", "b", "0", "0"], &["XS.READGROUP", "GROUP", "g", "b", "STREAMS", "s", "0"]] {
+            assert!(!c.cmd(via).is_error());
+            let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
+            assert_eq!(p.as_array()[0].as_array()[3], Reply::Int(i64::MAX), "after {via:?}: {p}");
+        }
+        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "5", "DEADLETTER", "d"]));
+        for (args, part) in [
+            (&["ACKTIMEOUT", "10", "ACKTIMEOUT", "20"][..], "ACKTIMEOUT"),
+            (&["MAXDELIVERIES", "1", "DROP", "MAXDELIVERIES", "2", "DROP"][..], "MAXDELIVERIES"),
+            (&["CONSUMERTTL", "10", "CONSUMERTTL", "20"][..], "CONSUMERTTL"),
+            (&["RESET", "RESET"][..], "RESET"),
+            (&["ACKTIMEOUT", "10", "BACKOFF", "2", "BACKOFF", "3"][..], "BACKOFF"),
+            (&["ACKTIMEOUT", "10", "MAXBACKOFF", "20", "MAXBACKOFF", "30"][..], "MAXBACKOFF"),
+        ] {
+            let mut cmd = vec!["XS.GROUP", "SETPOLICY", "s", "g"];
+            cmd.extend(args);
+            assert_eq!(c.cmd(&cmd), Reply::Error(format!("ERR syntax error, {part} given more than once")));
+        }
+        // Nothing of the refused calls was applied.
+        let pol = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
+        assert_eq!((pol.field("maxdeliveries"), pol.field("acktimeout"), pol.field("consumerttl")), (Some(&Reply::Int(5)), None, None), "{pol}");
+        // XS.NACK: the second IDS block wins (8.8's XNACK).
+        assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0", "IDS", "1", "2-0"]), Reply::Int(1));
+        let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
+        assert_eq!(p.as_array().len(), 1, "{p}");
+        assert_eq!(p.as_array()[0].as_array()[0], bulk("2-0"));
+    });
+}
+

@@ -76,10 +76,11 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
     );
 }
 
-/// One more delivery: saturating at LLONG_MAX at `xstream.compat latest` (8.8),
-/// wrapping below it as the hosts' built-ins do (REDIS8.md §6.3).
-fn increment() -> ClaimCount {
-    if crate::config::level() >= Level::Latest {
+/// One more delivery: saturating at LLONG_MAX at `xstream.compat latest` (8.8) and
+/// under MAXDELIVERIES (`policy`: a count wrapped past LLONG_MAX would read as small and
+/// escape the limit), wrapping otherwise as the hosts' built-ins do (REDIS8.md §6.3).
+fn increment(policy: bool) -> ClaimCount {
+    if policy || crate::config::level() >= Level::Latest {
         ClaimCount::Increment
     } else {
         ClaimCount::IncrementWrapping
@@ -254,7 +255,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         let rule = if retrycount >= 0 || (retrycount_given && c.must_obey()) {
             ClaimCount::Set(retrycount as u64)
         } else if !justid {
-            increment()
+            increment(dl.is_some())
         } else {
             ClaimCount::Keep
         };
@@ -395,7 +396,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         }
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let sl = claim_slot(c, &mut slot, g, name, now)?;
-        let rule = if justid { ClaimCount::Keep } else { increment() };
+        let rule = if justid { ClaimCount::Keep } else { increment(dl.is_some()) };
         let Some(updated) = g.claim(id, sl, DeliveryTime::Now(now), rule, false) else { continue };
         if let Some(cons) = g.consumer_mut(sl) {
             cons.active_time = now;

@@ -55,6 +55,12 @@ struct Parsed {
     dlq_arg: Option<usize>,
 }
 
+/// A part (or a sub-option of ACKTIMEOUT) given twice: refused, as XADD refuses a second
+/// trim strategy (nothing silently overridden).
+fn twice(part: &'static str) -> Error {
+    Error::Full(format!("ERR syntax error, {part} given more than once"))
+}
+
 fn parse_setpolicy(c: &Ctx) -> Result<Parsed> {
     let argc = c.argc();
     let mut p = Parsed::default();
@@ -62,6 +68,21 @@ fn parse_setpolicy(c: &Ctx) -> Result<Parsed> {
     while i < argc {
         let o = c.arg(i);
         let more = argc - 1 - i;
+        let repeated = (is_kw(o, "MAXDELIVERIES") && p.max_deliveries.is_some())
+            || (is_kw(o, "ACKTIMEOUT") && p.ack_timeout.is_some())
+            || (is_kw(o, "CONSUMERTTL") && p.consumer_ttl.is_some())
+            || (is_kw(o, "RESET") && p.reset);
+        if repeated {
+            return Err(twice(if is_kw(o, "MAXDELIVERIES") {
+                "MAXDELIVERIES"
+            } else if is_kw(o, "ACKTIMEOUT") {
+                "ACKTIMEOUT"
+            } else if is_kw(o, "CONSUMERTTL") {
+                "CONSUMERTTL"
+            } else {
+                "RESET"
+            }));
+        }
         if is_kw(o, "MAXDELIVERIES") && more >= 2 {
             let n = match parse_ll(c.arg(i + 1)) {
                 Ok(n) if n >= 1 => n as u64,
@@ -81,10 +102,14 @@ fn parse_setpolicy(c: &Ctx) -> Result<Parsed> {
         } else if is_kw(o, "ACKTIMEOUT") && more >= 1 {
             let ms = ms_arg(c.arg(i + 1), "ACKTIMEOUT must be a positive integer (milliseconds, at most 1000000000000)")?;
             let mut at = AckTimeout { ms, backoff: 1.0, max_backoff: None };
+            let mut backoff_given = false;
             i += 2;
             loop {
                 let more = argc.saturating_sub(i + 1);
                 if i < argc && is_kw(c.arg(i), "BACKOFF") && more >= 1 {
+                    if std::mem::replace(&mut backoff_given, true) {
+                        return Err(twice("BACKOFF"));
+                    }
                     let f = std::str::from_utf8(c.arg(i + 1)).ok().and_then(|t| t.parse::<f64>().ok());
                     at.backoff = match f {
                         Some(f) if f.is_finite() && (1.0..=BACKOFF_MAX).contains(&f) => f,
@@ -92,6 +117,9 @@ fn parse_setpolicy(c: &Ctx) -> Result<Parsed> {
                     };
                     i += 2;
                 } else if i < argc && is_kw(c.arg(i), "MAXBACKOFF") && more >= 1 {
+                    if at.max_backoff.is_some() {
+                        return Err(twice("MAXBACKOFF"));
+                    }
                     let m = ms_arg(c.arg(i + 1), "MAXBACKOFF must be a positive integer (milliseconds, at most 1000000000000)")?;
                     at.max_backoff = Some(m);
                     i += 2;

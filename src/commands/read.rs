@@ -788,8 +788,9 @@ fn serve_group_policy(
     }
     c.reply_array_postponed();
     if r.history {
-        // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap.
-        let saturate = crate::config::level() >= Level::Latest;
+        // 8.8 saturates delivery counts at LLONG_MAX; the hosts' built-ins wrap. Under
+        // MAXDELIVERIES they saturate too (a wrapped count would escape the limit).
+        let saturate = crate::config::level() >= Level::Latest || dl.is_some();
         // Under a queue policy the counts and times decide (MAXDELIVERIES, the ack timeout's
         // backoff): the re-read entries' new ones go out (below), which the built-in's history
         // reads never propagate.
