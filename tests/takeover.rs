@@ -853,22 +853,16 @@ fn takeover_node_limits() {
     }
     // The module's own limits have no say in takeover mode: changing them is refused (B was
     // started with `node-max-entries 1000`, which the load logs as ignored).
-    assert_eq!(
-        cb.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "5"]),
-        Reply::Error(
-            "ERR CONFIG SET failed (possibly related to argument 'xstream.node-max-entries') - \
-             xstream.node-max-entries has no effect in takeover mode: set the server's stream-node-max-entries"
-                .into()
-        )
-    );
-    assert_eq!(
-        cb.cmd(&["CONFIG", "SET", "xstream.node-max-bytes", "5"]),
-        Reply::Error(
-            "ERR CONFIG SET failed (possibly related to argument 'xstream.node-max-bytes') - \
-             xstream.node-max-bytes has no effect in takeover mode: set the server's stream-node-max-bytes"
-                .into()
-        )
-    );
+    for what in ["entries", "bytes"] {
+        let name = format!("xstream.node-max-{what}");
+        assert_eq!(
+            cb.cmd(&["CONFIG", "SET", &name, "5"]),
+            Reply::Error(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                 {name} has no effect in takeover mode: set the server's stream-node-max-{what}"
+            ))
+        );
+    }
     assert_eq!(cb.cmd(&["CONFIG", "SET", "xstream.node-max-entries", "1000"]), Reply::Simple("OK".into()), "the value it has");
     assert!(b.log_contains("xstream.node-max-entries 1000 ignored"), "{}", b.log_tail(20));
     for c in [&mut ca, &mut cb] {

@@ -114,21 +114,17 @@ pub fn consumer_waiting(db: i32, key: &[u8], group: &[u8], consumer: &[u8]) -> b
 
 fn unregister(reg: &Registration) {
     if reg.consumer.is_some() {
-        let mut w = lock(&WAITING_CONSUMERS);
-        if let Some(map) = w.as_mut() {
-            for k in &reg.keys {
-                let key = (reg.db, k.clone());
-                if let Some(r) = map.get_mut(&key) {
-                    r.remove(&reg.id);
-                    if r.is_empty() {
-                        map.remove(&key);
-                    }
-                }
-            }
+        if let Some(map) = lock(&WAITING_CONSUMERS).as_mut() {
+            remove_registration(map, reg);
         }
     }
-    let mut g = lock(&GROUP_WAITERS);
-    let Some(map) = g.as_mut() else { return };
+    if let Some(map) = lock(&GROUP_WAITERS).as_mut() {
+        remove_registration(map, reg);
+    }
+}
+
+/// Takes `reg` out of a registry by (db, key), dropping keys left without registrations.
+fn remove_registration<V>(map: &mut HashMap<DbKey, BTreeMap<u64, V>>, reg: &Registration) {
     for k in &reg.keys {
         let key = (reg.db, k.clone());
         if let Some(w) = map.get_mut(&key) {
