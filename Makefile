@@ -39,6 +39,8 @@ SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Python virtualenv for the redis-py tests (reused while tests/requirements.txt is unchanged).
 PYTHON       ?= python3
 VENV         := $(CURDIR)/.venv
+# The newest redis-py from PyPI (make test-clients runs the example with it too).
+VENV_NEWEST  := $(CURDIR)/.venv-newest
 FUZZ_TARGET  ?= listpack_validate
 FUZZ_SECONDS ?= 600
 SOAK_RUNS    ?= 10
@@ -96,7 +98,7 @@ run: deps build
 	@echo "          try:  redis-cli -p $(PORT) XS.ADD s '*' a 1"
 	@echo "                redis-cli -p $(PORT) XS.RANGE s - +"
 	exec redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
-		--loadmodule $(MODULE) --enable-module-command yes
+		--loadmodule $(MODULE) $(if $(filter yes,$(TAKEOVER)),takeover yes) --enable-module-command yes
 
 test: deps build venv host
 	CARGO_TARGET_DIR=$(HOOKS_TARGET) $(CARGO) build --release --features test-hooks
@@ -127,6 +129,13 @@ test-clients: build venv
 	status=0; \
 	$(VENV)/bin/python examples/jobqueue/jobqueue.py --port $$port demo --jobs 1000 || status=1; \
 	$(VENV)/bin/python examples/jobqueue/jobqueue.py --port $$port --names standard demo --jobs 1000 || status=1; \
+	if { [ -x $(VENV_NEWEST)/bin/python ] || $(PYTHON) -m venv $(VENV_NEWEST); } && \
+		$(VENV_NEWEST)/bin/python -m pip install -q --disable-pip-version-check -U redis; then \
+		echo "make test-clients: examples/jobqueue with the newest redis-py, $$($(VENV_NEWEST)/bin/python -c 'import redis; print(redis.__version__)') (RESP3 by default since 8.0)"; \
+		for names in module standard; do for proto in "" "--protocol 2" "--protocol 3"; do \
+			$(VENV_NEWEST)/bin/python examples/jobqueue/jobqueue.py --port $$port --names $$names $$proto demo --jobs 300 || status=1; \
+		done; done; \
+	else echo "make test-clients: the newest redis-py could not be installed from PyPI: that part skipped"; fi; \
 	kill $$(cat $$dir/redis.pid); rm -rf $$dir; exit $$status
 
 # Host servers: each installed once (a stamp per host). A host that cannot be had (a registry

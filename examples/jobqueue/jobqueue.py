@@ -57,11 +57,11 @@ class Streams:
         """[(id, fields-dict)] of new entries."""
         if self.std:
             reply = self.r.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=count, block=block_ms)
-            return [e for _s, entries in reply or [] for e in entries]
-        reply = self.r.execute_command(
-            "XS.READGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS", STREAM, ">"
-        )
-        return [(i, pairs(f)) for _s, entries in reply or [] for i, f in entries]
+        else:
+            reply = self.r.execute_command(
+                "XS.READGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS", STREAM, ">"
+            )
+        return read_entries(reply)
 
     def ack(self, *ids):
         if self.std:
@@ -85,12 +85,29 @@ class Streams:
         return self.r.xlen(STREAM) if self.std else self.r.execute_command("XS.LEN", STREAM)
 
 
+def read_entries(reply):
+    """[(id, fields-dict)] of a read's reply, whatever the protocol: RESP2 [[stream, entries]],
+    RESP3 {stream: entries} (redis-py 8 speaks RESP3 by default: execute_command then returns the
+    map; with protocol=3 its own xreadgroup returns {stream: [[(id, fields), ...]]})."""
+    streams = reply.items() if isinstance(reply, dict) else reply or []
+    out = []
+    for _stream, entries in streams:
+        if entries and isinstance(entries[0], list) and entries[0] and isinstance(entries[0][0], tuple):
+            entries = [e for group in entries for e in group]
+        out += [(i, pairs(f)) for i, f in entries]
+    return out
+
+
 def pairs(flat):
+    if isinstance(flat, dict):
+        return flat
     return dict(zip(flat[0::2], flat[1::2]))
 
 
 def connect(args):
-    return redis.Redis(host=args.host, port=args.port, decode_responses=True)
+    # --protocol 2 / 3, or the client library's default (RESP3 since redis-py 8).
+    kw = {"protocol": args.protocol} if args.protocol else {}
+    return redis.Redis(host=args.host, port=args.port, decode_responses=True, **kw)
 
 
 def produce(args):
@@ -161,6 +178,8 @@ def demo(args):
     r = connect(args)
     r.delete(STREAM, RESULTS, "stats")
     base = [sys.executable, __file__, "--host", args.host, "--port", str(args.port), "--names", args.names]
+    if args.protocol:
+        base += ["--protocol", str(args.protocol)]
     subprocess.run(base + ["produce", "--jobs", str(args.jobs)], check=True)
     deadline = time.monotonic() + args.timeout
 
@@ -188,6 +207,7 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=6379)
     ap.add_argument("--names", choices=["module", "standard"], default="module")
+    ap.add_argument("--protocol", type=int, choices=[2, 3], default=None, help="RESP version (default: the client's)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("produce")
     p.add_argument("--jobs", type=int, default=1000)
