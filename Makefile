@@ -6,6 +6,8 @@
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
 #                       + the redis-py tests (tests/redis_py.py) in .venv (created if missing)
 #                       + test-matrix (the comparison runners on every host; NO_MATRIX=1 skips it)
+#   make test-quick     a first check (under 5 minutes with a warm build): the unit tests, one differential
+#                       run (built-in vs XS.* on one server) and the persistence round trips
 #   make test-clients  node-redis, ioredis and redis-rs, unmodified, in takeover mode (tests/clients; npm, cargo)
 #   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
 #   make soak           the long runs end to end (tests/soak.sh): differential seeds on every host,
@@ -59,7 +61,7 @@ HOST_SERVER  := $(HOSTS_CACHE)/$(XSTREAM_HOST)/bin/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build deps run test test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
+.PHONY: all build deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
         hooks asan-server test-asan test-asan-short ubsan-server test-ubsan
 
 all: build
@@ -112,6 +114,13 @@ test: deps build venv host
 		$(MAKE) --no-print-directory test-matrix || status=1; \
 	fi; \
 	exit $$status
+
+# A first check: the unit tests (core against models), one differential run of 5,000 RESP2 + 1,000
+# RESP3 random commands on the default server, and the persistence round trips (RDB, AOF, DUMP,
+# COPY, replica).
+test-quick: deps build
+	XSTREAM_MODULE=$(MODULE) XSTREAM_DIFF_OPS=5000 XSTREAM_DIFF_OPS3=1000 \
+		$(CARGO) test --release --lib --test differential --test roundtrip -- --test-threads=$(TEST_THREADS)
 
 # Unmodified clients against the module in takeover mode, each also against the built-in streams
 # (the oracle): node-redis (RESP2, RESP3) and ioredis from npm (versions pinned in
