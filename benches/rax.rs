@@ -72,9 +72,7 @@ fn bench_seek(c: &mut Criterion) {
     let r = filled();
     let mut s = 0x2545_F491_4F6C_DD1Du64;
     // Seek targets between existing keys (seq 7 never exists), so Ge has to move on.
-    let targets: Vec<[u8; 16]> = (0..1024)
-        .map(|_| id(1_700_000_000_000 + (xorshift(&mut s) % N) / 4, 7))
-        .collect();
+    let targets: Vec<[u8; 16]> = (0..1024).map(|_| id(1_700_000_000_000 + (xorshift(&mut s) % N) / 4, 7)).collect();
     let mut g = c.benchmark_group("rax_seek");
     g.throughput(Throughput::Elements(targets.len() as u64));
     g.bench_function("ge_then_10_next_100k", |b| {

@@ -9,8 +9,7 @@ const ENTRIES: u64 = 100_000;
 fn filled(n: u64) -> Stream {
     let mut s = Stream::new();
     for i in 1..=n {
-        s.append(&[b"sensor", b"42", b"value", b"1234"], IdSpec::Explicit(StreamId::new(i, 0)), 0, NodeLimits::default())
-            .expect("increasing IDs");
+        s.append(&[b"sensor", b"42", b"value", b"1234"], IdSpec::Explicit(StreamId::new(i, 0)), 0, NodeLimits::default()).expect("increasing IDs");
     }
     s
 }

@@ -75,10 +75,9 @@ impl ConfigurationValue<bool> for NotInTakeover<AtomicBool> {
 /// they were given (for the load's log line).
 pub fn overridden_in_takeover() -> Vec<String> {
     let mut v = Vec::new();
-    for (name, s, default) in [
-        ("xstream.node-max-entries", &NODE_MAX_ENTRIES, NODE_ENTRIES_DEFAULT),
-        ("xstream.node-max-bytes", &NODE_MAX_BYTES, NODE_BYTES_DEFAULT),
-    ] {
+    for (name, s, default) in
+        [("xstream.node-max-entries", &NODE_MAX_ENTRIES, NODE_ENTRIES_DEFAULT), ("xstream.node-max-bytes", &NODE_MAX_BYTES, NODE_BYTES_DEFAULT)]
+    {
         let val = s.value.load(Ordering::Relaxed);
         if val != default {
             v.push(format!("{name} {val}"));
@@ -98,10 +97,8 @@ pub static TAKEOVER: AtomicBool = AtomicBool::new(false);
 /// on, a user granted only `+xs.range` also needs `+xrange`. Off by default (rules
 /// naming XS.* commands work as written); always on in takeover mode, where
 /// clients send the standard names and ACL rules name them.
-pub static ACL_TWIN: NotInTakeover<AtomicBool> = NotInTakeover {
-    value: AtomicBool::new(false),
-    refusal: "xstream.acl-twin is always on in takeover mode",
-};
+pub static ACL_TWIN: NotInTakeover<AtomicBool> =
+    NotInTakeover { value: AtomicBool::new(false), refusal: "xstream.acl-twin is always on in takeover mode" };
 
 /// `adopt yes` (the default): in takeover mode, built-in streams become ours
 /// (src/ffi/adopt.rs): every one found at the end of loading (RDB, AOF, full sync),
@@ -195,15 +192,9 @@ pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT)
 /// The limits in force now: the server's in takeover mode, ours otherwise.
 pub fn limits() -> NodeLimits {
     if TAKEOVER.load(Ordering::Relaxed) {
-        NodeLimits {
-            entries_max: SERVER_NODE_MAX_ENTRIES.load(Ordering::Relaxed),
-            bytes_max: SERVER_NODE_MAX_BYTES.load(Ordering::Relaxed),
-        }
+        NodeLimits { entries_max: SERVER_NODE_MAX_ENTRIES.load(Ordering::Relaxed), bytes_max: SERVER_NODE_MAX_BYTES.load(Ordering::Relaxed) }
     } else {
-        NodeLimits {
-            entries_max: NODE_MAX_ENTRIES.value.load(Ordering::Relaxed),
-            bytes_max: NODE_MAX_BYTES.value.load(Ordering::Relaxed),
-        }
+        NodeLimits { entries_max: NODE_MAX_ENTRIES.value.load(Ordering::Relaxed), bytes_max: NODE_MAX_BYTES.value.load(Ordering::Relaxed) }
     }
 }
 

@@ -26,10 +26,7 @@ pub const MODULE_NAME: &str = "xstream";
 pub const MODULE_VERSION: i32 = 100;
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    ctx.set_module_options(
-        redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
-            | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
-    );
+    ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
     ffi::ctx::init_words();
     let host = ffi::host::detect(ctx);
     ffi::host::remember(&host);
@@ -75,10 +72,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_notice("xstream: takeover on: XADD, XREAD, ... are served by the module");
         let ignored = config::overridden_in_takeover();
         if !ignored.is_empty() {
-            ctx.log_warning(&format!(
-                "xstream: takeover: {} ignored (the server's stream-node-max-* apply)",
-                ignored.join(", ")
-            ));
+            ctx.log_warning(&format!("xstream: takeover: {} ignored (the server's stream-node-max-* apply)", ignored.join(", ")));
         }
     }
     config::LOADED.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -364,16 +364,9 @@ pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
         put_string(&mut out, &master.to_be_bytes());
         put_string(&mut out, lp.as_bytes());
     }
-    for v in [
-        s.length,
-        s.last_id.ms,
-        s.last_id.seq,
-        s.first_id.ms,
-        s.first_id.seq,
-        s.max_deleted_entry_id.ms,
-        s.max_deleted_entry_id.seq,
-        s.entries_added,
-    ] {
+    for v in
+        [s.length, s.last_id.ms, s.last_id.seq, s.first_id.ms, s.first_id.seq, s.max_deleted_entry_id.ms, s.max_deleted_entry_id.seq, s.entries_added]
+    {
         put_len(&mut out, v);
     }
     put_len(&mut out, s.group_count() as u64);
@@ -428,7 +421,7 @@ mod tests {
         // "ab", then 8 bytes from 2 back (a run of period 2), then 5 bytes from 1 back
         // (period 1), then 3 bytes from 10 back (no overlap).
         let input = [0x01, b'a', b'b', 0xC0, 0x01, 0x60, 0x00, 0x20, 0x09];
-        let want = b"ababababab" .iter().chain(b"bbbbb").chain(b"bab").copied().collect::<Vec<u8>>();
+        let want = b"ababababab".iter().chain(b"bbbbb").chain(b"bab").copied().collect::<Vec<u8>>();
         assert_eq!(lzf_decompress(&input, want.len()), Ok(want.clone()));
         assert!(lzf_decompress(&input, want.len() - 1).is_err());
         // A back reference before the start.

@@ -14,9 +14,9 @@
 #![forbid(unsafe_code)]
 
 use crate::listpack::{Codec, Listpack};
-use crate::stream::validate::validate_stream;
 use crate::stream::idmp::{self, Idmp};
 use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_MAX};
+use crate::stream::validate::validate_stream;
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
@@ -642,12 +642,16 @@ mod tests {
         save(&s, &mut io);
         let t = load(ENCVER, &mut io, Check::Deep).unwrap();
         assert_eq!(dump(&s), dump(&t));
-        assert_eq!((s.length, s.last_id, s.first_id, s.max_deleted_entry_id, s.entries_added),
-                   (t.length, t.last_id, t.first_id, t.max_deleted_entry_id, t.entries_added));
+        assert_eq!(
+            (s.length, s.last_id, s.first_id, s.max_deleted_entry_id, s.entries_added),
+            (t.length, t.last_id, t.first_id, t.max_deleted_entry_id, t.entries_added)
+        );
         assert_eq!(s.rax_nodes(), t.rax_nodes());
         let (ga, gb) = (s.group(b"g1").unwrap(), t.group(b"g1").unwrap());
-        assert_eq!((ga.last_id, ga.entries_read, ga.pel().len(), ga.consumer_count()),
-                   (gb.last_id, gb.entries_read, gb.pel().len(), gb.consumer_count()));
+        assert_eq!(
+            (ga.last_id, ga.entries_read, ga.pel().len(), ga.consumer_count()),
+            (gb.last_id, gb.entries_read, gb.pel().len(), gb.consumer_count())
+        );
         let n = gb.nack(StreamId::new(8, 0)).unwrap();
         assert_eq!((n.delivery_time, n.delivery_count, gb.owner_name(n)), (1002, 1, &b"alice"[..]));
         assert_eq!(t.group(b"g2").unwrap().entries_read, ENTRIES_READ_INVALID);
@@ -662,8 +666,10 @@ mod tests {
         assert_eq!(s.idmp, t.idmp);
         let m = t.idmp.as_deref().unwrap();
         assert_eq!((m.duration_s, m.max_entries, m.iids_added, m.iids_duplicates, m.iids_tracked()), (30, 3, 5, 4, 4));
-        let order: Vec<String> =
-            m.producers().flat_map(|(p, pr)| pr.entries().map(move |(i, id)| format!("{}/{}/{}", p.escape_ascii(), i.escape_ascii(), id.ms))).collect();
+        let order: Vec<String> = m
+            .producers()
+            .flat_map(|(p, pr)| pr.entries().map(move |(i, id)| format!("{}/{}/{}", p.escape_ascii(), i.escape_ascii(), id.ms)))
+            .collect();
         assert_eq!(order, ["p1/b/7", "p1/c/9", "p1/d/10", "p2/a/8"]);
         // A stream that never used IDMP comes back without an Idmp.
         let mut plain = Stream::new();
@@ -754,10 +760,7 @@ mod tests {
             let mut items = io.items.clone();
             items[n - 2] = VecItem::U64(ms);
             items[n - 1] = VecItem::U64(flags);
-            assert_eq!(
-                load(4, &mut VecIo { items, pos: 0 }, Check::Deep).err(),
-                Some(LoadError::Invalid("MAXAGE section out of range".into()))
-            );
+            assert_eq!(load(4, &mut VecIo { items, pos: 0 }, Check::Deep).err(), Some(LoadError::Invalid("MAXAGE section out of range".into())));
         }
         assert_eq!(load(4, &mut VecIo { items: io.items[..n - 1].to_vec(), pos: 0 }, Check::Deep).err(), Some(LoadError::Io));
     }
@@ -896,7 +899,7 @@ mod tests {
         assert!(matches!(load_with(&m, Check::Deep), Err(LoadError::Invalid(_))));
         let t = load_with(&m, Check::Shallow).unwrap();
         let _ = dump(&t); // total: whatever it reads, it returns
-        // Refused either way: a bad header, an empty node.
+                          // Refused either way: a bad header, an empty node.
         let mut m = items.clone();
         let VecItem::Bytes(b) = &mut m[2] else { panic!() };
         b[0] ^= 1;
@@ -988,5 +991,4 @@ mod tests {
         }
         assert_eq!(crate::listpack::cache_fills(), 0);
     }
-
 }

@@ -167,11 +167,7 @@ fn acl_matches_builtin() {
     let mut platform: Vec<(&str, Vec<String>, Vec<String>)> = Vec::new();
     for (ui, rules) in USERS.iter().enumerate() {
         let cat = uses_categories(rules) && !module_categories;
-        let ref_rules: String = if cat {
-            rules.split(' ').filter(|r| !uses_categories(r)).collect::<Vec<_>>().join(" ")
-        } else {
-            rules.to_string()
-        };
+        let ref_rules: String = if cat { rules.split(' ').filter(|r| !uses_categories(r)).collect::<Vec<_>>().join(" ") } else { rules.to_string() };
         let (ub, um, ur) = (format!("b{ui}"), format!("m{ui}"), format!("r{ui}"));
         for (user, module, rl) in [(&ub, false, *rules), (&um, true, *rules), (&ur, true, ref_rules.as_str())] {
             let mut a = vec!["ACL".to_string(), "SETUSER".into(), user.clone(), "reset".into(), "on".into(), ">pw".into()];
@@ -234,7 +230,11 @@ fn acl_matches_builtin() {
                     denied += 1;
                 }
                 if xw != xm {
-                    diffs.push(format!("user [{rules}] {}:\n      {}: {want}\n      module:   {rm}", fmt_cmd(&args), if cat { "expected" } else { "built-in" }));
+                    diffs.push(format!(
+                        "user [{rules}] {}:\n      {}: {want}\n      module:   {rm}",
+                        fmt_cmd(&args),
+                        if cat { "expected" } else { "built-in" }
+                    ));
                 }
                 if cat {
                     let _ = db;
@@ -264,7 +264,11 @@ fn acl_matches_builtin() {
     for (rules, more, less) in &platform {
         let name = |c: &String| {
             let w: Vec<&str> = c.split(' ').collect();
-            if w[0] == "XS.GROUP" || w[0] == "XS.INFO" { format!("{} {}", w[0], w[1]) } else { w[0].to_string() }
+            if w[0] == "XS.GROUP" || w[0] == "XS.INFO" {
+                format!("{} {}", w[0], w[1])
+            } else {
+                w[0].to_string()
+            }
         };
         let m: Vec<String> = more.iter().map(name).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         let l: Vec<String> = less.iter().map(name).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
@@ -376,13 +380,7 @@ fn getkeys_match_builtin() {
         if let Some(Reply::Array(subs)) = v.get(9) {
             // The module's own subcommands (queue policies, issue 16; delayed delivery, issue 17)
             // have no built-in to match.
-            let own = [
-                "name xgroup|setpolicy",
-                "name xgroup|getpolicy",
-                "name xgroup|deadletter",
-                "name xgroup|schedule",
-                "name xgroup|unschedule",
-            ];
+            let own = ["name xgroup|setpolicy", "name xgroup|getpolicy", "name xgroup|deadletter", "name xgroup|schedule", "name xgroup|unschedule"];
             let mut s: Vec<Vec<String>> = subs.iter().map(norm_info).filter(|x| !x.iter().any(|l| own.contains(&l.as_str()))).collect();
             s.sort();
             for x in s {
@@ -391,7 +389,23 @@ fn getkeys_match_builtin() {
         }
         out
     }
-    for name in ["XADD", "XLEN", "XRANGE", "XREVRANGE", "XDEL", "XTRIM", "XSETID", "XINFO", "XREAD", "XREADGROUP", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"] {
+    for name in [
+        "XADD",
+        "XLEN",
+        "XRANGE",
+        "XREVRANGE",
+        "XDEL",
+        "XTRIM",
+        "XSETID",
+        "XINFO",
+        "XREAD",
+        "XREADGROUP",
+        "XGROUP",
+        "XACK",
+        "XPENDING",
+        "XCLAIM",
+        "XAUTOCLAIM",
+    ] {
         let rb = c.cmd(&["COMMAND", "INFO", name]);
         let rm = c.cmd(&["COMMAND", "INFO", &xcmd(true, name)]);
         let (ib, im) = (norm_info(&rb.as_array()[0]), norm_info(&rm.as_array()[0]));
@@ -409,7 +423,11 @@ fn getkeys_match_builtin() {
     for d in &diffs {
         report(&format!("getkeys: DIFFERENCE: {d}"));
     }
-    report(&format!("getkeys: {} argument shapes (GETKEYS, GETKEYSANDFLAGS) and 15 COMMAND INFO entries compared: {} differences", shapes.len(), diffs.len()));
+    report(&format!(
+        "getkeys: {} argument shapes (GETKEYS, GETKEYSANDFLAGS) and 15 COMMAND INFO entries compared: {} differences",
+        shapes.len(),
+        diffs.len()
+    ));
     assert!(diffs.is_empty(), "{} difference(s); first:\n  {}", diffs.len(), diffs[..diffs.len().min(10)].join("\n  "));
 }
 
@@ -544,7 +562,12 @@ fn acl_log_in_takeover_mode() {
             }
             t
         };
-        assert_eq!(sum(m), sum(b), "RESP{} user [{rules}]: ACL LOG (reason, object, username: count)\nbuilt-in: {b:?}\nmodule:   {m:?}", if resp3 { 3 } else { 2 });
+        assert_eq!(
+            sum(m),
+            sum(b),
+            "RESP{} user [{rules}]: ACL LOG (reason, object, username: count)\nbuilt-in: {b:?}\nmodule:   {m:?}",
+            if resp3 { 3 } else { 2 }
+        );
         for rm in m {
             // Entries the server itself writes (key denials of the XS.* command, a denied
             // EVAL) keep their context; the module's own say `module`.
@@ -554,5 +577,9 @@ fn acl_log_in_takeover_mode() {
         entries += b.len();
     }
     assert!(entries >= 40, "the user matrix denied only {entries} calls");
-    report(&format!("acl_log_in_takeover_mode: {} users x {} shapes x RESP2/3, {entries} ACL LOG entries equal but context", users.len(), shapes.len()));
+    report(&format!(
+        "acl_log_in_takeover_mode: {} users x {} shapes x RESP2/3, {entries} ACL LOG entries equal but context",
+        users.len(),
+        shapes.len()
+    ));
 }

@@ -42,13 +42,11 @@ use common::groups::{self, now_ms, ClockKind, Node};
 use common::*;
 use std::time::{Duration, Instant};
 
-const TAKEOVER_WRONGTYPE: &str = "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands";
+const TAKEOVER_WRONGTYPE: &str =
+    "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands";
 
 fn args(line: &str) -> Vec<String> {
-    line.split(' ')
-        .filter(|t| !t.is_empty())
-        .map(|t| t.to_string())
-        .collect()
+    line.split(' ').filter(|t| !t.is_empty()).map(|t| t.to_string()).collect()
 }
 
 fn ok(c: &mut Conn, line: &str) -> Reply {
@@ -87,11 +85,7 @@ fn wait_adoption_line(s: &Server, lines_before: usize) -> (u64, u64) {
         if n > lines_before {
             return adoption_line(s).unwrap();
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "no adoption line in the log:\n{}",
-            s.log_tail(40)
-        );
+        assert!(t0.elapsed() < Duration::from_secs(20), "no adoption line in the log:\n{}", s.log_tail(40));
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -230,11 +224,7 @@ fn snapshot(c2: &mut Conn, c3: &mut Conn, full_clock: bool) -> Vec<(String, Stri
 
 fn diff(what: &str, a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .filter(|((_, x), (_, y))| x != y)
-        .map(|((l, x), (_, y))| format!("{what}: {l}\n    plain:    {x}\n    takeover: {y}"))
-        .collect()
+    a.iter().zip(b).filter(|((_, x), (_, y))| x != y).map(|((l, x), (_, y))| format!("{what}: {l}\n    plain:    {x}\n    takeover: {y}")).collect()
 }
 
 fn conns(s: &Server) -> (Conn, Conn) {
@@ -455,11 +445,7 @@ fn restore_stock_payload() {
         assert_eq!(encoding(&mut rc, k), "stream", "replica {k}");
     }
     for k in ["w", "r", "multi", "script", "watched"] {
-        for cmd in [
-            args(&format!("XINFO STREAM {k} FULL")),
-            args(&format!("DEBUG DIGEST-VALUE {k}")),
-            args(&format!("PEXPIRETIME {k}")),
-        ] {
+        for cmd in [args(&format!("XINFO STREAM {k} FULL")), args(&format!("DEBUG DIGEST-VALUE {k}")), args(&format!("PEXPIRETIME {k}"))] {
             assert_eq!(c.raw(&cmd), rc.raw(&cmd), "replica: {}", fmt_cmd(&cmd));
         }
     }
@@ -473,10 +459,7 @@ fn replica_of_plain_primary() {
         let plain = Server::start_plain();
         let (mut p2, mut p3) = conns(&plain);
         let entries = build_dataset(&mut p2);
-        let r = takeover()
-            .arg("--stream-node-max-entries", "4")
-            .arg("--repl-diskless-load", load)
-            .start();
+        let r = takeover().arg("--stream-node-max-entries", "4").arg("--repl-diskless-load", load).start();
         let before = adoption_lines(&r);
         let mut rc = r.conn();
         ok(&mut rc, &format!("REPLICAOF 127.0.0.1 {}", plain.port()));
@@ -575,10 +558,7 @@ fn replayed_import_on_adopted_key() {
     }
     assert!(!r.log_contains("CRITICAL"), "{}", r.log_tail(30));
     // A user's XS.IMPORT on a module key keeps its error.
-    assert_eq!(
-        c.cmd(&["XS.IMPORT", "k"]),
-        Reply::Error("ERR the key already holds an xstream stream".into())
-    );
+    assert_eq!(c.cmd(&["XS.IMPORT", "k"]), Reply::Error("ERR the key already holds an xstream stream".into()));
 }
 
 #[test]
@@ -596,10 +576,7 @@ fn aof_restart_after_adoption() {
                 (*k, d, t)
             })
             .collect();
-        let mut t = takeover()
-            .arg("--appendonly", "yes")
-            .arg("--aof-use-rdb-preamble", preamble)
-            .start();
+        let mut t = takeover().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", preamble).start();
         let mut c = t.conn();
         for (k, d, ttl) in &payloads[..2] {
             restore(&mut c, k, d, *ttl);
@@ -620,14 +597,9 @@ fn aof_restart_after_adoption() {
         assert_eq!(encoding(&mut c, "untouched"), "stream");
         let state = |c: &mut Conn| -> Vec<(String, String)> {
             // Not `untouched`: a command would adopt it now.
-            keys[..3].iter()
-                .flat_map(|k| {
-                    [
-                        args(&format!("DEBUG DIGEST-VALUE {k}")),
-                        args(&format!("XINFO STREAM {k} FULL")),
-                        args(&format!("PEXPIRETIME {k}")),
-                    ]
-                })
+            keys[..3]
+                .iter()
+                .flat_map(|k| [args(&format!("DEBUG DIGEST-VALUE {k}")), args(&format!("XINFO STREAM {k} FULL")), args(&format!("PEXPIRETIME {k}"))])
                 .map(|cmd| {
                     let mut n = Node::parse(&c.raw(&cmd));
                     // Deliveries replay as XCLAIM ... TIME (exact); seen-time is the replay's clock.
@@ -687,10 +659,7 @@ fn adopt_no() {
     let mut c = m.conn();
     assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.adopt"]).as_array()[1], Reply::Bulk(b"yes".to_vec()));
     restore(&mut c, "k", &d, None);
-    assert_eq!(
-        c.cmd(&["XS.RANGE", "k", "-", "+"]),
-        Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
-    );
+    assert_eq!(c.cmd(&["XS.RANGE", "k", "-", "+"]), Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into()));
     assert_eq!(encoding(&mut c, "k"), "stream");
 }
 
@@ -983,11 +952,7 @@ fn runtime_load_case(resp3: bool) {
     let r = group_reader.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
     let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
     let entries = Reply::Array(vec![Reply::Array(vec![bulk("2-0"), Reply::Array(vec![bulk("f"), bulk("v")])])]);
-    let want = if resp3 {
-        Reply::Map(vec![(bulk("s"), entries)])
-    } else {
-        Reply::Array(vec![Reply::Array(vec![bulk("s"), entries])])
-    };
+    let want = if resp3 { Reply::Map(vec![(bulk("s"), entries)]) } else { Reply::Array(vec![Reply::Array(vec![bulk("s"), entries])]) };
     assert_eq!(r, want);
     assert_eq!(reader.cmd(&["XLEN", "s"]), Reply::Int(2));
     assert_eq!(tx.cmd(&["XADD", "s", "5-0", "f", "v"]), Reply::Bulk(b"5-0".to_vec()));

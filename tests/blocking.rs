@@ -29,8 +29,21 @@ use std::time::{Duration, Instant};
 
 /// The built-in stream commands; on the module side `X<rest>` becomes `XS.<rest>`.
 const STREAM_CMDS: &[&str] = &[
-    "XADD", "XREAD", "XREADGROUP", "XGROUP", "XPENDING", "XACK", "XINFO", "XLEN", "XRANGE",
-    "XREVRANGE", "XDEL", "XTRIM", "XSETID", "XCLAIM", "XAUTOCLAIM",
+    "XADD",
+    "XREAD",
+    "XREADGROUP",
+    "XGROUP",
+    "XPENDING",
+    "XACK",
+    "XINFO",
+    "XLEN",
+    "XRANGE",
+    "XREVRANGE",
+    "XDEL",
+    "XTRIM",
+    "XSETID",
+    "XCLAIM",
+    "XAUTOCLAIM",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,9 +63,7 @@ impl Side {
         }
     }
     fn other(self) -> Side {
-        Side {
-            module: !self.module,
-        }
+        Side { module: !self.module }
     }
     fn key(self, k: &str) -> String {
         format!("{}:{k}", if self.module { 'm' } else { 'n' })
@@ -99,10 +110,7 @@ fn norm(side: Side, raw: &[u8]) -> Vec<u8> {
 
 fn blocked_clients(a: &mut Conn) -> i64 {
     let info = a.cmd(&["INFO", "clients"]).text();
-    info.lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
-        .map(|v| v.trim().parse().unwrap())
-        .expect("INFO clients without blocked_clients")
+    info.lines().find_map(|l| l.strip_prefix("blocked_clients:")).map(|v| v.trim().parse().unwrap()).expect("INFO clients without blocked_clients")
 }
 
 /// `(flags, cmd)` of client `id` from CLIENT LIST, None if it is gone.
@@ -111,13 +119,7 @@ fn client_state(a: &mut Conn, id: i64) -> Option<(String, String)> {
     if line.trim().is_empty() {
         return None;
     }
-    let field = |name: &str| {
-        line.split(' ')
-            .find_map(|f| f.strip_prefix(name))
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    };
+    let field = |name: &str| line.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or("").trim().to_string();
     Some((field("flags="), field("cmd=")))
 }
 
@@ -149,9 +151,7 @@ fn read_raw(c: &mut Conn, timeout: Duration) -> Vec<u8> {
     match c.read_reply() {
         Ok((_, raw)) => raw,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => b"<closed>".to_vec(),
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-            b"<no reply>".to_vec()
-        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => b"<no reply>".to_vec(),
         Err(e) => format!("<io error: {e}>").into_bytes(),
     }
 }
@@ -215,15 +215,7 @@ impl<'a> Env<'a> {
         let mut a = srv.conn();
         assert_eq!(a.cmd(&["FLUSHALL"]), Reply::Simple("OK".into()));
         let blocked0 = blocked_clients(&mut a);
-        Env {
-            srv,
-            a,
-            s,
-            resp3,
-            obs: Vec::new(),
-            ws: Vec::new(),
-            blocked0,
-        }
+        Env { srv, a, s, resp3, obs: Vec::new(), ws: Vec::new(), blocked0 }
     }
     fn note(&mut self, label: impl Into<String>, raw: &[u8]) {
         let n = norm(self.s, raw);
@@ -277,13 +269,7 @@ impl<'a> Env<'a> {
     /// Like [`Env::block`] on a given connection (e.g. one that SELECTed another db).
     fn block_with(&mut self, mut c: Conn, line: &str) -> W {
         let id = self.block_on(&mut c, line);
-        self.ws.push(Waiter {
-            c: Some(c),
-            id,
-            what: line.to_string(),
-            done: false,
-            settled: false,
-        });
+        self.ws.push(Waiter { c: Some(c), id, what: line.to_string(), done: false, settled: false });
         self.ws.len() - 1
     }
     /// Sends a template on `c`, waits until the server has it blocked; returns the client id.
@@ -293,12 +279,7 @@ impl<'a> Env<'a> {
         c.send(&args).unwrap();
         if !wait_processed(&mut self.a, id) {
             let r = read_raw(c, Duration::from_secs(5));
-            panic!(
-                "{} side: `{}` did not block; it replied {}",
-                self.s.name(),
-                fmt_cmd(&args),
-                escape(&r)
-            );
+            panic!("{} side: `{}` did not block; it replied {}", self.s.name(), fmt_cmd(&args), escape(&r));
         }
         id
     }
@@ -408,11 +389,7 @@ fn compare(test: &str, resp3: bool, a: &[(String, Vec<u8>)], b: &[(String, Vec<u
                     break;
                 }
                 if ra != rb {
-                    diffs.push(format!(
-                        "  #{i} {la}\n      built-in: {}\n      module:   {}",
-                        escape(ra),
-                        escape(rb)
-                    ));
+                    diffs.push(format!("  #{i} {la}\n      built-in: {}\n      module:   {}", escape(ra), escape(rb)));
                 }
             }
             (x, y) => {
@@ -422,11 +399,7 @@ fn compare(test: &str, resp3: bool, a: &[(String, Vec<u8>)], b: &[(String, Vec<u
         }
     }
     if !diffs.is_empty() {
-        let all: Vec<String> = a
-            .iter()
-            .enumerate()
-            .map(|(i, (l, r))| format!("  #{i} {l} => {}", escape(r)))
-            .collect();
+        let all: Vec<String> = a.iter().enumerate().map(|(i, (l, r))| format!("  #{i} {l} => {}", escape(r))).collect();
         return Some(format!(
             "{test} (RESP{}): {} difference(s) between XREAD/XREADGROUP and XS.READ/XS.READGROUP:\n{}\n\
              built-in observations:\n{}",
@@ -463,8 +436,7 @@ fn diff_test_on(test: &str, protos: &[bool], scenario: impl Fn(&mut Env)) {
         }
         check_log(&srv);
         if std::env::var_os("XSTREAM_BLOCK_SHOW").is_some() {
-            let lines: Vec<String> =
-                res[0].iter().map(|(l, r)| format!("  {l} => {}", escape(r))).collect();
+            let lines: Vec<String> = res[0].iter().map(|(l, r)| format!("  {l} => {}", escape(r))).collect();
             report(&format!("{test} RESP{} (built-in):\n{}", if resp3 { 3 } else { 2 }, lines.join("\n")));
         }
         if let Some(msg) = compare(test, resp3, &res[0], &res[1]) {
@@ -752,9 +724,7 @@ fn waiters_in_block_order() {
     diff_test("waiters_in_block_order", |e| {
         e.run("XADD @a 1-1 f v");
         e.run("XGROUP CREATE @a grp $");
-        let ws: Vec<W> = (1..=4)
-            .map(|i| e.block(&format!("XREADGROUP GROUP grp c{i} COUNT 1 BLOCK 0 STREAMS @a >")))
-            .collect();
+        let ws: Vec<W> = (1..=4).map(|i| e.block(&format!("XREADGROUP GROUP grp c{i} COUNT 1 BLOCK 0 STREAMS @a >"))).collect();
         e.rec("XADD @a 2-1 f e2");
         for &w in &ws {
             e.state("after 1st XADD", w);
@@ -775,9 +745,7 @@ fn waiters_in_block_order() {
         e.rec("XINFO GROUPS @a");
 
         // Without COUNT: the first takes everything, the others stay blocked.
-        let ws: Vec<W> = (1..=3)
-            .map(|i| e.block(&format!("XREADGROUP GROUP grp d{i} BLOCK 0 STREAMS @a >")))
-            .collect();
+        let ws: Vec<W> = (1..=3).map(|i| e.block(&format!("XREADGROUP GROUP grp d{i} BLOCK 0 STREAMS @a >"))).collect();
         e.rec("MULTI");
         for i in 6..=8 {
             e.run(&format!("XADD @a {i}-1 f e{i}"));
@@ -1326,13 +1294,7 @@ fn blocked_client_disconnects() {
         e.rec("XPENDING @a grp");
         e.run("XGROUP CREATE @a grp2 $");
         let ws: Vec<W> = (0..50)
-            .map(|i| {
-                if i % 2 == 0 {
-                    e.block("XREAD BLOCK 0 STREAMS @b $")
-                } else {
-                    e.block("XREADGROUP GROUP grp2 x BLOCK 0 STREAMS @a >")
-                }
-            })
+            .map(|i| if i % 2 == 0 { e.block("XREAD BLOCK 0 STREAMS @b $") } else { e.block("XREADGROUP GROUP grp2 x BLOCK 0 STREAMS @a >") })
             .collect();
         for w in ws {
             e.disconnect(w);
@@ -1410,8 +1372,7 @@ fn block_inside_script() {
         e.run("XGROUP CREATE @g grp 0");
         let read_call = "return redis.call(ARGV[1],'BLOCK','0','STREAMS',KEYS[1],'$')";
         let read_pcall = "return redis.pcall(ARGV[1],'COUNT','1','BLOCK','10','STREAMS',KEYS[1],'0')";
-        let group_pcall =
-            "return redis.pcall(ARGV[1],'GROUP','grp','c','BLOCK','0','STREAMS',KEYS[1],'>')";
+        let group_pcall = "return redis.pcall(ARGV[1],'GROUP','grp','c','BLOCK','0','STREAMS',KEYS[1],'>')";
         let no_block = "return redis.call(ARGV[1],'STREAMS',KEYS[1],ARGV[2])";
         let s = e.s;
         let cases: Vec<(String, Vec<String>)> = vec![
@@ -1485,15 +1446,7 @@ fn replicaof_unblocks() {
     for s in [BUILTIN, MODULE] {
         for resp3 in [false, true] {
             // No FLUSHALL between: the envs share the server; keys differ per protocol.
-            let mut e = Env {
-                srv: &srv,
-                a: srv.conn(),
-                s,
-                resp3,
-                obs: Vec::new(),
-                ws: Vec::new(),
-                blocked0: 0,
-            };
+            let mut e = Env { srv: &srv, a: srv.conn(), s, resp3, obs: Vec::new(), ws: Vec::new(), blocked0: 0 };
             let p = if resp3 { "3" } else { "2" };
             e.run(&format!("XADD @a{p} 1-1 f v"));
             e.run(&format!("XGROUP CREATE @a{p} grp $"));
@@ -1616,10 +1569,7 @@ fn delivery_replicated() {
             let args = s.args(l);
             let p = mask_clock(&e.a.raw(&args), &args);
             let r = mask_clock(&rc.raw(&args), &args);
-            e.note(
-                format!("replica == primary (entries-read aside): {l}"),
-                (mask_entries_read(&p) == mask_entries_read(&r)).to_string().as_bytes(),
-            );
+            e.note(format!("replica == primary (entries-read aside): {l}"), (mask_entries_read(&p) == mask_entries_read(&r)).to_string().as_bytes());
             // The module replicates entries-read too (the built-in 7.0 leaves it stale on
             // replicas, redis#12898): its replica must equal the primary exactly.
             if s.module {

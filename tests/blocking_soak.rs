@@ -205,9 +205,7 @@ fn reader(sh: Arc<Shared>, t: usize, seed: u64) {
         };
         match &r {
             Reply::Nil => local.nulls += 1,
-            Reply::Error(e) if e.starts_with("UNBLOCKED client unblocked via CLIENT UNBLOCK") => {
-                local.unblocked_err += 1
-            }
+            Reply::Error(e) if e.starts_with("UNBLOCKED client unblocked via CLIENT UNBLOCK") => local.unblocked_err += 1,
             Reply::Error(e) => local.errors.push(format!("{} -> error {e}", fmt_cmd(&args))),
             _ => match parse_read(&r) {
                 Err(e) => local.errors.push(format!("{} -> {e}", fmt_cmd(&args))),
@@ -221,19 +219,11 @@ fn reader(sh: Arc<Shared>, t: usize, seed: u64) {
                             continue;
                         };
                         if es.len() > limit {
-                            local.errors.push(format!(
-                                "{} -> {} entries for {k} (limit {limit})",
-                                fmt_cmd(&args),
-                                es.len()
-                            ));
+                            local.errors.push(format!("{} -> {} entries for {k} (limit {limit})", fmt_cmd(&args), es.len()));
                         }
                         if let Some(g) = group {
                             for (id, _) in &es {
-                                local
-                                    .deliveries
-                                    .entry((k.clone(), g.to_string(), id.clone()))
-                                    .or_default()
-                                    .push(consumer.clone());
+                                local.deliveries.entry((k.clone(), g.to_string(), id.clone())).or_default().push(consumer.clone());
                                 if !noack && rng.pct(50) {
                                     acks.entry(k.clone()).or_default().push(id.clone());
                                 }
@@ -334,10 +324,7 @@ fn range_all(c: &mut Conn, module: bool, key: &str) -> Vec<Entry> {
         .iter()
         .map(|e| {
             let e = e.as_array();
-            (
-                e[0].text(),
-                e[1].as_array().iter().map(|x| x.as_bytes().unwrap().to_vec()).collect(),
-            )
+            (e[0].text(), e[1].as_array().iter().map(|x| x.as_bytes().unwrap().to_vec()).collect())
         })
         .collect()
 }
@@ -474,15 +461,7 @@ fn blocking_soak() {
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Vec<Arc<Shared>> = [false, true]
         .iter()
-        .map(|&module| {
-            Arc::new(Shared {
-                module,
-                port,
-                target: per_side,
-                issued: AtomicU64::new(0),
-                log: Mutex::new(Log::default()),
-            })
-        })
+        .map(|&module| Arc::new(Shared { module, port, target: per_side, issued: AtomicU64::new(0), log: Mutex::new(Log::default()) }))
         .collect();
     let mut writers = Vec::new();
     for sh in &shared {
@@ -515,13 +494,7 @@ fn blocking_soak() {
     let mut blocked;
     loop {
         let info = a.cmd(&["INFO", "clients"]).text();
-        blocked = info
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"))
-            .unwrap()
-            .trim()
-            .parse::<i64>()
-            .unwrap();
+        blocked = info.lines().find_map(|l| l.strip_prefix("blocked_clients:")).unwrap().trim().parse::<i64>().unwrap();
         if blocked == 0 || t1.elapsed() > Duration::from_secs(10) {
             break;
         }

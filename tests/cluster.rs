@@ -246,8 +246,8 @@ fn cluster_crossslot() {
         t.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", &ka, "g", "0"]);
         t.cmd(&[xcmd(module, "XGROUP").as_str(), "CREATE", &kb, "g", "0"]);
     }
-    let strip = |r: Reply| format!("{r}").replace("{tag}an", "{tag}a").replace("{tag}am", "{tag}a")
-        .replace("{tag}bn", "{tag}b").replace("{tag}bm", "{tag}b");
+    let strip =
+        |r: Reply| format!("{r}").replace("{tag}an", "{tag}a").replace("{tag}am", "{tag}a").replace("{tag}bn", "{tag}b").replace("{tag}bm", "{tag}b");
     let rb = t.cmd(&["XREAD", "STREAMS", "{tag}an", "{tag}bn", "0", "0"]);
     let rm = t.cmd(&["XS.READ", "STREAMS", "{tag}am", "{tag}bm", "0", "0"]);
     if rb.is_error() || strip(rb.clone()) != strip(rm.clone()) {
@@ -279,9 +279,18 @@ fn snapshot(c: &mut Conn, key: &str) -> Vec<String> {
         format!("{}", c.cmd(&["XS.INFO", "STREAM", key, "FULL"])),
         format!("{}", c.cmd(&["XS.PENDING", key, "g1"])),
         // IDs, owners and delivery counts (the idle times move on).
-        format!("{}", c.cmd(&["XS.PENDING", key, "g2", "-", "+", "1000"]).as_array().iter()
-            .map(|e| { let e = e.as_array(); format!("{} {} {}", e[0], e[1], e[3]) })
-            .collect::<Vec<_>>().join(",")),
+        format!(
+            "{}",
+            c.cmd(&["XS.PENDING", key, "g2", "-", "+", "1000"])
+                .as_array()
+                .iter()
+                .map(|e| {
+                    let e = e.as_array();
+                    format!("{} {} {}", e[0], e[1], e[3])
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         format!("{}", c.cmd(&["XS.LEN", key])),
     ]
 }
@@ -364,16 +373,27 @@ fn cluster_blocked_reader_redirected() {
     // the built-in group reader is left out and the module must answer what 7.2.7+ answers.
     let info = c.cmd(&["INFO", "server"]).text();
     let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("").trim().to_string();
-    let crashing_host = !info.contains("server_name:valkey")
-        && version.starts_with("7.2.")
-        && version["7.2.".len()..].parse::<u32>().is_ok_and(|p| p < 7);
+    let crashing_host =
+        !info.contains("server_name:valkey") && version.starts_with("7.2.") && version["7.2.".len()..].parse::<u32>().is_ok_and(|p| p < 7);
     let reads: Vec<(bool, Vec<String>)> = [(true, km), (false, kn)]
         .iter()
         .flat_map(|&(module, k)| {
             let mut v = vec![(module, vec![xcmd(module, "XREAD"), "BLOCK".into(), "0".into(), "STREAMS".into(), k.into(), "$".into()])];
             if module || !crashing_host {
-                v.push((module, vec![xcmd(module, "XREADGROUP"), "GROUP".into(), "g".into(), "c".into(), "BLOCK".into(),
-                                     "0".into(), "STREAMS".into(), k.into(), ">".into()]));
+                v.push((
+                    module,
+                    vec![
+                        xcmd(module, "XREADGROUP"),
+                        "GROUP".into(),
+                        "g".into(),
+                        "c".into(),
+                        "BLOCK".into(),
+                        "0".into(),
+                        "STREAMS".into(),
+                        k.into(),
+                        ">".into(),
+                    ],
+                ));
             }
             v
         })
@@ -414,8 +434,7 @@ fn cluster_blocked_reader_redirected() {
     } else {
         assert_eq!(replies[1], replies[3], "blocked XREADGROUP: module vs built-in");
     }
-    assert!(replies.iter().all(|r| r.contains("MOVED") || r.contains("ASK") || r.contains("NOGROUP") || r.contains("UNBLOCKED")),
-            "{replies:?}");
+    assert!(replies.iter().all(|r| r.contains("MOVED") || r.contains("ASK") || r.contains("NOGROUP") || r.contains("UNBLOCKED")), "{replies:?}");
     report(&format!("cluster_blocked_reader_redirected: {replies:?}"));
 }
 
@@ -559,16 +578,27 @@ fn cluster_reshard_under_load() {
                     let done = stop.load(Ordering::SeqCst);
                     let mut got = 0;
                     for (k, s) in &keys {
-                        let r = cc.exec(*s, &["XS.READGROUP".into(), "GROUP".into(), g.into(), cons.into(), "COUNT".into(),
-                                              "10".into(), "STREAMS".into(), k.clone(), ">".into()]);
+                        let r = cc.exec(
+                            *s,
+                            &[
+                                "XS.READGROUP".into(),
+                                "GROUP".into(),
+                                g.into(),
+                                cons.into(),
+                                "COUNT".into(),
+                                "10".into(),
+                                "STREAMS".into(),
+                                k.clone(),
+                                ">".into(),
+                            ],
+                        );
                         let ids: Vec<String> = match &r {
                             Reply::Nil => vec![],
                             Reply::Array(a) => a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect(),
                             other => panic!("XS.READGROUP: {other}"),
                         };
                         got += ids.len();
-                        let to_ack: Vec<String> = ids.iter().enumerate().filter(|(j, _)| (round + j) % 7 != 0)
-                            .map(|(_, id)| id.clone()).collect();
+                        let to_ack: Vec<String> = ids.iter().enumerate().filter(|(j, _)| (round + j) % 7 != 0).map(|(_, id)| id.clone()).collect();
                         if !to_ack.is_empty() {
                             let mut a = vec!["XS.ACK".to_string(), k.clone(), g.to_string()];
                             a.extend(to_ack.iter().cloned());
@@ -597,8 +627,18 @@ fn cluster_reshard_under_load() {
     for round in 0..rounds {
         let (src, dst) = if round % 2 == 0 { (from, to) } else { (to, from) };
         let out = Command::new(redis_tool_bin("redis-cli"))
-            .args(["--cluster", "reshard", &format!("127.0.0.1:{seed}"), "--cluster-from", &cl.node_id(src),
-                   "--cluster-to", &cl.node_id(dst), "--cluster-slots", &moved_slots.to_string(), "--cluster-yes"])
+            .args([
+                "--cluster",
+                "reshard",
+                &format!("127.0.0.1:{seed}"),
+                "--cluster-from",
+                &cl.node_id(src),
+                "--cluster-to",
+                &cl.node_id(dst),
+                "--cluster-slots",
+                &moved_slots.to_string(),
+                "--cluster-yes",
+            ])
             .output()
             .expect("redis-cli --cluster reshard");
         assert!(out.status.success(), "reshard {round}: {}", String::from_utf8_lossy(&out.stdout));
@@ -637,17 +677,15 @@ fn cluster_reshard_under_load() {
             delivered.dedup();
             assert_eq!(delivered.len(), n, "{k}/{g}: an entry was delivered twice");
             let info = cc.exec(*s, &["XS.INFO".into(), "GROUPS".into(), k.clone()]);
-            let grp = info.as_array().iter().find(|x| x.field("name").map(|n| n.text()) == Some(g.to_string())).cloned()
-                .expect("group");
+            let grp = info.as_array().iter().find(|x| x.field("name").map(|n| n.text()) == Some(g.to_string())).cloned().expect("group");
             let last = grp.field("last-delivered-id").expect("last-delivered-id").text();
             let last = parse_id(last.as_bytes()).unwrap_or((0, 0));
             let upto: Vec<String> = have.iter().filter(|id| parse_id(id.as_bytes()).unwrap_or((0, 0)) <= last).cloned().collect();
             assert_eq!(delivered, upto, "{k}/{g}: delivered entries are not those up to last-delivered-id");
             let pend = cc.exec(*s, &["XS.PENDING".into(), k.clone(), g.into(), "-".into(), "+".into(), "1000000".into()]);
             let pending: BTreeSet<(String, String)> = pend.as_array().iter().map(|e| (e.as_array()[0].text(), e.as_array()[1].text())).collect();
-            let expect: BTreeSet<(String, String)> = per.iter()
-                .flat_map(|(cons, (d, a))| d.iter().filter(|id| !a.contains(*id)).map(move |id| (id.clone(), cons.clone())))
-                .collect();
+            let expect: BTreeSet<(String, String)> =
+                per.iter().flat_map(|(cons, (d, a))| d.iter().filter(|id| !a.contains(*id)).map(move |id| (id.clone(), cons.clone()))).collect();
             assert_eq!(pending, expect, "{k}/{g}: PEL differs from what was delivered and not acked");
         }
     }
@@ -750,10 +788,7 @@ fn cluster_failover_keeps_acknowledged_writes() {
                     let ids: Vec<String> = a[0].as_array()[1].as_array().iter().map(|e| e.as_array()[0].text()).collect();
                     let mut ack = s(&["XS.ACK", key, "g"]);
                     ack.extend(ids.iter().cloned());
-                    if !ids.is_empty()
-                        && cc.exec(slot, &ack).is_some()
-                        && cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1))
-                    {
+                    if !ids.is_empty() && cc.exec(slot, &ack).is_some() && cc.exec(slot, &s(&["WAIT", "1", "200"])) == Some(Reply::Int(1)) {
                         acked.extend(ids);
                     }
                 }
@@ -802,7 +837,8 @@ fn cluster_failover_keeps_acknowledged_writes() {
     }
     report(&format!(
         "cluster_failover: {} adds confirmed by WAIT, {} acks; {rounds} round(s) of kill -9 + promotion and a manual failover back: 0 lost",
-        confirmed.len(), acked.len()
+        confirmed.len(),
+        acked.len()
     ));
 }
 
@@ -868,12 +904,18 @@ fn cluster_takeover_mode() {
     assert_eq!(before, snapshot(&mut tc, key), "the stream changed on its way");
     assert_eq!(tc.cmd(&["OBJECT", "ENCODING", key]).text(), "raw", "still the module's value");
     let r = tc.cmd(&["XREADGROUP", "GROUP", "g1", "a", "COUNT", "2", "STREAMS", key, ">"]);
-    assert_eq!(format!("{r}"), format!("{}", Reply::Array(vec![Reply::Array(vec![
-        Reply::Bulk(key.as_bytes().to_vec()),
-        Reply::Array(vec![
-            Reply::Array(vec![Reply::Bulk(b"1050-0".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"500".to_vec())])]),
-            Reply::Array(vec![Reply::Bulk(b"1050-1".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"501".to_vec())])]),
-        ]),
-    ])])));
+    assert_eq!(
+        format!("{r}"),
+        format!(
+            "{}",
+            Reply::Array(vec![Reply::Array(vec![
+                Reply::Bulk(key.as_bytes().to_vec()),
+                Reply::Array(vec![
+                    Reply::Array(vec![Reply::Bulk(b"1050-0".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"500".to_vec())])]),
+                    Reply::Array(vec![Reply::Bulk(b"1050-1".to_vec()), Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"501".to_vec())])]),
+                ]),
+            ])])
+        )
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -10,10 +10,7 @@ use common::*;
 
 fn field<'a>(doc: &'a Reply, name: &str) -> Option<&'a Reply> {
     let items = doc.as_array();
-    items
-        .chunks(2)
-        .find(|p| p.first().map(|k| k.text()) == Some(name.to_string()))
-        .and_then(|p| p.get(1))
+    items.chunks(2).find(|p| p.first().map(|k| k.text()) == Some(name.to_string())).and_then(|p| p.get(1))
 }
 
 /// COMMAND DOCS <name>: the docs map of that one command (None if the server has none).
@@ -65,11 +62,7 @@ fn without_our_extras(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec
     }
     // MAXAGE (ours, issue 17) is a strategy inside the `trim` block of XS.ADD / XS.TRIM: only
     // that token goes, the block stays to be compared.
-    let our_args = &if missing.contains(&"MAXAGE") && what != "xs.cfgset" {
-        without_token(our_args, "MAXAGE")
-    } else {
-        our_args.clone()
-    };
+    let our_args = &if missing.contains(&"MAXAGE") && what != "xs.cfgset" { without_token(our_args, "MAXAGE") } else { our_args.clone() };
     let missing: Vec<&str> = if what == "xs.cfgset" { missing } else { missing.into_iter().filter(|m| *m != "MAXAGE").collect() };
     let drop = |a: &Reply| {
         let tok = field(a, "token").map(|t| t.text().to_ascii_uppercase());
@@ -120,8 +113,7 @@ fn compare(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec<String>) {
 }
 
 /// Subcommands no twin has (XS.GROUP SETPOLICY / GETPOLICY / DEADLETTER): the module's own trees.
-const OWN_SUBCOMMANDS: &[&str] =
-    &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter", "xs.group|schedule", "xs.group|unschedule"];
+const OWN_SUBCOMMANDS: &[&str] = &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter", "xs.group|schedule", "xs.group|unschedule"];
 
 #[test]
 fn command_docs_match_the_twins() {
@@ -178,9 +170,7 @@ fn command_docs_match_the_twins() {
 fn command_docs_of_the_module_own_commands() {
     let s = Server::start();
     let mut c = s.conn();
-    let names_of = |args: &Reply| -> Vec<String> {
-        args.as_array().iter().filter_map(|a| field(a, "name").map(|n| n.text())).collect()
-    };
+    let names_of = |args: &Reply| -> Vec<String> { args.as_array().iter().filter_map(|a| field(a, "name").map(|n| n.text())).collect() };
     let mut expect: Vec<(&str, &[&str])> = vec![
         ("xs.type", &["key"]),
         ("xs.scan", &["cursor", "pattern", "count", "type"]),

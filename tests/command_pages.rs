@@ -175,8 +175,7 @@ fn command_page_examples_are_true() {
         for (cmd, expected) in &b.steps {
             let args = split_args(cmd);
             let actual = cli(s.port(), 0, &args);
-            let ok = !reference
-                || actual.len() == expected.len() && expected.iter().zip(&actual).all(|(e, a)| line_matches(e, a));
+            let ok = !reference || actual.len() == expected.len() && expected.iter().zip(&actual).all(|(e, a)| line_matches(e, a));
             if !ok {
                 problems.push(format!(
                     "{}:{}: redis> {cmd}\n  page:\n    {}\n  server:\n    {}",

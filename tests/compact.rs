@@ -137,10 +137,7 @@ fn xs_compact_replies_and_errors() {
     let strip_idle = |r: Reply| -> Vec<(String, String, i64)> {
         r.as_array().iter().map(|e| (e.as_array()[0].text(), e.as_array()[1].text(), e.as_array()[3].as_int())).collect()
     };
-    assert_eq!(
-        strip_idle(c.cmd(&["XPENDING", "b", "g", "-", "+", "1000"])),
-        strip_idle(c.cmd(&["XS.PENDING", "m", "g", "-", "+", "1000"]))
-    );
+    assert_eq!(strip_idle(c.cmd(&["XPENDING", "b", "g", "-", "+", "1000"])), strip_idle(c.cmd(&["XS.PENDING", "m", "g", "-", "+", "1000"])));
     assert_eq!(c.cmd(&["XINFO", "GROUPS", "b"]), c.cmd(&["XS.INFO", "GROUPS", "m"]));
     // Errors.
     c.cmd(&["SET", "str", "x"]);
@@ -435,11 +432,7 @@ fn wait_queue_empty(c: &mut Conn) {
 #[test]
 fn compressed_nodes_persist_compressed() {
     for codec in CODECS {
-        let p = Server::builder()
-            .arg("--appendonly", "yes")
-            .arg("--aof-use-rdb-preamble", "yes")
-            .arg("--xstream.compression", codec)
-            .start();
+        let p = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "yes").arg("--xstream.compression", codec).start();
         let mut c = p.conn();
         assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression"]).as_array()[1].text(), *codec);
         pipeline(&mut c, &events("XS.ADD", "m", 3000, 6));
@@ -532,7 +525,12 @@ fn compact_reply_case(c: &mut Conn, resp3: bool) {
         pipeline(c, &dels);
         // The background step has compressed every sealed node.
         let t0 = std::time::Instant::now();
-        while c.cmd(&["INFO", "xstream"]).text().lines().any(|l| l.starts_with("xstream_compression_queued_keys:") && l.trim_end() != "xstream_compression_queued_keys:0") {
+        while c
+            .cmd(&["INFO", "xstream"])
+            .text()
+            .lines()
+            .any(|l| l.starts_with("xstream_compression_queued_keys:") && l.trim_end() != "xstream_compression_queued_keys:0")
+        {
             assert!(t0.elapsed() < Duration::from_secs(10), "{codec}: compression never finished");
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -256,7 +256,10 @@ fn kill9_under_load() {
                 if !acked.contains(id) && !unknown.contains(id) && !p.contains_key(id) {
                     delivered_missing += 1;
                     if problems.len() < 20 {
-                        problems.push(format!("cycle {cycle}: {key}: {} delivered by an acknowledged XS.READGROUP, never ACKed, not in the PEL", fmt_id(*id)));
+                        problems.push(format!(
+                            "cycle {cycle}: {key}: {} delivered by an acknowledged XS.READGROUP, never ACKed, not in the PEL",
+                            fmt_id(*id)
+                        ));
                     }
                 }
             }
@@ -388,7 +391,12 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
             // loads no module.
             let rdb = if file.ends_with(".rdb") { f.clone() } else { dir.join("dump.rdb") };
             let chk_err = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("stderr.log")).expect("stderr.log");
-            let mut chk = Command::new(redis_tool_bin("redis-check-rdb")).arg(&rdb).stdout(Stdio::null()).stderr(Stdio::from(chk_err)).spawn().expect("redis-check-rdb");
+            let mut chk = Command::new(redis_tool_bin("redis-check-rdb"))
+                .arg(&rdb)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(chk_err))
+                .spawn()
+                .expect("redis-check-rdb");
             let t0 = Instant::now();
             let hung = loop {
                 if let Ok(Some(_)) = chk.try_wait() {
@@ -406,7 +414,10 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
                 out.redis_check_hangs.push(what);
             } else {
                 let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-                out.signals.push(format!("{what}: redis-server hung after a failed load (redis-check-rdb alone does not)\n{}", log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
+                out.signals.push(format!(
+                    "{what}: redis-server hung after a failed load (redis-check-rdb alone does not)\n{}",
+                    log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
             }
         }
         Boot::Exited(st) => {

@@ -312,12 +312,15 @@ fn info_full_of_plain_streams_is_the_builtins() {
         t.m.cmd(&["XS.ADD", "d", "NOTBEFORE", &late, "*", "f", "v"]);
         t.m.cmd(&["XS.GROUP", "CREATE", "d", "g", "0"]);
         t.m.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "d", ">"]);
-        assert_eq!(t.m.cmd(&["XS.INFO", "STREAM", "d", "FULL"]).field("groups").expect("groups").as_array()[0].field("scheduled").map(|s| s.as_array().len()), Some(1));
-        for args in [
-            &["XINFO", "STREAM", "k", "FULL"][..],
-            &["XINFO", "STREAM", "k", "FULL", "COUNT", "0"],
-            &["XINFO", "STREAM", "k", "FULL", "COUNT", "1"],
-        ] {
+        assert_eq!(
+            t.m.cmd(&["XS.INFO", "STREAM", "d", "FULL"]).field("groups").expect("groups").as_array()[0]
+                .field("scheduled")
+                .map(|s| s.as_array().len()),
+            Some(1)
+        );
+        for args in
+            [&["XINFO", "STREAM", "k", "FULL"][..], &["XINFO", "STREAM", "k", "FULL", "COUNT", "0"], &["XINFO", "STREAM", "k", "FULL", "COUNT", "1"]]
+        {
             let r = t.same_masked(args, mask_full_times);
             assert!(matches!(r, Reply::Map(_)) == resp3, "{r}");
         }
@@ -558,9 +561,30 @@ fn random_op(c: &mut Conn, rng: &mut Rng) {
     let cons = format!("c{}", rng.below(3));
     let cmd: Vec<String> = match rng.below(16) {
         0..=2 => vec!["XS.ADD".into(), k, "DELAY".into(), rng.below(300).to_string(), "*".into(), "f".into(), "v".into()],
-        3 => vec!["XS.ADD".into(), k, "NOTBEFORE".into(), (now_ms() + rng.below(400) as i64 - 100).to_string(), "MAXLEN".into(), "~".into(), "30".into(), "*".into(), "f".into(), "v".into()],
+        3 => vec![
+            "XS.ADD".into(),
+            k,
+            "NOTBEFORE".into(),
+            (now_ms() + rng.below(400) as i64 - 100).to_string(),
+            "MAXLEN".into(),
+            "~".into(),
+            "30".into(),
+            "*".into(),
+            "f".into(),
+            "v".into(),
+        ],
         4 | 5 => vec!["XS.ADD".into(), k, "*".into(), "f".into(), "v".into()],
-        6..=8 => vec!["XS.READGROUP".into(), "GROUP".into(), g.into(), cons, "COUNT".into(), (1 + rng.below(3)).to_string(), "STREAMS".into(), k, ">".into()],
+        6..=8 => vec![
+            "XS.READGROUP".into(),
+            "GROUP".into(),
+            g.into(),
+            cons,
+            "COUNT".into(),
+            (1 + rng.below(3)).to_string(),
+            "STREAMS".into(),
+            k,
+            ">".into(),
+        ],
         9 => vec!["XS.READGROUP".into(), "GROUP".into(), g.into(), cons, "NOACK".into(), "STREAMS".into(), k, ">".into()],
         10 => vec!["XS.AUTOCLAIM".into(), k, g.into(), cons, "0".into(), "0".into(), "COUNT".into(), "2".into()],
         11 => vec!["XS.TRIM".into(), k, "MAXLEN".into(), (5 + rng.below(20)).to_string()],
@@ -591,8 +615,7 @@ fn random_op(c: &mut Conn, rng: &mut Rng) {
 #[test]
 fn replica_aof_rdb_digests_identical() {
     // No RDB preamble: the AOF rewrite writes commands (XS.ADD NOTBEFORE, XS.GROUP SCHEDULE).
-    let primary =
-        Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").module_args(&["node-max-entries", "4"]).start();
+    let primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").module_args(&["node-max-entries", "4"]).start();
     let replica = Server::replica_of(&primary);
     let (mut c, mut rc) = (primary.conn(), replica.conn());
     for k in ["s0", "s1", "s2"] {

@@ -32,13 +32,7 @@ fn opts(what: &'static str, ops: &str, ops3: &str, n2: usize, n3: usize) -> Opts
 #[test]
 fn differential_groups_aa() {
     let server = Server::start_plain();
-    let o = opts(
-        "differential_groups A/A (built-in vs built-in)",
-        "XSTREAM_GDIFF_AA_OPS",
-        "XSTREAM_GDIFF_AA_OPS3",
-        4000,
-        2000,
-    );
+    let o = opts("differential_groups A/A (built-in vs built-in)", "XSTREAM_GDIFF_AA_OPS", "XSTREAM_GDIFF_AA_OPS3", 4000, 2000);
     let n = gen_groups::run(Pair::same(&server, false), &o);
     assert!(n >= 1000);
 }
@@ -49,13 +43,7 @@ fn differential_groups_module() {
     let server = Server::start();
     let list = format!("{}", server.conn().cmd(&["MODULE", "LIST"]));
     assert!(list.contains("xstream"), "module xstream not loaded: {list}");
-    let o = opts(
-        "differential_groups built-in vs xstream",
-        "XSTREAM_GDIFF_OPS",
-        "XSTREAM_GDIFF_OPS3",
-        14000,
-        7000,
-    );
+    let o = opts("differential_groups built-in vs xstream", "XSTREAM_GDIFF_OPS", "XSTREAM_GDIFF_OPS3", 14000, 7000);
     let n = gen_groups::run(Pair::same(&server, true), &o);
     assert!(n >= 20000 || o.n2 + o.n3 < 20000);
 }

@@ -37,11 +37,8 @@ fn same_on_both(server: &Server, title: &str, steps: &[&str]) {
             let mut replies = Vec::new();
             let mut moves = Vec::new();
             for (module, c) in [false, true].into_iter().zip(sides.iter_mut()) {
-                let args: Vec<String> = step
-                    .split(' ')
-                    .enumerate()
-                    .map(|(i, a)| if i == 0 && a.starts_with('X') { xcmd(module, a) } else { a.to_string() })
-                    .collect();
+                let args: Vec<String> =
+                    step.split(' ').enumerate().map(|(i, a)| if i == 0 && a.starts_with('X') { xcmd(module, a) } else { a.to_string() }).collect();
                 let before = dirty(c);
                 let raw = c.raw(&args);
                 moves.push(dirty(c) - before);
@@ -71,27 +68,13 @@ fn xreadgroup_maximal_id_is_new_entries() {
     same_on_both(
         &s,
         "reproducer 1 (nothing new: nil, no consumer)",
-        &[
-            "XADD k MINID = 15-6 18-1 f1 v90 f3 v45 f1 v49",
-            "XGROUP CREATE k g3 $ ENTRIESREAD -1",
-            &max_read,
-            "XINFO GROUPS k",
-        ],
+        &["XADD k MINID = 15-6 18-1 f1 v90 f3 v45 f1 v49", "XGROUP CREATE k g3 $ ENTRIESREAD -1", &max_read, "XINFO GROUPS k"],
     );
     let max_read = format!("XREADGROUP GROUP g3 c2 COUNT 3 STREAMS k {MAX}");
     same_on_both(
         &s,
         "reproducer 2 (new entries delivered)",
-        &[
-            "XADD k 90 f2 v67",
-            "XGROUP CREATE k g3 0",
-            &max_read,
-            "XINFO GROUPS k",
-            "XPENDING k g3",
-            "XADD k 91 f2 v68",
-            &max_read,
-            "XPENDING k g3",
-        ],
+        &["XADD k 90 f2 v67", "XGROUP CREATE k g3 0", &max_read, "XINFO GROUPS k", "XPENDING k g3", "XADD k 91 f2 v68", &max_read, "XPENDING k g3"],
     );
     // The maximal ID written with a missing sequence, or as ms-max, is a history read.
     same_on_both(

@@ -17,39 +17,14 @@ fn resp3_reply_types() {
         ("string", Reply::Bulk(b"Hello World".to_vec())),
         ("integer", Reply::Int(12345)),
         ("double", Reply::Double("3.141".into())),
-        (
-            "bignum",
-            Reply::BigNumber("1234567999999999999999999999999999999".into()),
-        ),
+        ("bignum", Reply::BigNumber("1234567999999999999999999999999999999".into())),
         ("null", Reply::Nil),
-        (
-            "array",
-            Reply::Array(vec![Reply::Int(0), Reply::Int(1), Reply::Int(2)]),
-        ),
-        (
-            "set",
-            Reply::Set(vec![Reply::Int(0), Reply::Int(1), Reply::Int(2)]),
-        ),
-        (
-            "map",
-            Reply::Map(vec![
-                (Reply::Int(0), Reply::Bool(false)),
-                (Reply::Int(1), Reply::Bool(true)),
-                (Reply::Int(2), Reply::Bool(false)),
-            ]),
-        ),
-        (
-            "attrib",
-            Reply::Bulk(b"Some real reply following the attribute".to_vec()),
-        ),
-        (
-            "push",
-            Reply::Bulk(b"Some real reply following the push reply".to_vec()),
-        ),
-        (
-            "verbatim",
-            Reply::Verbatim("txt".into(), b"This is a verbatim\nstring".to_vec()),
-        ),
+        ("array", Reply::Array(vec![Reply::Int(0), Reply::Int(1), Reply::Int(2)])),
+        ("set", Reply::Set(vec![Reply::Int(0), Reply::Int(1), Reply::Int(2)])),
+        ("map", Reply::Map(vec![(Reply::Int(0), Reply::Bool(false)), (Reply::Int(1), Reply::Bool(true)), (Reply::Int(2), Reply::Bool(false))])),
+        ("attrib", Reply::Bulk(b"Some real reply following the attribute".to_vec())),
+        ("push", Reply::Bulk(b"Some real reply following the push reply".to_vec())),
+        ("verbatim", Reply::Verbatim("txt".into(), b"This is a verbatim\nstring".to_vec())),
         ("true", Reply::Bool(true)),
         ("false", Reply::Bool(false)),
     ];
@@ -60,13 +35,7 @@ fn resp3_reply_types() {
     // The push message was queued, not returned as a reply.
     let pushes = c.take_pushes();
     assert_eq!(pushes.len(), 1);
-    assert_eq!(
-        pushes[0].0,
-        Reply::Push(vec![
-            Reply::Bulk(b"server-cpu-usage".to_vec()),
-            Reply::Int(42)
-        ])
-    );
+    assert_eq!(pushes[0].0, Reply::Push(vec![Reply::Bulk(b"server-cpu-usage".to_vec()), Reply::Int(42)]));
     assert!(c.ping());
     c.hello2();
     assert_eq!(c.cmd_str("SET a 1"), Reply::Simple("OK".into()));
@@ -78,10 +47,7 @@ fn resp3_reply_types() {
 
 #[test]
 fn restart_aof_replica_cleanup() {
-    let mut s = Server::builder()
-        .no_module()
-        .arg("--appendonly", "yes")
-        .start();
+    let mut s = Server::builder().no_module().arg("--appendonly", "yes").start();
     let port = s.port();
     let mut c = s.conn();
     c.cmd_str("XADD st 1-1 a 1");
@@ -115,29 +81,16 @@ fn restart_aof_replica_cleanup() {
         assert!(!d.exists(), "{} left behind", d.display());
     }
     for p in pids {
-        assert!(
-            !std::path::Path::new(&format!("/proc/{p}")).exists(),
-            "redis-server pid {p} still exists"
-        );
+        assert!(!std::path::Path::new(&format!("/proc/{p}")).exists(), "redis-server pid {p} still exists");
     }
 }
 
 #[test]
 fn start_failure_shows_the_reason() {
-    let r = std::panic::catch_unwind(|| {
-        Server::builder()
-            .no_module()
-            .arg("--no-such-option", "1")
-            .start()
-    });
-    let Err(e) = r else {
-        panic!("a bad option must fail the start")
-    };
+    let r = std::panic::catch_unwind(|| Server::builder().no_module().arg("--no-such-option", "1").start());
+    let Err(e) = r else { panic!("a bad option must fail the start") };
     let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(
-        msg.contains("did not start") && msg.contains("no-such-option"),
-        "{msg}"
-    );
+    assert!(msg.contains("did not start") && msg.contains("no-such-option"), "{msg}");
 }
 
 #[test]
@@ -236,14 +189,8 @@ fn asan_reports_a_real_double_free() {
     let msg = r.expect_err("the ASan report must fail the test").downcast_ref::<String>().cloned().unwrap_or_default();
     // zfree asks malloc_usable_size first (used_memory accounting): ASan stops there with
     // bad-malloc_usable_size, before free() could say attempting double-free.
-    assert!(
-        msg.contains("ERROR: AddressSanitizer: ") && msg.contains("debug_double_free") && msg.contains("stderr.log"),
-        "{msg}"
-    );
-    report(&format!(
-        "asan_reports_a_real_double_free: {}",
-        msg.lines().find(|l| l.contains("ERROR: AddressSanitizer")).unwrap_or("")
-    ));
+    assert!(msg.contains("ERROR: AddressSanitizer: ") && msg.contains("debug_double_free") && msg.contains("stderr.log"), "{msg}");
+    report(&format!("asan_reports_a_real_double_free: {}", msg.lines().find(|l| l.contains("ERROR: AddressSanitizer")).unwrap_or("")));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

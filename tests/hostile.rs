@@ -25,51 +25,28 @@ fn bulk(r: Reply, what: &str) -> Vec<u8> {
 
 #[test]
 fn crc64_matches_real_dump() {
-    assert_eq!(
-        crc64(0, b"123456789"),
-        0xe9c6_d914_c4b8_d9ca,
-        "CRC-64/Jones check value"
-    );
+    assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca, "CRC-64/Jones check value");
     let s = Server::start_plain();
     let mut c = s.conn();
     c.cmd(&["SET", "str", "hello world"]);
     c.cmd(&["RPUSH", "list", "a", "b", "c"]);
     for i in 1..50 {
-        c.cmd(&[
-            "XADD",
-            "st",
-            &format!("{i}-1"),
-            "f",
-            &i.to_string(),
-            "g",
-            "xyz",
-        ]);
+        c.cmd(&["XADD", "st", &format!("{i}-1"), "f", &i.to_string(), "g", "xyz"]);
     }
     for key in ["str", "list", "st"] {
         let payload = bulk(c.cmd(&["DUMP", key]), "DUMP");
-        let (body, ver) = dump_split(&payload)
-            .unwrap_or_else(|| panic!("crc64 mismatch on DUMP {key}: {}", escape(&payload)));
+        let (body, ver) = dump_split(&payload).unwrap_or_else(|| panic!("crc64 mismatch on DUMP {key}: {}", escape(&payload)));
         assert!(ver >= 9, "RDB version {ver}");
         // Rebuilt payload is byte-identical and accepted.
         let rebuilt = dump_build(body, ver);
         assert_eq!(rebuilt, payload);
-        let r = c.cmd(&[
-            b"RESTORE".as_slice(),
-            format!("{key}2").as_bytes(),
-            b"0",
-            &rebuilt,
-        ]);
+        let r = c.cmd(&[b"RESTORE".as_slice(), format!("{key}2").as_bytes(), b"0", &rebuilt]);
         assert_eq!(r, Reply::Simple("OK".into()));
         // A wrong CRC is rejected by Redis itself.
         let mut bad = payload.clone();
         let n = bad.len();
         bad[n - 1] ^= 1;
-        let r = c.cmd(&[
-            b"RESTORE".as_slice(),
-            format!("{key}3").as_bytes(),
-            b"0",
-            &bad,
-        ]);
+        let r = c.cmd(&[b"RESTORE".as_slice(), format!("{key}3").as_bytes(), b"0", &bad]);
         assert!(r.is_error(), "bad CRC accepted: {r}");
     }
     // Module payloads too, if the module is built.
@@ -79,17 +56,11 @@ fn crc64_matches_real_dump() {
         let mut c = s.conn();
         let r = c.cmd(&["XS.ADD", "m", "1-1", "f", "v"]);
         if r.is_error() {
-            report(&format!(
-                "crc64: module XS.ADD failed ({r}); module DUMP not checked"
-            ));
+            report(&format!("crc64: module XS.ADD failed ({r}); module DUMP not checked"));
             return;
         }
         let payload = bulk(c.cmd(&["DUMP", "m"]), "DUMP m");
-        assert!(
-            dump_split(&payload).is_some(),
-            "crc64 mismatch on a module DUMP: {}",
-            escape(&payload)
-        );
+        assert!(dump_split(&payload).is_some(), "crc64 mismatch on a module DUMP: {}", escape(&payload));
         report("crc64: matches real DUMP payloads (string, list, stream, module stream)");
     } else {
         report("crc64: matches real DUMP payloads (string, list, stream); module not built, module DUMP not checked");
@@ -99,16 +70,8 @@ fn crc64_matches_real_dump() {
 /// DUMP payloads (body without version/CRC, rdb version) of varied module streams.
 fn module_payloads(c: &mut Conn, rng: &mut Rng) -> Vec<(Vec<u8>, u16)> {
     let mut out = Vec::new();
-    let shapes: &[(u64, u64, usize)] = &[
-        (100, 4096, 1),
-        (100, 4096, 30),
-        (2, 0, 60),
-        (5, 512, 200),
-        (10, 256, 400),
-        (100, 4096, 300),
-        (1, 0, 40),
-        (50, 1024, 150),
-    ];
+    let shapes: &[(u64, u64, usize)] =
+        &[(100, 4096, 1), (100, 4096, 30), (2, 0, 60), (5, 512, 200), (10, 256, 400), (100, 4096, 300), (1, 0, 40), (50, 1024, 150)];
     for (i, &(e, b, ops)) in shapes.iter().enumerate() {
         set_node_limits(c, e, b, true);
         let key = format!("src{i}");
@@ -121,15 +84,7 @@ fn module_payloads(c: &mut Conn, rng: &mut Rng) -> Vec<(Vec<u8>, u16)> {
     }
     // Special shapes: empty stream with metadata, all entries deleted, huge field.
     c.cmd(&["XS.ADD", "srcempty", "MAXLEN", "0", "7-7", "f", "v"]);
-    c.cmd(&[
-        "XS.SETID",
-        "srcempty",
-        "9-9",
-        "ENTRIESADDED",
-        "12",
-        "MAXDELETEDID",
-        "8-8",
-    ]);
+    c.cmd(&["XS.SETID", "srcempty", "9-9", "ENTRIESADDED", "12", "MAXDELETEDID", "8-8"]);
     out.push("srcempty".into());
     for i in 1..=4 {
         c.cmd(&["XS.ADD", "srcdel", &format!("{i}-0"), "a", "1", "b", "2"]);
@@ -155,11 +110,7 @@ const HEADER: usize = 10;
 
 fn corrupt(rng: &mut Rng, body: &[u8], other: &[u8]) -> (Vec<u8>, String) {
     let mut v = body.to_vec();
-    let lo = if rng.pct(95) && v.len() > HEADER + 1 {
-        HEADER
-    } else {
-        0
-    };
+    let lo = if rng.pct(95) && v.len() > HEADER + 1 { HEADER } else { 0 };
     let span = v.len() - lo;
     let at = |rng: &mut Rng| lo + rng.below(span.max(1) as u64) as usize;
     let kind = rng.below(10);
@@ -268,10 +219,7 @@ fn corrupted_restore_payloads() {
     let mut c = s.conn();
     let mut rng = Rng::from_env("corrupted_restore_payloads");
     let payloads = module_payloads(&mut c, &mut rng);
-    let cases: usize = std::env::var("XSTREAM_HOSTILE_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1500);
+    let cases: usize = std::env::var("XSTREAM_HOSTILE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let (mut accepted, mut rejected, mut same) = (0usize, 0usize, 0usize);
     let mut inconsistent = 0usize;
@@ -329,11 +277,7 @@ fn corrupted_restore_payloads() {
                     match c.try_cmd(cmd) {
                         Ok(rep) if rep.is_error() => {
                             let s2 = &mut s;
-                            die(
-                                s2,
-                                &fmt_cmd(cmd),
-                                format!("error reply on an accepted value: {rep}"),
-                            )
+                            die(s2, &fmt_cmd(cmd), format!("error reply on an accepted value: {rep}"))
                         }
                         Ok(_) => {}
                         Err(e) => die(&mut s, &fmt_cmd(cmd), e.to_string()),
@@ -343,36 +287,26 @@ fn corrupted_restore_payloads() {
                 // XS.INFO's length, and XS.REVRANGE returns the same entries reversed.
                 // One transaction: a stored MAXAGE or CONSUMERTTL (a mutated payload can carry
                 // any, 1 ms included) lets the primary's timers trim between separate reads.
-                let views: [&[&str]; 4] = [
-                    &["XS.LEN", "k"],
-                    &["XS.RANGE", "k", "-", "+"],
-                    &["XS.REVRANGE", "k", "+", "-"],
-                    &["XS.INFO", "STREAM", "k"],
-                ];
+                let views: [&[&str]; 4] =
+                    [&["XS.LEN", "k"], &["XS.RANGE", "k", "-", "+"], &["XS.REVRANGE", "k", "+", "-"], &["XS.INFO", "STREAM", "k"]];
                 c.cmd(&["MULTI"]);
                 for cmd in views {
                     c.cmd(cmd);
                 }
                 let (len, fwd, rev, info) = match c.cmd(&["EXEC"]) {
-                    Reply::Array(v) if v.len() == 4 => {
-                        (v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone())
-                    }
+                    Reply::Array(v) if v.len() == 4 => (v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone()),
                     other => die(&mut s, "EXEC", format!("unexpected reply {other}")),
                 };
                 let n_fwd = fwd.as_array().len() as i64;
                 let mut rev_v = rev.as_array().to_vec();
                 rev_v.reverse();
                 let ilen = info.field("length").cloned();
-                if len != Reply::Int(n_fwd)
-                    || ilen != Some(Reply::Int(n_fwd))
-                    || rev_v != fwd.as_array()
-                {
+                if len != Reply::Int(n_fwd) || ilen != Some(Reply::Int(n_fwd)) || rev_v != fwd.as_array() {
                     inconsistent += 1;
                     if first_inconsistent.is_none() {
                         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
                         let _ = std::fs::create_dir_all(&dir);
-                        let file =
-                            dir.join(format!("hostile-inconsistent-{}-{case}.bin", rng_seed_hint()));
+                        let file = dir.join(format!("hostile-inconsistent-{}-{case}.bin", rng_seed_hint()));
                         let _ = std::fs::write(&file, &payload);
                         first_inconsistent = Some(format!(
                             "case {case} ({what}): XS.LEN {len}, XS.RANGE {n_fwd} entries, XS.INFO length {:?}, REVRANGE mirror {} (payload saved to {})",
@@ -417,11 +351,7 @@ fn corrupted_restore_payloads() {
     for (k, v) in &outcomes {
         report(&format!("  {v:6} {k}"));
     }
-    assert!(
-        inconsistent == 0,
-        "{inconsistent} accepted payload(s) gave an inconsistent stream; first: {}",
-        first_inconsistent.unwrap_or_default()
-    );
+    assert!(inconsistent == 0, "{inconsistent} accepted payload(s) gave an inconsistent stream; first: {}", first_inconsistent.unwrap_or_default());
 }
 
 fn rng_seed_hint() -> String {
@@ -439,21 +369,10 @@ fn panic_fence() {
     for i in 0..3 {
         let r = match c.try_cmd(&["XS.DEBUG-PANIC"]) {
             Ok(r) => r,
-            Err(e) => panic!(
-                "XS.DEBUG-PANIC #{i}: {e}; alive: {}\n{}",
-                s.is_alive(),
-                s.log_tail(40)
-            ),
+            Err(e) => panic!("XS.DEBUG-PANIC #{i}: {e}; alive: {}\n{}", s.is_alive(), s.log_tail(40)),
         };
-        assert!(
-            r.is_error(),
-            "XS.DEBUG-PANIC should answer an error, got {r}"
-        );
-        assert!(
-            c.ping(),
-            "no PONG after XS.DEBUG-PANIC #{i}; log:\n{}",
-            s.log_tail(40)
-        );
+        assert!(r.is_error(), "XS.DEBUG-PANIC should answer an error, got {r}");
+        assert!(c.ping(), "no PONG after XS.DEBUG-PANIC #{i}; log:\n{}", s.log_tail(40));
         if i == 0 {
             report(&format!("panic_fence: XS.DEBUG-PANIC -> {r}; PING -> PONG"));
         }

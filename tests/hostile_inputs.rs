@@ -13,8 +13,8 @@ mod common;
 mod twin;
 
 use common::*;
-use twin::*;
 use std::time::{Duration, Instant};
+use twin::*;
 
 /// Fills `k` on both sides: `n` entries `1-1 .. n-1` with two fields, a group `g` that has read
 /// everything with consumer `c` (all in the PEL).
@@ -197,7 +197,15 @@ fn id_overflow() {
             &["XADD", "d", "18446744073709551615", "f", "v"],
             &["XADD", "d", "*", "f", "v"],
             &["XSETID", "d", "0-0"],
-            &["XSETID", "d", "18446744073709551615-18446744073709551615", "ENTRIESADDED", "9223372036854775807", "MAXDELETEDID", "18446744073709551615-18446744073709551615"],
+            &[
+                "XSETID",
+                "d",
+                "18446744073709551615-18446744073709551615",
+                "ENTRIESADDED",
+                "9223372036854775807",
+                "MAXDELETEDID",
+                "18446744073709551615-18446744073709551615",
+            ],
             &["XADD", "d", "*", "f", "v"],
             &["XADD", "d", "18446744073709551615-*", "f", "v"],
             &["XLEN", "d"],
@@ -268,17 +276,8 @@ fn count_and_limit_extremes() {
     let mut t = Twin::start();
     fill(&mut t, "k", 50);
     let m0 = used_memory(&mut t.m);
-    const BIG: &[&str] = &[
-        "9223372036854775807",
-        "9223372036854775806",
-        "-1",
-        "-9223372036854775808",
-        "0",
-        "9223372036854775808",
-        "4294967296",
-        "2147483648",
-        "abc",
-    ];
+    const BIG: &[&str] =
+        &["9223372036854775807", "9223372036854775806", "-1", "-9223372036854775808", "0", "9223372036854775808", "4294967296", "2147483648", "abc"];
     let mut n = 0;
     for (vi, v) in BIG.iter().enumerate() {
         // Explicit IDs (a `*` on each side could straddle a millisecond and differ).
@@ -383,7 +382,11 @@ fn million_field_pairs() {
     t.finish("1M fields");
     report(&format!(
         "hostile_inputs: 2 entries of {pairs} field pairs: built-in {:?} / {} bytes, module {:?} / {} bytes; XRANGE identical ({} bytes)",
-        times[0], mems[0], times[1], mems[1], rb.len()
+        times[0],
+        mems[0],
+        times[1],
+        mems[1],
+        rb.len()
     ));
 }
 
@@ -402,7 +405,8 @@ fn many_groups_and_consumers() {
         let creates: Vec<Vec<String>> = (0..n).map(|i| vec![g.clone(), "CREATE".into(), "k".into(), format!("group:{i}"), "0".into()]).collect();
         let r = pipeline(c, &creates);
         assert!(r.iter().all(|x| *x == Reply::Simple("OK".into())), "{g} CREATE x {n}: {:?}", r.iter().find(|x| **x != Reply::Simple("OK".into())));
-        let consumers: Vec<Vec<String>> = (0..n).map(|i| vec![g.clone(), "CREATECONSUMER".into(), "k".into(), "group:0".into(), format!("consumer:{i}")]).collect();
+        let consumers: Vec<Vec<String>> =
+            (0..n).map(|i| vec![g.clone(), "CREATECONSUMER".into(), "k".into(), "group:0".into(), format!("consumer:{i}")]).collect();
         let r = pipeline(c, &consumers);
         assert!(r.iter().all(|x| *x == Reply::Int(1)), "{g} CREATECONSUMER x {n}");
         let t_create = t0.elapsed();
@@ -425,7 +429,8 @@ fn many_groups_and_consumers() {
         let g = xcmd(module, "XGROUP");
         let d: Vec<Vec<String>> = (0..n / 2).map(|i| vec![g.clone(), "DESTROY".into(), "k".into(), format!("group:{}", i + 1)]).collect();
         assert!(pipeline(c, &d).iter().all(|x| *x == Reply::Int(1)));
-        let d: Vec<Vec<String>> = (0..n / 2).map(|i| vec![g.clone(), "DELCONSUMER".into(), "k".into(), "group:0".into(), format!("consumer:{i}")]).collect();
+        let d: Vec<Vec<String>> =
+            (0..n / 2).map(|i| vec![g.clone(), "DELCONSUMER".into(), "k".into(), "group:0".into(), format!("consumer:{i}")]).collect();
         assert!(pipeline(c, &d).iter().all(|x| matches!(x, Reply::Int(_))));
     }
     t.same(&["XINFO", "STREAM", "k"]);
@@ -438,7 +443,10 @@ fn many_groups_and_consumers() {
     // built-in's memory per group / consumer (reported, not failed, up to 10x).
     assert!(mm <= 10 * mb + (8 << 20), "module: {mm} bytes for {n} groups + {n} consumers, built-in {mb}");
     if mm > 2 * mb {
-        report(&format!("hostile_inputs: NOTE: {n} groups + {n} consumers take {:.1}x the built-in's memory ({mm} vs {mb} bytes)", mm as f64 / mb as f64));
+        report(&format!(
+            "hostile_inputs: NOTE: {n} groups + {n} consumers take {:.1}x the built-in's memory ({mm} vs {mb} bytes)",
+            mm as f64 / mb as f64
+        ));
     }
     assert!(tm < Duration::from_secs(60) && t_list < Duration::from_secs(60), "too slow: {tm:?}, listings {t_list:?}");
     t.finish("many groups");
@@ -603,7 +611,10 @@ fn edge_states_reload() {
             restored.push(r.clone());
             if module && r.is_error() {
                 let why = t.s.log().lines().rev().find(|l| l.contains("refusing")).unwrap_or("").to_string();
-                refused.push(format!("{}: DUMP/RESTORE of the module value -> {r} ({why})", seq.iter().map(|c| fmt_cmd(c)).collect::<Vec<_>>().join("; ")));
+                refused.push(format!(
+                    "{}: DUMP/RESTORE of the module value -> {r} ({why})",
+                    seq.iter().map(|c| fmt_cmd(c)).collect::<Vec<_>>().join("; ")
+                ));
             }
         }
         assert_eq!(restored[0], Reply::Simple("OK".into()), "the built-in refused its own DUMP of {key}");
@@ -614,6 +625,11 @@ fn edge_states_reload() {
     for r in &refused {
         report(&format!("hostile_inputs: FINDING: {r}"));
     }
-    assert!(refused.is_empty(), "{} module value(s) that the built-in reloads are refused at load (a restart would refuse the whole dataset):\n  {}", refused.len(), refused.join("\n  "));
+    assert!(
+        refused.is_empty(),
+        "{} module value(s) that the built-in reloads are refused at load (a restart would refuse the whole dataset):\n  {}",
+        refused.len(),
+        refused.join("\n  ")
+    );
     t.finish("edge states");
 }

@@ -54,12 +54,7 @@ impl Duo {
         let na = self.norm.normalize(&ca, &ba, 0, now);
         let nb = self.norm.normalize(&cb, &bb, 1, now);
         self.steps += 1;
-        self.transcript.push(format!(
-            "#{} {} -> {}",
-            self.steps,
-            fmt_cmd(&ca),
-            show(&ba, 300)
-        ));
+        self.transcript.push(format!("#{} {} -> {}", self.steps, fmt_cmd(&ca), show(&ba, 300)));
         if na != nb {
             let tail: Vec<&String> = self.transcript.iter().rev().take(15).rev().collect();
             panic!(
@@ -95,26 +90,13 @@ impl Duo {
             a.push(c);
         }
         let r = self.run(&a);
-        r.as_array()
-            .iter()
-            .map(|e| e.as_array()[0].text())
-            .collect()
+        r.as_array().iter().map(|e| e.as_array()[0].text()).collect()
     }
 
     /// XREADGROUP > for one consumer; returns the delivered IDs.
     fn read(&mut self, consumer: &str, count: usize) -> Vec<String> {
         let c = count.to_string();
-        let r = self.run(&[
-            "XREADGROUP",
-            "GROUP",
-            "billing",
-            consumer,
-            "COUNT",
-            &c,
-            "STREAMS",
-            "{k}",
-            ">",
-        ]);
+        let r = self.run(&["XREADGROUP", "GROUP", "billing", consumer, "COUNT", &c, "STREAMS", "{k}", ">"]);
         entry_ids(&r)
     }
 
@@ -136,11 +118,7 @@ fn entry_ids(r: &Reply) -> Vec<String> {
         Reply::Map(kv) => kv[0].1.clone(),
         o => panic!("unexpected read reply {o}"),
     };
-    entries
-        .as_array()
-        .iter()
-        .map(|e| e.as_array()[0].text())
-        .collect()
+    entries.as_array().iter().map(|e| e.as_array()[0].text()).collect()
 }
 
 /// How many `[id, nil]` entries a read reply has.
@@ -151,11 +129,7 @@ fn nil_entries(r: &Reply) -> usize {
         Reply::Map(kv) => kv[0].1.clone(),
         o => panic!("unexpected read reply {o}"),
     };
-    entries
-        .as_array()
-        .iter()
-        .filter(|e| e.as_array()[1].is_nil())
-        .count()
+    entries.as_array().iter().filter(|e| e.as_array()[1].is_nil()).count()
 }
 
 fn order_id(i: u64) -> String {
@@ -168,10 +142,7 @@ fn produce(d: &mut Duo, from: u64, to: u64) {
         let oid = format!("ord-{i:05}");
         let amount = format!("{}.{:02}", 10 + i * 7 % 90, i % 100);
         let user = format!("u{}", i % 13);
-        let r = d.run(&[
-            "XADD", "{k}", &id, "order_id", &oid, "amount", &amount, "user", &user, "status",
-            "created",
-        ]);
+        let r = d.run(&["XADD", "{k}", &id, "order_id", &oid, "amount", &amount, "user", &user, "status", "created"]);
         assert_eq!(r, Reply::Bulk(id.clone().into_bytes()));
     }
 }
@@ -184,36 +155,16 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     }
     let resp = if resp3 { "RESP3" } else { "RESP2" };
     let sfx = if resp3 { "3" } else { "2" };
-    let keys = [
-        format!("incident:n:orders{sfx}"),
-        format!("incident:{}:orders{sfx}", if module { "m" } else { "a" }),
-    ];
-    let norm = Normalizer {
-        key_pairs: vec![(keys[1].clone().into_bytes(), keys[0].clone().into_bytes())],
-        loose_names: true,
-    };
-    let mut d = Duo {
-        conn,
-        keys,
-        module,
-        norm,
-        transcript: Vec::new(),
-        steps: 0,
-        resp,
-    };
+    let keys = [format!("incident:n:orders{sfx}"), format!("incident:{}:orders{sfx}", if module { "m" } else { "a" })];
+    let norm = Normalizer { key_pairs: vec![(keys[1].clone().into_bytes(), keys[0].clone().into_bytes())], loose_names: true };
+    let mut d = Duo { conn, keys, module, norm, transcript: Vec::new(), steps: 0, resp };
 
     // --- Day 0: the queue is set up; three workers share the group "billing". -----------------
-    assert_eq!(
-        d.run(&["XGROUP", "CREATE", "{k}", "billing", "$", "MKSTREAM"]),
-        Reply::Simple("OK".into())
-    );
+    assert_eq!(d.run(&["XGROUP", "CREATE", "{k}", "billing", "$", "MKSTREAM"]), Reply::Simple("OK".into()));
     // A second group (auditing) that reads everything from the start, for lag / entries-read.
     d.run(&["XGROUP", "CREATE", "{k}", "audit", "0", "ENTRIESREAD", "0"]);
     for w in ["worker-1", "worker-2", "worker-3"] {
-        assert_eq!(
-            d.run(&["XGROUP", "CREATECONSUMER", "{k}", "billing", w]),
-            Reply::Int(1)
-        );
+        assert_eq!(d.run(&["XGROUP", "CREATECONSUMER", "{k}", "billing", w]), Reply::Int(1));
     }
     produce(&mut d, 0, 60);
     d.run(&["XINFO", "GROUPS", "{k}"]);
@@ -274,49 +225,24 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     d.run(&["XINFO", "CONSUMERS", "{k}", "billing"]);
     d.run(&["XINFO", "STREAM", "{k}", "FULL", "COUNT", "5"]);
     // Nothing is idle for an hour yet (all deliveries are recent).
-    let r = d.run(&[
-        "XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "1000",
-    ]);
+    let r = d.run(&["XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "1000"]);
     assert!(r.as_array().is_empty(), "{r}");
     // Time passes for the dead workers: their deliveries are back-dated (owner unchanged).
-    for (w, ids) in [
-        ("worker-3", stale[..20].to_vec()),
-        ("worker-2", stale[20..].to_vec()),
-    ] {
-        let mut a: Vec<String> = vec![
-            "XCLAIM".into(),
-            "{k}".into(),
-            "billing".into(),
-            w.into(),
-            "0".into(),
-        ];
+    for (w, ids) in [("worker-3", stale[..20].to_vec()), ("worker-2", stale[20..].to_vec())] {
+        let mut a: Vec<String> = vec!["XCLAIM".into(), "{k}".into(), "billing".into(), w.into(), "0".into()];
         a.extend(ids.iter().cloned());
         a.extend(["TIME".into(), OLD_TIME.into(), "JUSTID".into()]);
         let r = d.runv(&a);
         assert_eq!(r.as_array().len(), ids.len());
     }
-    let idle = d.run(&[
-        "XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "1000",
-    ]);
-    assert_eq!(
-        idle.as_array().len(),
-        stale.len(),
-        "only the dead workers' entries are idle"
-    );
-    d.run(&[
-        "XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "7", "worker-2",
-    ]);
+    let idle = d.run(&["XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "1000"]);
+    assert_eq!(idle.as_array().len(), stale.len(), "only the dead workers' entries are idle");
+    d.run(&["XPENDING", "{k}", "billing", "IDLE", "3600000", "-", "+", "7", "worker-2"]);
     d.run(&["XINFO", "STREAM", "{k}", "FULL", "COUNT", "3"]);
 
     // --- Remediation 1: park the stale messages on a dead-letter consumer. --------------------
     // The first 50 stale IDs by XCLAIM (min-idle 1 h: only the stale ones move)...
-    let mut a: Vec<String> = vec![
-        "XCLAIM".into(),
-        "{k}".into(),
-        "billing".into(),
-        "dead-letter".into(),
-        "3600000".into(),
-    ];
+    let mut a: Vec<String> = vec!["XCLAIM".into(), "{k}".into(), "billing".into(), "dead-letter".into(), "3600000".into()];
     a.extend(stale[..50].iter().cloned());
     // ... plus some fresh IDs of worker-1 that must NOT move (not idle enough).
     let fresh = d.pending_ids(Some("worker-1"));
@@ -330,16 +256,7 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     let mut pages = 0;
     let mut autoclaimed = 0;
     loop {
-        let r = d.run(&[
-            "XAUTOCLAIM",
-            "{k}",
-            "billing",
-            "dead-letter",
-            "3600000",
-            &cursor,
-            "COUNT",
-            "25",
-        ]);
+        let r = d.run(&["XAUTOCLAIM", "{k}", "billing", "dead-letter", "3600000", &cursor, "COUNT", "25"]);
         let v = r.as_array();
         autoclaimed += v[1].as_array().len();
         assert!(v[2].as_array().is_empty());
@@ -356,14 +273,8 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     d.run(&["XPENDING", "{k}", "billing"]);
     d.run(&["XINFO", "CONSUMERS", "{k}", "billing"]);
     // The dead workers are removed (they own nothing any more).
-    assert_eq!(
-        d.run(&["XGROUP", "DELCONSUMER", "{k}", "billing", "worker-3"]),
-        Reply::Int(0)
-    );
-    assert_eq!(
-        d.run(&["XGROUP", "DELCONSUMER", "{k}", "billing", "worker-2"]),
-        Reply::Int(0)
-    );
+    assert_eq!(d.run(&["XGROUP", "DELCONSUMER", "{k}", "billing", "worker-3"]), Reply::Int(0));
+    assert_eq!(d.run(&["XGROUP", "DELCONSUMER", "{k}", "billing", "worker-2"]), Reply::Int(0));
 
     // --- Remediation 2: cap the backlog with XTRIM MINID (memory alarm). ----------------------
     let len_before = d.run(&["XLEN", "{k}"]).as_int();
@@ -374,98 +285,33 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     d.run(&["XINFO", "STREAM", "{k}"]);
     d.run(&["XINFO", "GROUPS", "{k}"]);
     // The dead-letter PEL still references the trimmed entries: history shows [id, nil].
-    let hist = d.run(&[
-        "XREADGROUP",
-        "GROUP",
-        "billing",
-        "dead-letter",
-        "COUNT",
-        "1000",
-        "STREAMS",
-        "{k}",
-        "0",
-    ]);
-    let dead_below: Vec<&String> = dl
-        .iter()
-        .filter(|id| parse_id(id.as_bytes()) < parse_id(minid.as_bytes()))
-        .collect();
+    let hist = d.run(&["XREADGROUP", "GROUP", "billing", "dead-letter", "COUNT", "1000", "STREAMS", "{k}", "0"]);
+    let dead_below: Vec<&String> = dl.iter().filter(|id| parse_id(id.as_bytes()) < parse_id(minid.as_bytes())).collect();
     assert_eq!(entry_ids(&hist).len(), 110);
     assert_eq!(nil_entries(&hist), dead_below.len());
     assert!(!dead_below.is_empty());
     // XCLAIM of a trimmed ID drops it from the PEL (nothing returned); FORCE on an ID that is not
     // pending but exists creates a PEL entry.
-    let r = d.run(&[
-        "XCLAIM",
-        "{k}",
-        "billing",
-        "dead-letter",
-        "0",
-        dead_below[0].as_str(),
-    ]);
+    let r = d.run(&["XCLAIM", "{k}", "billing", "dead-letter", "0", dead_below[0].as_str()]);
     assert!(r.as_array().is_empty());
     // 250 was never delivered: FORCE makes it pending (a later `>` read delivers it again).
     let never = order_id(250);
-    d.run(&[
-        "XCLAIM",
-        "{k}",
-        "billing",
-        "dead-letter",
-        "0",
-        &never,
-        "FORCE",
-        "JUSTID",
-    ]);
-    d.run(&[
-        "XCLAIM",
-        "{k}",
-        "billing",
-        "dead-letter",
-        "0",
-        &order_id(10),
-        "FORCE",
-        "JUSTID",
-    ]);
+    d.run(&["XCLAIM", "{k}", "billing", "dead-letter", "0", &never, "FORCE", "JUSTID"]);
+    d.run(&["XCLAIM", "{k}", "billing", "dead-letter", "0", &order_id(10), "FORCE", "JUSTID"]);
     // XAUTOCLAIM over the group PEL reports every remaining deleted ID (the dead-letter's and
     // worker-1's trimmed ones) and drops them.
-    let all_below = d
-        .pending_ids(None)
-        .iter()
-        .filter(|id| parse_id(id.as_bytes()) < parse_id(minid.as_bytes()))
-        .count();
+    let all_below = d.pending_ids(None).iter().filter(|id| parse_id(id.as_bytes()) < parse_id(minid.as_bytes())).count();
     assert!(all_below >= dead_below.len() - 1);
-    let r = d.run(&[
-        "XAUTOCLAIM",
-        "{k}",
-        "billing",
-        "dead-letter",
-        "0",
-        "0-0",
-        "COUNT",
-        "1000",
-        "JUSTID",
-    ]);
+    let r = d.run(&["XAUTOCLAIM", "{k}", "billing", "dead-letter", "0", "0-0", "COUNT", "1000", "JUSTID"]);
     let deleted = r.as_array()[2].as_array().len();
     assert_eq!(deleted, all_below);
-    let r = d.run(&[
-        "XPENDING",
-        "{k}",
-        "billing",
-        "-",
-        &format!("({minid}"),
-        "1000",
-    ]);
-    assert!(
-        r.as_array().is_empty(),
-        "no trimmed entry is pending any more: {r}"
-    );
+    let r = d.run(&["XPENDING", "{k}", "billing", "-", &format!("({minid}"), "1000"]);
+    assert!(r.as_array().is_empty(), "no trimmed entry is pending any more: {r}");
     d.run(&["XINFO", "STREAM", "{k}", "FULL", "COUNT", "0"]);
     d.run(&["XPENDING", "{k}", "billing", "-", "+", "20"]);
 
     // --- Remediation 3: a replacement worker drains what is left; bulk XACK. ------------------
-    assert_eq!(
-        d.run(&["XGROUP", "CREATECONSUMER", "{k}", "billing", "worker-4"]),
-        Reply::Int(1)
-    );
+    assert_eq!(d.run(&["XGROUP", "CREATECONSUMER", "{k}", "billing", "worker-4"]), Reply::Int(1));
     loop {
         let ids = d.read("worker-4", 25);
         if ids.is_empty() {
@@ -487,18 +333,7 @@ fn scenario(server: &Server, module: bool, resp3: bool) -> usize {
     d.run(&["XINFO", "GROUPS", "{k}"]);
     d.run(&["XINFO", "CONSUMERS", "{k}", "billing"]);
     // The audit group, never read, still lags behind a trimmed stream.
-    d.run(&[
-        "XREADGROUP",
-        "GROUP",
-        "audit",
-        "auditor",
-        "COUNT",
-        "3",
-        "NOACK",
-        "STREAMS",
-        "{k}",
-        ">",
-    ]);
+    d.run(&["XREADGROUP", "GROUP", "audit", "auditor", "COUNT", "3", "NOACK", "STREAMS", "{k}", ">"]);
     d.run(&["XINFO", "GROUPS", "{k}"]);
     d.run(&["XGROUP", "SETID", "{k}", "audit", "$", "ENTRIESREAD", "260"]);
     d.run(&["XINFO", "GROUPS", "{k}"]);
@@ -519,10 +354,7 @@ fn incident_replay() {
     let server = Server::start();
     let a = scenario(&server, true, false);
     let b = scenario(&server, true, true);
-    report(&format!(
-        "incident: {} steps (RESP2 + RESP3), 0 differences",
-        a + b
-    ));
+    report(&format!("incident: {} steps (RESP2 + RESP3), 0 differences", a + b));
 }
 
 /// Built-in vs built-in: the scenario and its normalisation are deterministic.

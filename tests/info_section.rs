@@ -11,10 +11,7 @@ use std::collections::HashMap;
 fn info(c: &mut Conn) -> HashMap<String, String> {
     let text = c.cmd(&["INFO", "xstream"]).text();
     assert!(text.contains("# xstream"), "no xstream section: {text}");
-    text.lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim_start_matches("xstream_").to_string(), v.trim().to_string()))
-        .collect()
+    text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim_start_matches("xstream_").to_string(), v.trim().to_string())).collect()
 }
 
 fn int(m: &HashMap<String, String>, k: &str) -> i64 {
@@ -190,7 +187,19 @@ fn info_totals_match_a_walk_after_random_operations() {
                 id += 1;
                 c.cmd(&["XS.ADD", k, &format!("{id}-0"), "f", "v"])
             }
-            5 => c.cmd(&["XS.ADD", k, "MAXLEN", "~", &rng.below(30).to_string(), &format!("{}-0", { id += 1; id }), "f", "v"]),
+            5 => c.cmd(&[
+                "XS.ADD",
+                k,
+                "MAXLEN",
+                "~",
+                &rng.below(30).to_string(),
+                &format!("{}-0", {
+                    id += 1;
+                    id
+                }),
+                "f",
+                "v",
+            ]),
             6 => c.cmd(&["XS.DEL", k, &format!("{}-0", rng.range(1, id + 1))]),
             7 => c.cmd(&["XS.TRIM", k, "MAXLEN", &rng.below(40).to_string()]),
             8 => c.cmd(&["XS.GROUP", "CREATE", k, g, "0", "MKSTREAM"]),

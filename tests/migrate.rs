@@ -30,7 +30,8 @@ use common::groups::{now_ms, Normalizer};
 use common::*;
 use std::time::Duration;
 
-const TAKEOVER_WRONGTYPE: &str = "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands";
+const TAKEOVER_WRONGTYPE: &str =
+    "WRONGTYPE this key holds a built-in Redis stream; convert it with XS.IMPORT <key> to use it while xstream serves the stream commands";
 
 fn ok(c: &mut Conn, line: &str) -> Reply {
     let args = args(line);
@@ -40,10 +41,7 @@ fn ok(c: &mut Conn, line: &str) -> Reply {
 }
 
 fn args(line: &str) -> Vec<String> {
-    line.split(' ')
-        .filter(|t| !t.is_empty())
-        .map(|t| t.replace("{sp}", " "))
-        .collect()
+    line.split(' ').filter(|t| !t.is_empty()).map(|t| t.replace("{sp}", " ")).collect()
 }
 
 /// IDs of the PEL of `group` (optionally of one consumer).
@@ -92,25 +90,10 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     }
     let alice = pel_ids(c, "rich", "g1", Some("alice"));
     let bob = pel_ids(c, "rich", "g1", Some("bob"));
-    ok(
-        c,
-        &format!("XCLAIM rich g1 bob 0 {} {}", alice[0], alice[1]),
-    );
-    ok(
-        c,
-        &format!(
-            "XCLAIM rich g1 bob 0 {} {} RETRYCOUNT 7 TIME 1600000000000",
-            alice[0], alice[1]
-        ),
-    );
-    ok(
-        c,
-        &format!("XCLAIM rich g1 dave 0 {} IDLE 172800000", alice[2]),
-    );
-    ok(
-        c,
-        &format!("XREADGROUP GROUP g1 alice STREAMS rich {}", "0"),
-    );
+    ok(c, &format!("XCLAIM rich g1 bob 0 {} {}", alice[0], alice[1]));
+    ok(c, &format!("XCLAIM rich g1 bob 0 {} {} RETRYCOUNT 7 TIME 1600000000000", alice[0], alice[1]));
+    ok(c, &format!("XCLAIM rich g1 dave 0 {} IDLE 172800000", alice[2]));
+    ok(c, &format!("XREADGROUP GROUP g1 alice STREAMS rich {}", "0"));
     ok(c, &format!("XACK rich g1 {}", bob[0]));
     ok(c, &format!("XDEL rich {}", alice[3]));
     ok(c, &format!("XDEL rich {}", bob[1]));
@@ -126,11 +109,7 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     // nodes: many nodes (small node limits), long and binary values, tombstones in nodes.
     ok(c, "CONFIG SET stream-node-max-entries 5");
     for i in 1..=60u64 {
-        let mut a: Vec<Vec<u8>> = vec![
-            b"XADD".to_vec(),
-            b"nodes".to_vec(),
-            format!("{}-0", i * 1000).into_bytes(),
-        ];
+        let mut a: Vec<Vec<u8>> = vec![b"XADD".to_vec(), b"nodes".to_vec(), format!("{}-0", i * 1000).into_bytes()];
         a.push(b"payload".to_vec());
         a.push(match i % 5 {
             0 => vec![b'x'; 5000],
@@ -173,9 +152,7 @@ fn build_fixed(c: &mut Conn) -> Vec<&'static str> {
     ] {
         ok(c, l);
     }
-    vec![
-        "rich", "nodes", "emptied", "empty-mk", "bare", "maxid", "ttl",
-    ]
+    vec!["rich", "nodes", "emptied", "empty-mk", "bare", "maxid", "ttl"]
 }
 
 /// What must survive a round trip: FULL info (RESP2 and RESP3), the entries, the expire time.
@@ -198,23 +175,12 @@ fn view(port: u16, key: &str, module: bool) -> View {
     let len = c.raw(&[&x("XLEN"), key]);
     c.hello3();
     let info3 = c.raw(&[&x("XINFO"), "STREAM", key, "FULL", "COUNT", "0"]);
-    View {
-        info2,
-        info3,
-        range,
-        expire,
-        len,
-    }
+    View { info2, info3, range, expire, len }
 }
 
 /// Two PEXPIRETIME replies: both without expire (`-1`), or within a second of each other.
 fn expire_close(x: &[u8], y: &[u8]) -> bool {
-    let v = |b: &[u8]| -> i64 {
-        std::str::from_utf8(&b[1..b.len() - 2])
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let v = |b: &[u8]| -> i64 { std::str::from_utf8(&b[1..b.len() - 2]).unwrap().parse().unwrap() };
     let (a, b) = (v(x), v(y));
     if a < 0 || b < 0 {
         a == b
@@ -235,18 +201,10 @@ fn diff_views(what: &str, a: &View, b: &View) -> Option<String> {
         if name == "PEXPIRETIME" {
             // Checked to the millisecond by `ttl_kept_exactly`; here: kept within a second.
             if !expire_close(x, y) {
-                d.push(format!(
-                    "  PEXPIRETIME: before {} after {}",
-                    groups::show(x, 100),
-                    groups::show(y, 100)
-                ));
+                d.push(format!("  PEXPIRETIME: before {} after {}", groups::show(x, 100), groups::show(y, 100)));
             }
         } else if x != y {
-            d.push(format!(
-                "  {name}\n    before: {}\n    after:  {}",
-                groups::show(x, 2500),
-                groups::show(y, 2500)
-            ));
+            d.push(format!("  {name}\n    before: {}\n    after:  {}", groups::show(x, 2500), groups::show(y, 2500)));
         }
     }
     if d.is_empty() {
@@ -271,9 +229,7 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
     };
     let r = c.cmd(&["XS.IMPORT", key]);
     if r != Reply::Int(len) {
-        out.push(format!(
-            "{key}: XS.IMPORT replied {r}, want (integer) {len}"
-        ));
+        out.push(format!("{key}: XS.IMPORT replied {r}, want (integer) {len}"));
         return out;
     }
     let t = c.cmd(&["TYPE", key]);
@@ -281,19 +237,13 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
         out.push(format!("{key}: TYPE after XS.IMPORT: {t}"));
     }
     let imported = view(srv.port(), key, true);
-    if let Some(d) = diff_views(
-        &format!("{key}: built-in before vs module after XS.IMPORT"),
-        &before,
-        &imported,
-    ) {
+    if let Some(d) = diff_views(&format!("{key}: built-in before vs module after XS.IMPORT"), &before, &imported) {
         out.push(d);
     }
     // The module's own persistence of the imported stream: DEBUG RELOAD keeps it.
     let r = c.cmd(&["XS.EXPORT", key]);
     if r != Reply::Int(len) {
-        out.push(format!(
-            "{key}: XS.EXPORT replied {r}, want (integer) {len}"
-        ));
+        out.push(format!("{key}: XS.EXPORT replied {r}, want (integer) {len}"));
         return out;
     }
     let t = c.cmd(&["TYPE", key]);
@@ -301,20 +251,12 @@ fn round_trip(srv: &Server, key: &str) -> Vec<String> {
         out.push(format!("{key}: TYPE after XS.EXPORT: {t}"));
     }
     let exported = view(srv.port(), key, false);
-    if let Some(d) = diff_views(
-        &format!("{key}: built-in before vs built-in after XS.IMPORT + XS.EXPORT"),
-        &before,
-        &exported,
-    ) {
+    if let Some(d) = diff_views(&format!("{key}: built-in before vs built-in after XS.IMPORT + XS.EXPORT"), &before, &exported) {
         out.push(d);
     }
     let dump_after = c.raw(&["DUMP", key]);
     if dump_after != dump_before {
-        out.push(format!(
-            "{key}: DUMP payload after the round trip differs from the original ({} vs {} bytes)",
-            dump_before.len(),
-            dump_after.len()
-        ));
+        out.push(format!("{key}: DUMP payload after the round trip differs from the original ({} vs {} bytes)", dump_before.len(), dump_after.len()));
     }
     out
 }
@@ -331,14 +273,8 @@ fn import_export_fixed() {
     // Sanity: the fixture has what it claims.
     let info = c.cmd(&["XINFO", "STREAM", "rich", "FULL"]);
     let s = format!("{info}");
-    assert!(
-        s.contains("(integer) 7"),
-        "no delivery count 7 in rich: {s}"
-    );
-    assert!(
-        s.contains("1600000000000"),
-        "no old delivery time in rich: {s}"
-    );
+    assert!(s.contains("(integer) 7"), "no delivery count 7 in rich: {s}");
+    assert!(s.contains("1600000000000"), "no old delivery time in rich: {s}");
     let mut failures = Vec::new();
     for k in &keys {
         failures.extend(round_trip(&srv, k));
@@ -347,12 +283,7 @@ fn import_export_fixed() {
     for k in &keys {
         failures.extend(round_trip(&srv, k));
     }
-    assert!(
-        failures.is_empty(),
-        "{} difference(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} difference(s):\n{}", failures.len(), failures.join("\n"));
     // DEBUG RELOAD with imported streams (the module's RDB form of imported data).
     let before: Vec<View> = keys.iter().map(|k| view(srv.port(), k, false)).collect();
     for k in &keys {
@@ -361,11 +292,7 @@ fn import_export_fixed() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
     for (k, b) in keys.iter().zip(before.iter()) {
         let v = view(srv.port(), k, true);
-        if let Some(d) = diff_views(
-            &format!("{k}: built-in vs imported after DEBUG RELOAD"),
-            b,
-            &v,
-        ) {
+        if let Some(d) = diff_views(&format!("{k}: built-in vs imported after DEBUG RELOAD"), b, &v) {
             failures.push(d);
         }
     }
@@ -384,10 +311,7 @@ fn import_then_same_behaviour() {
         ok(&mut c, &format!("XS.IMPORT {k}"));
     }
     let norm = Normalizer {
-        key_pairs: ["rich", "emptied", "maxid"]
-            .iter()
-            .map(|k| (k.as_bytes().to_vec(), format!("{k}-ref").into_bytes()))
-            .collect(),
+        key_pairs: ["rich", "emptied", "maxid"].iter().map(|k| (k.as_bytes().to_vec(), format!("{k}-ref").into_bytes())).collect(),
         loose_names: true,
     };
     let script = [
@@ -450,19 +374,10 @@ fn import_then_same_behaviour() {
         let na = norm.normalize(&ca, &ra, 0, now);
         let nb = norm.normalize(&cb, &rb, 1, now);
         if na != nb {
-            diffs.push(format!(
-                "  {line}\n    built-in copy: {}\n    imported:      {}",
-                groups::show(&ra, 1500),
-                groups::show(&rb, 1500)
-            ));
+            diffs.push(format!("  {line}\n    built-in copy: {}\n    imported:      {}", groups::show(&ra, 1500), groups::show(&rb, 1500)));
         }
     }
-    assert!(
-        diffs.is_empty(),
-        "imported stream vs built-in copy: {} difference(s):\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    assert!(diffs.is_empty(), "imported stream vs built-in copy: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
 }
 
 /// Random built-in streams: random node limits, entries, deletions, trims, XSETID, groups with
@@ -481,13 +396,7 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
     for gi in 0..ngroups {
         let g = format!("g{gi}");
         let start = *rng.pick(&["0", "$", "0-0"]);
-        let mut a = vec![
-            "XGROUP".to_string(),
-            "CREATE".into(),
-            key.into(),
-            g.clone(),
-            start.into(),
-        ];
+        let mut a = vec!["XGROUP".to_string(), "CREATE".into(), key.into(), g.clone(), start.into()];
         if rng.pct(30) {
             a.push("ENTRIESREAD".into());
             a.push(rng.below(50).to_string());
@@ -514,18 +423,7 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
                         let id = &ids[rng.below(ids.len() as u64) as usize];
                         let rc = rng.range(2, 9).to_string();
                         let t = (now_ms() - rng.range(0, 100_000_000) as i64).to_string();
-                        c.cmd(&[
-                            "XCLAIM",
-                            key,
-                            &g,
-                            who,
-                            "0",
-                            id,
-                            "RETRYCOUNT",
-                            &rc,
-                            "TIME",
-                            &t,
-                        ]);
+                        c.cmd(&["XCLAIM", key, &g, who, "0", id, "RETRYCOUNT", &rc, "TIME", &t]);
                     }
                 }
                 7 => {
@@ -550,11 +448,7 @@ fn build_random(c: &mut Conn, rng: &mut Rng, key: &str) {
         }
     }
     if rng.pct(30) {
-        c.cmd(&[
-            "PEXPIRE",
-            key,
-            &rng.range(1_000_000, 100_000_000).to_string(),
-        ]);
+        c.cmd(&["PEXPIRE", key, &rng.range(1_000_000, 100_000_000).to_string()]);
     }
 }
 
@@ -580,16 +474,8 @@ fn import_export_random() {
         }
         failures.extend(round_trip(&srv, &key));
     }
-    report(&format!(
-        "import_export_random: {} streams, {} entries, {} groups round-tripped (seed {seed})",
-        stats.0, stats.1, stats.2
-    ));
-    assert!(
-        failures.is_empty(),
-        "seed {seed}: {} difference(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    report(&format!("import_export_random: {} streams, {} entries, {} groups round-tripped (seed {seed})", stats.0, stats.1, stats.2));
+    assert!(failures.is_empty(), "seed {seed}: {} difference(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -601,51 +487,21 @@ fn import_export_errors() {
     ok(&mut c, "SET str x");
     ok(&mut c, "LPUSH list a");
     let snap = |c: &mut Conn| -> Vec<Vec<u8>> {
-        ["bi", "mod", "str", "list", "nokey"]
-            .iter()
-            .flat_map(|k| [c.raw(&["TYPE", k]), c.raw(&["DUMP", k])])
-            .collect()
+        ["bi", "mod", "str", "list", "nokey"].iter().flat_map(|k| [c.raw(&["TYPE", k]), c.raw(&["DUMP", k])]).collect()
     };
     let before = snap(&mut c);
     let cases: &[(&str, &str)] = &[
         ("XS.IMPORT nokey", "ERR no such key"),
         ("XS.EXPORT nokey", "ERR no such key"),
-        (
-            "XS.IMPORT str",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        ),
-        (
-            "XS.IMPORT list",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        ),
-        (
-            "XS.EXPORT str",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        ),
-        (
-            "XS.EXPORT list",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        ),
-        (
-            "XS.IMPORT mod",
-            "ERR the key already holds an xstream stream",
-        ),
-        (
-            "XS.EXPORT bi",
-            "ERR the key already holds a built-in stream",
-        ),
-        (
-            "XS.IMPORT",
-            "ERR wrong number of arguments for 'xs.import' command",
-        ),
-        (
-            "XS.IMPORT bi extra",
-            "ERR wrong number of arguments for 'xs.import' command",
-        ),
-        (
-            "XS.EXPORT",
-            "ERR wrong number of arguments for 'xs.export' command",
-        ),
+        ("XS.IMPORT str", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("XS.IMPORT list", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("XS.EXPORT str", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("XS.EXPORT list", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("XS.IMPORT mod", "ERR the key already holds an xstream stream"),
+        ("XS.EXPORT bi", "ERR the key already holds a built-in stream"),
+        ("XS.IMPORT", "ERR wrong number of arguments for 'xs.import' command"),
+        ("XS.IMPORT bi extra", "ERR wrong number of arguments for 'xs.import' command"),
+        ("XS.EXPORT", "ERR wrong number of arguments for 'xs.export' command"),
         // XS.EXPORT key [DROPPOLICIES] (queue policies, issue 16).
         ("XS.EXPORT mod extra", "ERR syntax error"),
     ];
@@ -657,11 +513,7 @@ fn import_export_errors() {
         }
     }
     assert!(bad.is_empty(), "error replies:\n{}", bad.join("\n"));
-    assert_eq!(
-        before,
-        snap(&mut c),
-        "a key changed after a refused IMPORT/EXPORT"
-    );
+    assert_eq!(before, snap(&mut c), "a key changed after a refused IMPORT/EXPORT");
     // Double import: the second is refused, the data stays.
     assert_eq!(c.cmd(&["XS.IMPORT", "bi"]), Reply::Int(1));
     let after_one = snap(&mut c);
@@ -675,14 +527,7 @@ fn import_export_errors() {
     assert_eq!(c.cmd(&["XS.IMPORT", "bi"]), Reply::Simple("QUEUED".into()));
     assert_eq!(c.cmd(&["XS.IMPORT", "bi"]), Reply::Simple("QUEUED".into()));
     let r = c.cmd(&["EXEC"]);
-    assert_eq!(
-        r,
-        Reply::Array(vec![
-            Reply::Int(1),
-            Reply::Error("ERR the key already holds an xstream stream".into())
-        ]),
-        "MULTI XS.IMPORT x2: {r}"
-    );
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Error("ERR the key already holds an xstream stream".into())]), "MULTI XS.IMPORT x2: {r}");
     let r = c.cmd(&["EVAL", "return redis.call('XS.EXPORT', KEYS[1])", "1", "bi"]);
     assert_eq!(r, Reply::Int(1), "EVAL XS.EXPORT: {r}");
     assert_eq!(c.cmd(&["TYPE", "bi"]), Reply::Simple("stream".into()));
@@ -696,10 +541,7 @@ fn import_export_errors() {
     ok(&mut c, "XADD soon 1-1 f v");
     ok(&mut c, "PEXPIRE soon 1");
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(
-        c.cmd(&["XS.IMPORT", "soon"]),
-        Reply::Error("ERR no such key".into())
-    );
+    assert_eq!(c.cmd(&["XS.IMPORT", "soon"]), Reply::Error("ERR no such key".into()));
 }
 
 fn wait_replica(p: &mut Conn, r: &mut Conn) {
@@ -726,15 +568,9 @@ fn replica_view(c: &mut Conn, key: &str) -> Vec<(String, Vec<u8>)> {
     let x = |n: &str| xcmd(module, n);
     vec![
         ("TYPE".into(), c.raw(&["TYPE", key])),
-        (
-            "XINFO FULL".into(),
-            c.raw(&[&x("XINFO"), "STREAM", key, "FULL", "COUNT", "0"]),
-        ),
+        ("XINFO FULL".into(), c.raw(&[&x("XINFO"), "STREAM", key, "FULL", "COUNT", "0"])),
         ("XRANGE".into(), c.raw(&[&x("XRANGE"), key, "-", "+"])),
-        (
-            "DIGEST-VALUE".into(),
-            c.raw(&["DEBUG", "DIGEST-VALUE", key]),
-        ),
+        ("DIGEST-VALUE".into(), c.raw(&["DEBUG", "DIGEST-VALUE", key])),
         ("PEXPIRETIME".into(), c.raw(&["PEXPIRETIME", key])),
     ]
 }
@@ -745,17 +581,9 @@ fn compare_replica(what: &str, p: &mut Conn, r: &mut Conn, keys: &[&str]) -> Vec
         let (vp, vr) = (replica_view(p, k), replica_view(r, k));
         for ((l, x), (_, y)) in vp.iter().zip(vr.iter()) {
             // The exact expire time: `ttl_kept_exactly`.
-            let same = if l == "PEXPIRETIME" {
-                expire_close(x, y)
-            } else {
-                x == y
-            };
+            let same = if l == "PEXPIRETIME" { expire_close(x, y) } else { x == y };
             if !same {
-                out.push(format!(
-                    "{what}: {k} {l}\n    primary: {}\n    replica: {}",
-                    groups::show(x, 1500),
-                    groups::show(y, 1500)
-                ));
+                out.push(format!("{what}: {k} {l}\n    primary: {}\n    replica: {}", groups::show(x, 1500), groups::show(y, 1500)));
             }
         }
     }
@@ -768,12 +596,7 @@ fn compare_replica(what: &str, p: &mut Conn, r: &mut Conn, keys: &[&str]) -> Vec
 fn ttl_kept_exactly() {
     let srv = module_server();
     let mut c = srv.conn();
-    let r = c.cmd(&[
-        "EVAL",
-        "for i=1,100000 do redis.call('XADD', KEYS[1], '*', 'field', tostring(i), 'other', 'value') end return 1",
-        "1",
-        "big",
-    ]);
+    let r = c.cmd(&["EVAL", "for i=1,100000 do redis.call('XADD', KEYS[1], '*', 'field', tostring(i), 'other', 'value') end return 1", "1", "big"]);
     assert_eq!(r, Reply::Int(1));
     ok(&mut c, "PEXPIRE big 100000000");
     ok(&mut c, "XADD small 1-1 f v");
@@ -804,19 +627,16 @@ fn ttl_kept_exactly() {
     for cmd in ["XS.IMPORT", "XS.EXPORT"] {
         assert!(!c.cmd(&[cmd, "big"]).is_error());
         assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
-        let (tp, tr) = (
-            c.cmd(&["PEXPIRETIME", "big"]).as_int(),
-            cr.cmd(&["PEXPIRETIME", "big"]).as_int(),
-        );
+        let (tp, tr) = (c.cmd(&["PEXPIRETIME", "big"]).as_int(), cr.cmd(&["PEXPIRETIME", "big"]).as_int());
         if tp != t0 || tr != t0 {
-            bad.push(format!("  big after {cmd} with a replica: PEXPIRETIME was {t0}, primary {tp} ({:+} ms), replica {tr} ({:+} ms)", tp - t0, tr - t0));
+            bad.push(format!(
+                "  big after {cmd} with a replica: PEXPIRETIME was {t0}, primary {tp} ({:+} ms), replica {tr} ({:+} ms)",
+                tp - t0,
+                tr - t0
+            ));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "the expire time moves (a TTL carried as a relative time?):\n{}",
-        bad.join("\n")
-    );
+    assert!(bad.is_empty(), "the expire time moves (a TTL carried as a relative time?):\n{}", bad.join("\n"));
 }
 
 /// IMPORT and EXPORT on a primary with a replica: the replica ends identical. The streams are
@@ -826,11 +646,7 @@ fn import_export_replicated() {
     for takeover in [false, true] {
         // `adopt no`: the built-in keys must stay built-in until XS.IMPORT (with adoption the
         // comparisons below would convert them: tests/adopt.rs).
-        let builder = if takeover {
-            Server::builder().module_args(&["takeover", "yes", "adopt", "no"])
-        } else {
-            Server::builder()
-        };
+        let builder = if takeover { Server::builder().module_args(&["takeover", "yes", "adopt", "no"]) } else { Server::builder() };
         // Build the built-in streams on a server without takeover, then move them with
         // DUMP/RESTORE (in takeover mode the standard names would reach the module).
         let src = module_server();
@@ -841,34 +657,19 @@ fn import_export_replicated() {
         for k in &keys {
             let d = cs.cmd(&["DUMP", k]);
             let ttl = cs.cmd(&["PTTL", k]).as_int().max(0).to_string();
-            let r = cp.cmd(&[
-                b"RESTORE".as_slice(),
-                k.as_bytes(),
-                ttl.as_bytes(),
-                d.as_bytes().unwrap(),
-            ]);
+            let r = cp.cmd(&[b"RESTORE".as_slice(), k.as_bytes(), ttl.as_bytes(), d.as_bytes().unwrap()]);
             assert_eq!(r, Reply::Simple("OK".into()), "RESTORE {k}: {r}");
         }
         let r = Server::replica_of(&p);
         let mut cr = r.conn();
         let tag = if takeover { "takeover" } else { "no takeover" };
-        let mut failures = compare_replica(
-            &format!("{tag}, after the full sync"),
-            &mut cp,
-            &mut cr,
-            &keys,
-        );
+        let mut failures = compare_replica(&format!("{tag}, after the full sync"), &mut cp, &mut cr, &keys);
         for k in &keys {
             let n = cp.cmd(&["XS.IMPORT", k]);
             assert!(matches!(n, Reply::Int(_)), "XS.IMPORT {k}: {n}");
         }
         wait_replica(&mut cp, &mut cr);
-        failures.extend(compare_replica(
-            &format!("{tag}, after XS.IMPORT"),
-            &mut cp,
-            &mut cr,
-            &keys,
-        ));
+        failures.extend(compare_replica(&format!("{tag}, after XS.IMPORT"), &mut cp, &mut cr, &keys));
         for k in &keys {
             assert!(is_module_stream(&mut cr, k), "{tag}: replica: {k} is not a module stream");
         }
@@ -880,30 +681,12 @@ fn import_export_replicated() {
             assert!(matches!(n, Reply::Int(_)), "XS.EXPORT {k}: {n}");
         }
         wait_replica(&mut cp, &mut cr);
-        failures.extend(compare_replica(
-            &format!("{tag}, after XS.EXPORT"),
-            &mut cp,
-            &mut cr,
-            &keys,
-        ));
+        failures.extend(compare_replica(&format!("{tag}, after XS.EXPORT"), &mut cp, &mut cr, &keys));
         for k in &keys {
-            assert_eq!(
-                cr.cmd(&["TYPE", k]),
-                Reply::Simple("stream".into()),
-                "{tag}: replica TYPE {k}"
-            );
+            assert_eq!(cr.cmd(&["TYPE", k]), Reply::Simple("stream".into()), "{tag}: replica TYPE {k}");
         }
-        assert_eq!(
-            cp.raw(&["DEBUG", "DIGEST"]),
-            cr.raw(&["DEBUG", "DIGEST"]),
-            "{tag}: DEBUG DIGEST"
-        );
-        assert!(
-            failures.is_empty(),
-            "{} difference(s):\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
+        assert_eq!(cp.raw(&["DEBUG", "DIGEST"]), cr.raw(&["DEBUG", "DIGEST"]), "{tag}: DEBUG DIGEST");
+        assert!(failures.is_empty(), "{} difference(s):\n{}", failures.len(), failures.join("\n"));
     }
 }
 
@@ -950,14 +733,7 @@ fn takeover_builtin_key() {
     ok(&mut cp, "XGROUP CREATE k g 0");
     ok(&mut cp, "XREADGROUP GROUP g c COUNT 1 STREAMS k >");
     ok(&mut cp, "XADD other 1-1 f v");
-    let reference: Vec<Vec<u8>> = [
-        "XRANGE k - +",
-        "XINFO STREAM k FULL COUNT 0",
-        "XPENDING k g - + 10",
-    ]
-    .iter()
-    .map(|l| cp.raw(&args(l)))
-    .collect();
+    let reference: Vec<Vec<u8>> = ["XRANGE k - +", "XINFO STREAM k FULL COUNT 0", "XPENDING k g - + 10"].iter().map(|l| cp.raw(&args(l))).collect();
     let dump = cp.cmd(&["DUMP", "k"]);
 
     // 1. A key created by RESTORE of a built-in DUMP.
@@ -982,54 +758,27 @@ fn takeover_builtin_key() {
     if r != Reply::Array(vec![want.clone()]) {
         bad.push(format!("  MULTI XRANGE k: {r}"));
     }
-    let r = cb.cmd(&[
-        "EVAL",
-        "return redis.pcall('XRANGE', KEYS[1], '-', '+')",
-        "1",
-        "k",
-    ]);
+    let r = cb.cmd(&["EVAL", "return redis.pcall('XRANGE', KEYS[1], '-', '+')", "1", "k"]);
     if r != want {
         bad.push(format!("  EVAL pcall XRANGE k: {r}"));
     }
-    assert!(
-        bad.is_empty(),
-        "takeover, built-in key: replies other than `{TAKEOVER_WRONGTYPE}`:\n{}",
-        bad.join("\n")
-    );
+    assert!(bad.is_empty(), "takeover, built-in key: replies other than `{TAKEOVER_WRONGTYPE}`:\n{}", bad.join("\n"));
     // Nothing changed on the key.
     assert_eq!(cb.cmd(&["DUMP", "k"]), dump, "the built-in key changed");
     // XS.IMPORT, then the standard names serve it with the same content.
     assert_eq!(cb.cmd(&["XS.IMPORT", "k"]), Reply::Int(2));
-    let now: Vec<Vec<u8>> = [
-        "XRANGE k - +",
-        "XINFO STREAM k FULL COUNT 0",
-        "XPENDING k g - + 10",
-    ]
-    .iter()
-    .map(|l| cb.raw(&args(l)))
-    .collect();
+    let now: Vec<Vec<u8>> = ["XRANGE k - +", "XINFO STREAM k FULL COUNT 0", "XPENDING k g - + 10"].iter().map(|l| cb.raw(&args(l))).collect();
     let t = now_ms();
     let n = Normalizer::default();
-    for ((l, x), y) in ["XRANGE", "XINFO STREAM FULL", "XPENDING"]
-        .iter()
-        .zip(reference.iter())
-        .zip(now.iter())
-    {
+    for ((l, x), y) in ["XRANGE", "XINFO STREAM FULL", "XPENDING"].iter().zip(reference.iter()).zip(now.iter()) {
         let cmd = args(match *l {
             "XRANGE" => "XRANGE k - +",
             "XPENDING" => "XPENDING k g - + 10",
             _ => "XINFO STREAM k FULL COUNT 0",
         });
-        assert_eq!(
-            groups::show(&n.normalize(&cmd, x, 0, t), 3000),
-            groups::show(&n.normalize(&cmd, y, 0, t), 3000),
-            "after XS.IMPORT: {l}"
-        );
+        assert_eq!(groups::show(&n.normalize(&cmd, x, 0, t), 3000), groups::show(&n.normalize(&cmd, y, 0, t), 3000), "after XS.IMPORT: {l}");
     }
-    assert_eq!(
-        cb.cmd(&["XADD", "k", "3-1", "f", "x"]),
-        Reply::Bulk(b"3-1".to_vec())
-    );
+    assert_eq!(cb.cmd(&["XADD", "k", "3-1", "f", "x"]), Reply::Bulk(b"3-1".to_vec()));
     assert!(is_module_stream(&mut cb, "k"));
     // XS.EXPORT in takeover mode: built-in again, refused again by the standard names.
     assert_eq!(cb.cmd(&["XS.EXPORT", "k"]), Reply::Int(3));

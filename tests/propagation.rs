@@ -55,21 +55,13 @@ fn workload(c: &mut Conn, takeover: bool, rng: &mut Rng) {
         match rng.weighted(&[60, 12, 8, 5, 5, 5, 5]) {
             0 => {}
             1 => cmd.extend([b("MAXLEN"), b("~"), rng.range(10, 300).to_string().into_bytes()]),
-            2 => cmd.extend([
-                b("MAXLEN"),
-                b("~"),
-                rng.range(10, 300).to_string().into_bytes(),
-                b("LIMIT"),
-                rng.range(1, 150).to_string().into_bytes(),
-            ]),
+            2 => {
+                cmd.extend([b("MAXLEN"), b("~"), rng.range(10, 300).to_string().into_bytes(), b("LIMIT"), rng.range(1, 150).to_string().into_bytes()])
+            }
             // MINID ~ a little in the past: whole nodes go.
             3 => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0);
-                cmd.extend([b("MINID"), b("~"), format!("{}", now.saturating_sub(rng.range(0, 3)))
-                    .into_bytes()]);
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+                cmd.extend([b("MINID"), b("~"), format!("{}", now.saturating_sub(rng.range(0, 3))).into_bytes()]);
             }
             4 => cmd.push(b("NOMKSTREAM")),
             5 => cmd.extend([b("MAXLEN"), b("="), rng.range(50, 400).to_string().into_bytes()]),
@@ -128,25 +120,16 @@ fn workload(c: &mut Conn, takeover: bool, rng: &mut Rng) {
 fn digests(c: &mut Conn) -> Vec<(String, Reply)> {
     let mut keys: Vec<&str> = KEYS.to_vec();
     keys.push("pms");
-    keys.iter()
-        .map(|k| (k.to_string(), c.cmd(&["DEBUG", "DIGEST-VALUE", k])))
-        .collect()
+    keys.iter().map(|k| (k.to_string(), c.cmd(&["DEBUG", "DIGEST-VALUE", k]))).collect()
 }
 
 fn offset(c: &mut Conn) -> String {
     let info = c.cmd(&["INFO", "replication"]).text();
-    info.lines()
-        .find(|l| l.starts_with("master_repl_offset:"))
-        .map(|l| l.trim().to_string())
-        .unwrap_or_default()
+    info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
 }
 
 fn run(what: &str, module_args: &[&str], takeover: bool) {
-    let primary = Server::builder()
-        .arg("--appendonly", "yes")
-        .arg("--aof-use-rdb-preamble", "no")
-        .module_args(module_args)
-        .start();
+    let primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").module_args(module_args).start();
     let replica = Server::replica_of(&primary);
     let mut c = primary.conn();
     // Small nodes: approximate trims find whole nodes to cut.
@@ -172,10 +155,7 @@ fn run(what: &str, module_args: &[&str], takeover: bool) {
     }
     let on_primary = digests(&mut c);
     for (k, d) in &on_primary {
-        assert!(
-            !matches!(d, Reply::Nil) && !d.is_error(),
-            "{what}: {k}: DEBUG DIGEST-VALUE {d}"
-        );
+        assert!(!matches!(d, Reply::Nil) && !d.is_error(), "{what}: {k}: DEBUG DIGEST-VALUE {d}");
     }
     assert_eq!(on_primary, digests(&mut rc), "{what}: replica differs from the primary");
 
@@ -190,11 +170,7 @@ fn run(what: &str, module_args: &[&str], takeover: bool) {
     let adds = aof.windows(8).filter(|w| w.eq_ignore_ascii_case(b"\r\nXS.ADD")).count();
     assert!(adds >= 20_000.min(env_usize("XSTREAM_PROPAGATION_OPS", 20_000)), "{what}: {adds} XS.ADD in the AOF");
     for bad in [&b"\r\n$1\r\n*\r\n"[..], b"\r\n$1\r\n~\r\n", b"-*\r\n"] {
-        assert!(
-            !aof.windows(bad.len()).any(|w| w == bad),
-            "{what}: the AOF holds {:?}",
-            String::from_utf8_lossy(bad)
-        );
+        assert!(!aof.windows(bad.len()).any(|w| w == bad), "{what}: the AOF holds {:?}", String::from_utf8_lossy(bad));
     }
     let r = c.cmd(&["DEBUG", "LOADAOF"]);
     assert_eq!(r, Reply::Simple("OK".into()), "{what}: DEBUG LOADAOF; log:\n{}", primary.log_tail(20));

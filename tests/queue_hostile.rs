@@ -194,12 +194,14 @@ fn consumer_ttl_release_wakes_blocked_readers() {
         let (r, _) = y.read_reply().expect("reply");
         assert_eq!(r, one_stream(resp3, "s", vec![entry("1-0", "f", "v")]), "after {:?}", t0.elapsed());
         assert!(t0.elapsed() < Duration::from_millis(4000), "woken by the timer, not by the block's end");
-        let names: Vec<String> = c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().iter().map(|e| e.field("name").expect("name").text()).collect();
+        let names: Vec<String> =
+            c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().iter().map(|e| e.field("name").expect("name").text()).collect();
         assert_eq!(names, ["y"]);
         // A consumer blocked longer than the TTL is not expired while it waits.
         y.send(&["XS.READGROUP", "GROUP", "g", "y", "BLOCK", "900", "STREAMS", "s", ">"]).expect("send");
         std::thread::sleep(Duration::from_millis(700));
-        let names: Vec<String> = c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().iter().map(|e| e.field("name").expect("name").text()).collect();
+        let names: Vec<String> =
+            c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]).as_array().iter().map(|e| e.field("name").expect("name").text()).collect();
         assert_eq!(names, ["y"], "y expired while blocked");
         assert!(y.read_reply().expect("reply").0.is_nil());
     });
@@ -299,7 +301,9 @@ fn acknowledged_delayed_entry_is_not_scheduled_again() {
         assert_eq!(c.cmd(&["XS.ACK", "s", "g", &id]), Reply::Int(1));
         assert_eq!(
             c.cmd(&["XS.GROUP", "SCHEDULE", "s", "g", &id]),
-            Reply::Error("ERR XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over".into())
+            Reply::Error(
+                "ERR XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over".into()
+            )
         );
         assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]), Reply::Nil);
     });
@@ -319,7 +323,10 @@ fn entry_ahead_of_the_group_is_not_dead_lettered() {
         assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "x", "0", "2-0", "FORCE", "JUSTID"]), Reply::Array(vec![bulk("2-0")]));
         assert_eq!(c.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "2-0"]), Reply::Int(0));
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "w", "STREAMS", "s", ">"]), one_stream(resp3, "s", vec![entry("1-0", "f", "v"), entry("2-0", "f", "v")]));
+        assert_eq!(
+            c.cmd(&["XS.READGROUP", "GROUP", "g", "w", "STREAMS", "s", ">"]),
+            one_stream(resp3, "s", vec![entry("1-0", "f", "v"), entry("2-0", "f", "v")])
+        );
         assert_eq!(c.cmd(&["XS.ACK", "s", "g", "1-0", "2-0"]), Reply::Int(2));
         assert_eq!(c.cmd(&["XS.LEN", "kd"]), Reply::Int(0));
         assert_eq!(c.cmd(&["EXISTS", "kd"]), Reply::Int(0));
@@ -371,7 +378,9 @@ fn hostile_queue_workload() {
     let mut rng = Rng::from_env("queue_hostile_workload");
     ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "$", "MKSTREAM"]));
     let policy = |dlq: &str| -> Vec<String> {
-        ["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", dlq, "ACKTIMEOUT", "15", "CONSUMERTTL", "400"].map(String::from).to_vec()
+        ["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", dlq, "ACKTIMEOUT", "15", "CONSUMERTTL", "400"]
+            .map(String::from)
+            .to_vec()
     };
     ok(c.cmd(&policy("dlq")));
     // The dead-letter key that refuses appends.
@@ -461,7 +470,10 @@ fn hostile_queue_workload() {
                 // FATAL, with FORCE now and then: also on entries the group has not reached. Only
                 // on entries never delivered: FORCE makes an acknowledged or dead-lettered entry
                 // pending again (as XCLAIM FORCE does), which the user then asked for.
-                let fresh = added.get(added.len().saturating_sub(1 + rng.below(4) as usize)).filter(|id| !hist.borrow().contains_key(*id) && !due.contains_key(*id)).cloned();
+                let fresh = added
+                    .get(added.len().saturating_sub(1 + rng.below(4) as usize))
+                    .filter(|id| !hist.borrow().contains_key(*id) && !due.contains_key(*id))
+                    .cloned();
                 if let Some(id) = fresh {
                     let mut cmd = vec!["XS.NACK", "s", "g", "FATAL", "IDS", "1", &id];
                     if rng.below(2) == 0 {
@@ -473,7 +485,10 @@ fn hostile_queue_workload() {
                 }
             }
             7 => {
-                let fresh = added.get(added.len().saturating_sub(1 + rng.below(4) as usize)).filter(|id| !hist.borrow().contains_key(*id) && !due.contains_key(*id)).cloned();
+                let fresh = added
+                    .get(added.len().saturating_sub(1 + rng.below(4) as usize))
+                    .filter(|id| !hist.borrow().contains_key(*id) && !due.contains_key(*id))
+                    .cloned();
                 if let Some(id) = fresh {
                     let rc = c.cmd(&["XS.CLAIM", "s", "g", w, "0", &id, "FORCE", "JUSTID"]);
                     let r = c.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", &id]);
@@ -535,7 +550,9 @@ fn hostile_queue_workload() {
         lost.iter().take(3).map(|id| format!("{id}: {:?}", h.get(*id))).collect::<Vec<_>>()
     });
     let h = hist.borrow();
-    let story = |ids: &[&String]| -> Vec<String> { ids.iter().take(3).map(|id| format!("{id}: {:?} (due {:?}) dead letters {:?}", h.get(*id), due.get(*id), dead_story(id))).collect() };
+    let story = |ids: &[&String]| -> Vec<String> {
+        ids.iter().take(3).map(|id| format!("{id}: {:?} (due {:?}) dead letters {:?}", h.get(*id), due.get(*id), dead_story(id))).collect()
+    };
     assert!(both.is_empty(), "{} entries both acknowledged and dead-lettered: {:#?}", both.len(), story(&both));
     let early = early.borrow();
     assert!(early.is_empty(), "{} delayed entries delivered early: {:#?}", early.len(), story(&early.iter().collect::<Vec<_>>()));
@@ -583,7 +600,11 @@ fn counts_saturate_and_repeated_options() {
         c.cmd(&["XS.ADD", "dfull", "18446744073709551615-18446744073709551615", "f", "v"]);
         ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "5", "DEADLETTER", "dfull"]));
         c.cmd(&["XS.CLAIM", "s", "g", "a", "0", "2-0", "RETRYCOUNT", "9223372036854775807", "JUSTID"]);
-        for via in [&["XS.CLAIM", "s", "g", "b", "0", "2-0"][..], &["XS.AUTOCLAIM", "s", "g", "b", "0", "0"], &["XS.READGROUP", "GROUP", "g", "b", "STREAMS", "s", "0"]] {
+        for via in [
+            &["XS.CLAIM", "s", "g", "b", "0", "2-0"][..],
+            &["XS.AUTOCLAIM", "s", "g", "b", "0", "0"],
+            &["XS.READGROUP", "GROUP", "g", "b", "STREAMS", "s", "0"],
+        ] {
             assert!(!c.cmd(via).is_error());
             let p = c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]);
             assert_eq!(p.as_array()[0].as_array()[3], Reply::Int(i64::MAX), "after {via:?}: {p}");
@@ -611,4 +632,3 @@ fn counts_saturate_and_repeated_options() {
         assert_eq!(p.as_array()[0].as_array()[0], bulk("2-0"));
     });
 }
-

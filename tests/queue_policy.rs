@@ -23,11 +23,7 @@ fn setup(c: &mut Conn, n: u64) {
 
 /// The dead-letter stream's entries without their generated IDs.
 fn dead(c: &mut Conn, key: &str) -> Vec<String> {
-    c.cmd(&["XS.RANGE", key, "-", "+"])
-        .as_array()
-        .iter()
-        .map(|e| e.as_array()[1].to_string())
-        .collect()
+    c.cmd(&["XS.RANGE", key, "-", "+"]).as_array().iter().map(|e| e.as_array()[1].to_string()).collect()
 }
 
 fn dl_entry(src_id: &str, consumer: &str, deliveries: u64, reason: &str, fields: &str) -> String {
@@ -57,7 +53,24 @@ fn setpolicy_getpolicy_and_errors() {
         // No policy: an empty map.
         let empty = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
         assert_eq!(empty, if resp3 { Reply::Map(vec![]) } else { Reply::Array(vec![]) });
-        ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "3", "DEADLETTER", "dlq", "ACKTIMEOUT", "100", "BACKOFF", "1.5", "MAXBACKOFF", "1000", "CONSUMERTTL", "60000"]));
+        ok(c.cmd(&[
+            "XS.GROUP",
+            "SETPOLICY",
+            "s",
+            "g",
+            "MAXDELIVERIES",
+            "3",
+            "DEADLETTER",
+            "dlq",
+            "ACKTIMEOUT",
+            "100",
+            "BACKOFF",
+            "1.5",
+            "MAXBACKOFF",
+            "1000",
+            "CONSUMERTTL",
+            "60000",
+        ]));
         let r = c.cmd(&["XS.GROUP", "GETPOLICY", "s", "g"]);
         let want2 = r#"["maxdeliveries", (integer) 3, "deadletter", "dlq", "acktimeout", (integer) 100, "backoff", "1.5", "maxbackoff", (integer) 1000, "consumerttl", (integer) 60000]"#;
         if resp3 {
@@ -139,7 +152,10 @@ fn maxdeliveries_on_every_trigger() {
     setup(&mut c, 2);
     ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq"]));
     c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
-    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(), r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]]]]]"#);
+    assert_eq!(
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(),
+        r#"[["s", [["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]]]]]"#
+    );
     // The third delivery of each: dead letters, not returned.
     assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(), r#"[["s", []]]"#);
     assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "a", 2, "max-deliveries", "f v1"), dl_entry("2-0", "a", 2, "max-deliveries", "f v2")]);
@@ -282,7 +298,22 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     let mut c = s.conn();
     setup(&mut c, 5);
     // CONSUMERTTL short enough for the timer to expire consumers during the workload.
-    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "2", "DEADLETTER", "dlq", "ACKTIMEOUT", "30", "BACKOFF", "1.5", "CONSUMERTTL", "120"]));
+    ok(c.cmd(&[
+        "XS.GROUP",
+        "SETPOLICY",
+        "s",
+        "g",
+        "MAXDELIVERIES",
+        "2",
+        "DEADLETTER",
+        "dlq",
+        "ACKTIMEOUT",
+        "30",
+        "BACKOFF",
+        "1.5",
+        "CONSUMERTTL",
+        "120",
+    ]));
     c.cmd(&["XS.GROUP", "CREATE", "s", "plain", "0"]);
     let mut rng = Rng::from_env("queue_policy_persistence");
     for i in 0..300 * wave2_scale() {
@@ -361,7 +392,9 @@ fn persistence_copy_dump_restore_aof_and_replica() {
     assert_eq!(c.cmd(&["XS.EXPORT", "e", "DROPPOLICIES"]), Reply::Int(1));
     assert_eq!(c.cmd(&["TYPE", "e"]), Reply::Simple("stream".into()));
     report(&format!("queue_policy: {expired} consumers expired by CONSUMERTTL during the workload"));
-    report("queue_policy: replica, AOF restart, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy");
+    report(
+        "queue_policy: replica, AOF restart, DEBUG RELOAD, AOF rewrite, COPY, DUMP/RESTORE digest-identical after a random workload with a policy",
+    );
 }
 
 /// The seeds' incident (tests/incident.rs: an order queue whose consumers die after reading and
@@ -379,8 +412,20 @@ fn incident_replayed_with_a_policy() {
     ok(c.cmd(&["XS.GROUP", "CREATE", "orders", "billing", "0", "MKSTREAM"]));
     ok(c.cmd(&["XS.GROUP", "CREATE", "orders", "plain", "0"]));
     ok(c.cmd(&[
-        "XS.GROUP", "SETPOLICY", "orders", "billing", "MAXDELIVERIES", "3", "DEADLETTER", "orders:dead", "ACKTIMEOUT", "40",
-        "BACKOFF", "1.5", "CONSUMERTTL", "200",
+        "XS.GROUP",
+        "SETPOLICY",
+        "orders",
+        "billing",
+        "MAXDELIVERIES",
+        "3",
+        "DEADLETTER",
+        "orders:dead",
+        "ACKTIMEOUT",
+        "40",
+        "BACKOFF",
+        "1.5",
+        "CONSUMERTTL",
+        "200",
     ]));
     let mut rng = Rng::from_env("queue_policy_incident");
     let mut acked: std::collections::HashMap<String, u32> = Default::default();
@@ -549,8 +594,7 @@ fn kill9_under_load_with_a_policy() {
     }
     s.restart();
     let mut c = s.conn();
-    let have: std::collections::HashSet<String> =
-        c.cmd(&["XS.RANGE", "q", "-", "+"]).as_array().iter().map(|e| e.as_array()[0].text()).collect();
+    let have: std::collections::HashSet<String> = c.cmd(&["XS.RANGE", "q", "-", "+"]).as_array().iter().map(|e| e.as_array()[0].text()).collect();
     let lost: Vec<&String> = added.iter().filter(|id| !have.contains(*id)).collect();
     assert!(lost.is_empty(), "{} acknowledged XS.ADD lost: {:?}", lost.len(), &lost[..lost.len().min(5)]);
     let pending: std::collections::HashSet<String> =
@@ -577,12 +621,8 @@ fn kill9_under_load_with_a_policy() {
             break;
         }
     }
-    let dead: Vec<String> = c
-        .cmd(&["XS.RANGE", "q:dead", "-", "+"])
-        .as_array()
-        .iter()
-        .map(|e| e.as_array()[1].field("source-id").unwrap().text())
-        .collect();
+    let dead: Vec<String> =
+        c.cmd(&["XS.RANGE", "q:dead", "-", "+"]).as_array().iter().map(|e| e.as_array()[1].field("source-id").unwrap().text()).collect();
     let both: Vec<&String> = dead.iter().filter(|id| acked.contains(*id)).collect();
     assert!(both.is_empty(), "{} entries both acknowledged and dead-lettered: {:?}", both.len(), &both[..both.len().min(5)]);
     let all: std::collections::HashSet<String> = c.cmd(&["XS.RANGE", "q", "-", "+"]).as_array().iter().map(|e| e.as_array()[0].text()).collect();
@@ -696,7 +736,10 @@ fn deleted_pending_entries_do_not_wake_blocked_readers() {
     c.cmd(&["XS.DEL", "s", "1-0"]);
     let cpu = |c: &mut Conn| -> f64 {
         let t = c.cmd(&["INFO", "cpu"]).text();
-        t.lines().filter_map(|l| l.strip_prefix("used_cpu_user:").or_else(|| l.strip_prefix("used_cpu_sys:"))).filter_map(|v| v.trim().parse::<f64>().ok()).sum()
+        t.lines()
+            .filter_map(|l| l.strip_prefix("used_cpu_user:").or_else(|| l.strip_prefix("used_cpu_sys:")))
+            .filter_map(|v| v.trim().parse::<f64>().ok())
+            .sum()
     };
     let before = cpu(&mut c);
     let mut w = s.conn();

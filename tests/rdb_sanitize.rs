@@ -216,7 +216,10 @@ fn rdb_load_follows_sanitize_dump_payload() {
     // RESTORE is deep-checked whatever the config (here the default, no).
     let plain = Server::start();
     let mut pc = plain.conn();
-    assert_eq!(pc.cmd(&["CONFIG", "GET", "sanitize-dump-payload"]), Reply::Array(vec![Reply::Bulk(b"sanitize-dump-payload".to_vec()), Reply::Bulk(b"no".to_vec())]));
+    assert_eq!(
+        pc.cmd(&["CONFIG", "GET", "sanitize-dump-payload"]),
+        Reply::Array(vec![Reply::Bulk(b"sanitize-dump-payload".to_vec()), Reply::Bulk(b"no".to_vec())])
+    );
     let mut refused_by_restore = 0;
     for (k, body, _) in &corrupted {
         match pc.cmd(&[b"RESTORE".to_vec(), k.as_bytes().to_vec(), b"0".to_vec(), dump_build(body, version)]) {

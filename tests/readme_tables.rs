@@ -82,10 +82,5 @@ fn readme_tables_cover_commands_configs_and_takeover_names() {
         }
     }
     assert!(missing.is_empty(), "README out of date:\n  {}", missing.join("\n  "));
-    report(&format!(
-        "readme_tables: {} commands, {} configs, {} takeover names, all in the README",
-        names.len(),
-        configs.len(),
-        map.len()
-    ));
+    report(&format!("readme_tables: {} commands, {} configs, {} takeover names, all in the README", names.len(), configs.len(), map.len()));
 }

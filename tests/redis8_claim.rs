@@ -100,7 +100,9 @@ fn claim_parsing_errors() {
         c.cmd_str("XS.GROUP CREATE s g 0");
         c.cmd_str("XS.READGROUP GROUP g c1 COUNT 1 STREAMS s >");
         let not_int = err("ERR min-idle-time is not an integer or out of range");
-        for bad in ["test", "5.5", "5,5", "10e", "+10", "*10", "10/2", "10*2", "-0", "-5.5", "-5,5", "-10e", "-10/2", "(-10)*2", "", "9223372036854775808"] {
+        for bad in
+            ["test", "5.5", "5,5", "10e", "+10", "*10", "10/2", "10*2", "-0", "-5.5", "-5,5", "-10e", "-10/2", "(-10)*2", "", "9223372036854775808"]
+        {
             assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "c1", "CLAIM", bad, "STREAMS", "s", ">"]), not_int, "CLAIM {bad:?}");
         }
         for neg in ["-10", "-42", "-9223372036854775808"] {
@@ -110,10 +112,7 @@ fn claim_parsing_errors() {
                 "CLAIM {neg}"
             );
         }
-        assert_eq!(
-            c.cmd_str("XS.READ CLAIM 10 STREAMS s 0"),
-            err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
-        );
+        assert_eq!(c.cmd_str("XS.READ CLAIM 10 STREAMS s 0"), err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."));
         // Misplaced CLAIM.
         assert_eq!(c.cmd_str("XS.READGROUP GROUP g c1 CLAIM 10 CLAIM COUNT 1 STREAMS s >"), not_int);
         assert_eq!(c.cmd_str("XS.READGROUP CLAIM GROUP g c1 COUNT 1 STREAMS s >"), not_int);
@@ -265,10 +264,13 @@ fn claim_redis_py_examples() {
         let e = one(&c.cmd_str("XS.READGROUP GROUP g c COUNT 4 CLAIM 100 STREAMS s >"));
         assert_eq!(ids(&e), ["1-0", "2-0", "3-0", "4-0"]);
         let e = one(&c.cmd_str("XS.READGROUP GROUP g c CLAIM 60000 STREAMS s >"));
-        assert_eq!(e, [
-            Ent { id: "5-0".into(), fields: vec!["f".into(), "e".into()], idle: Some(0), count: Some(0) },
-            Ent { id: "6-0".into(), fields: vec!["f".into(), "f".into()], idle: Some(0), count: Some(0) },
-        ]);
+        assert_eq!(
+            e,
+            [
+                Ent { id: "5-0".into(), fields: vec!["f".into(), "e".into()], idle: Some(0), count: Some(0) },
+                Ent { id: "6-0".into(), fields: vec!["f".into(), "f".into()], idle: Some(0), count: Some(0) },
+            ]
+        );
         add(c, "s", &[("7-0", "g")]);
         let t0 = Instant::now();
         let e = one(&c.cmd_str("XS.READGROUP GROUP g c COUNT 10 BLOCK 1 CLAIM 0 STREAMS s >"));
@@ -776,10 +778,7 @@ fn claim_in_takeover_mode() {
         c.cmd_str("XREADGROUP GROUP g c1 COUNT 1 STREAMS s >");
         let e = one(&c.cmd_str("XREADGROUP GROUP g c2 CLAIM 0 STREAMS s >"));
         assert_eq!((ids(&e), e[0].count, e[1].count), (vec!["1-0".to_string(), "2-0".into()], Some(1), Some(0)));
-        assert_eq!(
-            c.cmd_str("XREAD CLAIM 10 STREAMS s 0"),
-            err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
-        );
+        assert_eq!(c.cmd_str("XREAD CLAIM 10 STREAMS s 0"), err("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."));
     });
 }
 
@@ -1058,11 +1057,8 @@ fn random_run(history: bool) {
                 // XS.CLAIM min-idle 0 JUSTID of 1-3 distinct IDs (pending or not).
                 let mut pick: Vec<u64> = Vec::new();
                 for _ in 0..rng.range(1, 4) {
-                    let id = if !m.pel.is_empty() && rng.pct(80) {
-                        m.pel[rng.below(m.pel.len() as u64) as usize].0
-                    } else {
-                        rng.range(1, m.next + 2)
-                    };
+                    let id =
+                        if !m.pel.is_empty() && rng.pct(80) { m.pel[rng.below(m.pel.len() as u64) as usize].0 } else { rng.range(1, m.next + 2) };
                     if !pick.contains(&id) {
                         pick.push(id);
                     }
@@ -1102,11 +1098,8 @@ fn random_run(history: bool) {
                 // XS.NACK FAIL (count kept): to the end of the NACK zone, unowned.
                 let mut ids: Vec<u64> = Vec::new();
                 for _ in 0..rng.range(1, 3) {
-                    let id = if !m.pel.is_empty() && rng.pct(85) {
-                        m.pel[rng.below(m.pel.len() as u64) as usize].0
-                    } else {
-                        rng.range(1, m.next + 2)
-                    };
+                    let id =
+                        if !m.pel.is_empty() && rng.pct(85) { m.pel[rng.below(m.pel.len() as u64) as usize].0 } else { rng.range(1, m.next + 2) };
                     if !ids.contains(&id) {
                         ids.push(id);
                     }
@@ -1194,8 +1187,7 @@ fn measure_claim_wake_latency() {
         c.cmd(&["XS.ADD", "s", &format!("{i}-0"), "f", "v"]);
         let t0 = Instant::now();
         assert_eq!(ids(&one(&c.cmd_str("XS.READGROUP GROUP g c1 STREAMS s >"))), [format!("{i}-0")]);
-        w.send(&["XS.READGROUP", "GROUP", "g", "c2", "BLOCK", "5000", "CLAIM", &min_idle.to_string(), "STREAMS", "s", ">"])
-            .expect("send");
+        w.send(&["XS.READGROUP", "GROUP", "g", "c2", "BLOCK", "5000", "CLAIM", &min_idle.to_string(), "STREAMS", "s", ">"]).expect("send");
         let e = one(&w.read_reply().expect("reply").0);
         let took = t0.elapsed().as_secs_f64() * 1000.0;
         assert_eq!(ids(&e), [format!("{i}-0")]);
@@ -1351,7 +1343,9 @@ fn claim_workers_recover_dropped_entries() {
         assert_eq!(c.cmd(&["XS.PENDING", k, "g"]).as_array()[0], Reply::Int(0), "{k}");
     }
     assert!(claimed_back > 0);
-    report(&format!("claim_workers_recover_dropped_entries: {total} entries acked, {claimed_back} deliveries by CLAIM, drained {drained:?} after the last add"));
+    report(&format!(
+        "claim_workers_recover_dropped_entries: {total} entries acked, {claimed_back} deliveries by CLAIM, drained {drained:?} after the last add"
+    ));
     // Each round of drops costs 100 ms of idleness; the readers' own timeouts (3 s) play no part.
     assert!(drained < Duration::from_millis(2500), "{drained:?}");
 }

@@ -52,7 +52,19 @@ fn claim_idmp_and_nack_workload_replicates_and_persists() {
                 r
             }
             1 => c.cmd(&["XS.READGROUP", "GROUP", "g", cn, "COUNT", &rng.range(1, 5).to_string(), "STREAMS", k, ">"]),
-            2 => c.cmd(&["XS.READGROUP", "GROUP", "g", cn, "CLAIM", &rng.below(3).to_string(), "COUNT", &rng.range(1, 5).to_string(), "STREAMS", k, ">"]),
+            2 => c.cmd(&[
+                "XS.READGROUP",
+                "GROUP",
+                "g",
+                cn,
+                "CLAIM",
+                &rng.below(3).to_string(),
+                "COUNT",
+                &rng.range(1, 5).to_string(),
+                "STREAMS",
+                k,
+                ">",
+            ]),
             3 => {
                 let mode = *rng.pick(&["SILENT", "FAIL", "FATAL"]);
                 let id = known_ids.get(rng.below(known_ids.len().max(1) as u64) as usize).cloned().unwrap_or("0-1".into());
@@ -109,15 +121,20 @@ fn claim_idmp_and_nack_workload_replicates_and_persists() {
     for k in keys {
         let (a, b) = (c.cmd(&["DEBUG", "DIGEST-VALUE", k]), rc.cmd(&["DEBUG", "DIGEST-VALUE", k]));
         if a != b {
-            let full = |c: &mut Conn| format!("{}\n{}", c.cmd(&["XS.INFO", "STREAM", k, "FULL", "COUNT", "0"]), c.cmd(&["XS.PENDING", k, "g", "-", "+", "1000"]));
+            let full = |c: &mut Conn| {
+                format!("{}\n{}", c.cmd(&["XS.INFO", "STREAM", k, "FULL", "COUNT", "0"]), c.cmd(&["XS.PENDING", k, "g", "-", "+", "1000"]))
+            };
             panic!("{k} differs on the replica:\nprimary: {}\nreplica: {}", full(&mut c), full(&mut rc));
         }
     }
     assert_eq!(rc.cmd(&["DEBUG", "DIGEST"]), d, "the replica differs");
-    let nacked: i64 = keys.iter().map(|k| {
-        let p = c.cmd(&["XS.PENDING", k, "g", "-", "+", "100000"]);
-        p.as_array().iter().filter(|e| e.as_array()[1].text().is_empty()).count() as i64
-    }).sum();
+    let nacked: i64 = keys
+        .iter()
+        .map(|k| {
+            let p = c.cmd(&["XS.PENDING", k, "g", "-", "+", "100000"]);
+            p.as_array().iter().filter(|e| e.as_array()[1].text().is_empty()).count() as i64
+        })
+        .sum();
     wait_persistence_idle(&mut c, Duration::from_secs(30));
     assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]).text(), "OK");
     assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d, "the AOF, loaded again, differs");
@@ -145,7 +162,11 @@ fn claim_idmp_and_nack_workload_replicates_and_persists() {
     for k in keys {
         assert_eq!(c.cmd(&["XS.RANGE", k, "-", "+"]), rc.cmd(&["XS.RANGE", k, "-", "+"]), "{k}: entries after rewrite + restart");
         assert_eq!(live_pel(&mut c, k), live_pel(&mut rc, k), "{k}: pending entries after rewrite + restart");
-        assert_eq!(c.cmd(&["XS.ADD", k, "IDMP", "p-end", "last", "*", "f", "v"]), rc.cmd(&["XS.REVRANGE", k, "+", "-", "COUNT", "1"]).as_array()[0].as_array()[0].clone(), "{k}: iid map after rewrite + restart");
+        assert_eq!(
+            c.cmd(&["XS.ADD", k, "IDMP", "p-end", "last", "*", "f", "v"]),
+            rc.cmd(&["XS.REVRANGE", k, "+", "-", "COUNT", "1"]).as_array()[0].as_array()[0].clone(),
+            "{k}: iid map after rewrite + restart"
+        );
     }
     report(&format!(
         "{ops} ops (adds {}, reads {}, CLAIM reads {}, NACKs {}, autoclaims {}, claims {}, acks {}, other {}); {nacked} NACKed at the end; digests equal on primary, replica, AOF reload, DEBUG RELOAD; after rewrite + restart digest {}",
@@ -173,8 +194,10 @@ fn wrapped_delivery_count_replicates_and_survives_a_rewrite() {
     assert_eq!(count(&mut c), Reply::Int(i64::MIN));
     assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0"]), Reply::Int(1));
     // A client's negative RETRYCOUNT: ignored by XS.CLAIM, refused by XS.NACK (the built-ins').
-    assert_eq!(c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]),
-               Reply::Error("ERR Invalid RETRYCOUNT value, must be >= 0".into()));
+    assert_eq!(
+        c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]),
+        Reply::Error("ERR Invalid RETRYCOUNT value, must be >= 0".into())
+    );
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
     let t0 = Instant::now();
     while offset(&mut c) != offset(&mut rc) && t0.elapsed() < Duration::from_secs(10) {

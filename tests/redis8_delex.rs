@@ -80,20 +80,11 @@ fn xdelex_option_errors() {
         for n in ["abc", "0", "-5", "9223372036854775808"] {
             assert_eq!(c.cmd(&["XS.DELEX", "s", "IDS", n, "1-0"]), err("ERR Number of IDs must be a positive integer"), "IDS {n}");
         }
-        assert_eq!(
-            c.cmd(&["XS.DELEX", "s", "IDS", "3", "1-0", "2-0"]),
-            err("ERR The `numids` parameter must match the number of arguments")
-        );
+        assert_eq!(c.cmd(&["XS.DELEX", "s", "IDS", "3", "1-0", "2-0"]), err("ERR The `numids` parameter must match the number of arguments"));
         // A count far beyond the arguments (nothing is sized by it).
         for n in ["9223372036854775807", "4294967297"] {
-            assert_eq!(
-                c.cmd(&["XS.DELEX", "s", "IDS", n, "1-0"]),
-                err("ERR The `numids` parameter must match the number of arguments")
-            );
-            assert_eq!(
-                c.cmd(&["XS.ACKDEL", "s", "g", "IDS", n, "1-0"]),
-                err("ERR The `numids` parameter must match the number of arguments")
-            );
+            assert_eq!(c.cmd(&["XS.DELEX", "s", "IDS", n, "1-0"]), err("ERR The `numids` parameter must match the number of arguments"));
+            assert_eq!(c.cmd(&["XS.ACKDEL", "s", "g", "IDS", n, "1-0"]), err("ERR The `numids` parameter must match the number of arguments"));
             assert_eq!(c.cmd(&["XS.DELEX", "missing", "IDS", n, "1-0"]), err("ERR The `numids` parameter must match the number of arguments"));
         }
         // A surplus ID is read as an option.
@@ -115,10 +106,7 @@ fn xdelex_option_errors() {
         assert_eq!(c.cmd(&["XS.DELEX", "s", "ids", "2", "1-0", "1", "delref"]), ints(&[1, -1]));
         // WRONGTYPE comes first, then option errors, then the missing key.
         c.cmd(&["SET", "str", "x"]);
-        assert_eq!(
-            c.cmd(&["XS.DELEX", "str", "BOGUS", "IDS", "1", "1-0"]),
-            err("WRONGTYPE Operation against a key holding the wrong kind of value")
-        );
+        assert_eq!(c.cmd(&["XS.DELEX", "str", "BOGUS", "IDS", "1", "1-0"]), err("WRONGTYPE Operation against a key holding the wrong kind of value"));
         assert_eq!(c.cmd(&["XS.DELEX", "missing", "BOGUS", "IDS", "1", "1-0"]), err("ERR syntax error"));
     });
 }
@@ -246,10 +234,7 @@ fn xackdel_option_errors_and_missing() {
         two_groups_read_both(c);
         assert_eq!(c.cmd(&["XS.ACKDEL", "s", "g1", "KEEPREF", "ACKED", "IDS", "1", "1-0"]), err("ERR syntax error"));
         assert_eq!(c.cmd(&["XS.ACKDEL", "s", "g1", "IDS", "0", "1-0"]), err("ERR Number of IDs must be a positive integer"));
-        assert_eq!(
-            c.cmd(&["XS.ACKDEL", "s", "g1", "IDS", "2", "1-0"]),
-            err("ERR The `numids` parameter must match the number of arguments")
-        );
+        assert_eq!(c.cmd(&["XS.ACKDEL", "s", "g1", "IDS", "2", "1-0"]), err("ERR The `numids` parameter must match the number of arguments"));
         assert_eq!(c.cmd(&["XS.ACKDEL", "s", "g1", "IDS", "1", "1-0", "2-0"]), err("ERR syntax error"));
         let r = c.cmd(&["XS.ACKDEL", "s", "g1", "IDS", "1"]);
         assert_eq!(r, err("ERR wrong number of arguments for 'xs.ackdel' command"));
@@ -802,10 +787,7 @@ fn policy_trims_replicate_across_node_layouts() {
             assert_eq!(ids(&mut rc), ids(&mut c), "PEL of {g} on {key}");
         }
         assert_eq!(rc.raw(&["XS.INFO", "GROUPS", key]), c.raw(&["XS.INFO", "GROUPS", key]), "groups of {key}");
-        assert_ne!(
-            rc.cmd(&["XS.INFO", "STREAM", key]).field("radix-tree-keys"),
-            None,
-        );
+        assert_ne!(rc.cmd(&["XS.INFO", "STREAM", key]).field("radix-tree-keys"), None,);
     }
 }
 

@@ -94,9 +94,32 @@ fn xadd_idmp_basic_addition() {
         let long4 = "long".repeat(100);
         let x1000 = "x".repeat(1000);
         let iids = [
-            "1", "A", "B", "-", "+", "*", "^", "$", "#", "@", "?", "\\", "IDMP", "123-456", "9999999999999-9999999999999",
-            "hello世界", "héllo", "line1\nline2", "tab\there", "quote\"test", "with spaces", &long4, &x1000,
-            "special!@#$%^&*()", "path/to/file", "key:value",
+            "1",
+            "A",
+            "B",
+            "-",
+            "+",
+            "*",
+            "^",
+            "$",
+            "#",
+            "@",
+            "?",
+            "\\",
+            "IDMP",
+            "123-456",
+            "9999999999999-9999999999999",
+            "hello世界",
+            "héllo",
+            "line1\nline2",
+            "tab\there",
+            "quote\"test",
+            "with spaces",
+            &long4,
+            &x1000,
+            "special!@#$%^&*()",
+            "path/to/file",
+            "key:value",
         ];
         for iid in iids {
             add(c, &["XS.ADD", "mystream", "IDMP", "p1", iid, "*", "f", "v"]);
@@ -172,7 +195,10 @@ fn xadd_idmp_with_other_options() {
         assert_eq!(xlen(c, "n"), 2);
         let k = add(c, &["XS.ADD", "k", "IDMP", "p1", "req-1", "KEEPREF", "*", "field", "value1"]);
         assert_eq!(add(c, &["XS.ADD", "k", "IDMP", "p1", "req-1", "KEEPREF", "*", "field", "value2"]), k);
-        let all = add(c, &["XS.ADD", "c", "IDMP", "p1", "req-1", "KEEPREF", "MAXLEN", "~", "1000", "LIMIT", "10", "*", "field1", "value1", "field2", "value2"]);
+        let all = add(
+            c,
+            &["XS.ADD", "c", "IDMP", "p1", "req-1", "KEEPREF", "MAXLEN", "~", "1000", "LIMIT", "10", "*", "field1", "value1", "field2", "value2"],
+        );
         assert_eq!(add(c, &["XS.ADD", "c", "IDMP", "p1", "req-1", "KEEPREF", "MAXLEN", "~", "1000", "LIMIT", "10", "*", "field3", "value3"]), all);
         assert_eq!(entry_fields(c, "c", 0), ["field1", "value1", "field2", "value2"]);
         add(c, &["XS.ADD", "o", "IDMP", "p1", "req-1", "MAXLEN", "~", "100", "*", "field", "value1"]);
@@ -326,18 +352,43 @@ fn xinfo_stream_idempotent_fields() {
         assert_eq!(
             names(&r),
             [
-                "length", "radix-tree-keys", "radix-tree-nodes", "last-generated-id", "max-deleted-entry-id", "entries-added",
-                "recorded-first-entry-id", "idmp-duration", "idmp-maxsize", "pids-tracked", "iids-tracked", "iids-added",
-                "iids-duplicates", "groups", "first-entry", "last-entry"
+                "length",
+                "radix-tree-keys",
+                "radix-tree-nodes",
+                "last-generated-id",
+                "max-deleted-entry-id",
+                "entries-added",
+                "recorded-first-entry-id",
+                "idmp-duration",
+                "idmp-maxsize",
+                "pids-tracked",
+                "iids-tracked",
+                "iids-added",
+                "iids-duplicates",
+                "groups",
+                "first-entry",
+                "last-entry"
             ]
         );
         let r = c.cmd(&["XS.INFO", "STREAM", "s", "FULL"]);
         assert_eq!(
             names(&r),
             [
-                "length", "radix-tree-keys", "radix-tree-nodes", "last-generated-id", "max-deleted-entry-id", "entries-added",
-                "recorded-first-entry-id", "idmp-duration", "idmp-maxsize", "pids-tracked", "iids-tracked", "iids-added",
-                "iids-duplicates", "entries", "groups"
+                "length",
+                "radix-tree-keys",
+                "radix-tree-nodes",
+                "last-generated-id",
+                "max-deleted-entry-id",
+                "entries-added",
+                "recorded-first-entry-id",
+                "idmp-duration",
+                "idmp-maxsize",
+                "pids-tracked",
+                "iids-tracked",
+                "iids-added",
+                "iids-duplicates",
+                "entries",
+                "groups"
             ]
         );
     });
@@ -483,7 +534,9 @@ fn idmp_configs_seed_new_streams() {
     assert_eq!((info(&mut c, "old", "idmp-duration"), info(&mut c, "old", "idmp-maxsize")), (100, 100));
     assert_eq!((info(&mut c, "new", "idmp-duration"), info(&mut c, "new", "idmp-maxsize")), (7, 9));
     assert_eq!((info(&mut c, "mk", "idmp-duration"), info(&mut c, "mk", "idmp-maxsize")), (7, 9));
-    for (k, v) in [("xstream.idmp-duration", "0"), ("xstream.idmp-duration", "86401"), ("xstream.idmp-maxsize", "0"), ("xstream.idmp-maxsize", "10001")] {
+    for (k, v) in
+        [("xstream.idmp-duration", "0"), ("xstream.idmp-duration", "86401"), ("xstream.idmp-maxsize", "0"), ("xstream.idmp-maxsize", "10001")]
+    {
         let r = c.cmd(&["CONFIG", "SET", k, v]);
         assert!(r.is_error() && r.text().contains("must be between"), "{k} {v}: {r}");
     }
@@ -771,7 +824,9 @@ fn idmp_random_workload_replica_and_aof() {
     primary.restart();
     let mut c = primary.conn();
     assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), d, "the rewritten AOF, after a restart, differs");
-    report(&format!("{n} commands, {expires} XS.IDMPEXPIRE and {cfgsets} XS.CFGSET in the AOF; digests equal on primary, replica, AOF reload, rewrite + restart"));
+    report(&format!(
+        "{n} commands, {expires} XS.IDMPEXPIRE and {cfgsets} XS.CFGSET in the AOF; digests equal on primary, replica, AOF reload, rewrite + restart"
+    ));
 }
 
 /// Takeover mode: the standard names (XADD IDMP / IDMPAUTO, XCFGSET, XIDMPRECORD, XINFO) are

@@ -188,15 +188,9 @@ fn xnack_parsing_and_errors() {
     both(&s, |c| {
         assert_eq!(nack(c, &["k", "g", "FAIL", "RETRYCOUNT"]), err("ERR wrong number of arguments for 'xs.nack' command"));
         // Missing key or group: NOGROUP, before the mode is looked at.
-        assert_eq!(
-            nack(c, &["nokey", "g", "BADMODE", "IDS", "1", "1-0"]),
-            err("NOGROUP No such key 'nokey' or consumer group 'g'")
-        );
+        assert_eq!(nack(c, &["nokey", "g", "BADMODE", "IDS", "1", "1-0"]), err("NOGROUP No such key 'nokey' or consumer group 'g'"));
         assert_eq!(c.cmd(&["SET", "str", "x"]), ok());
-        assert_eq!(
-            nack(c, &["str", "g", "BADMODE", "IDS", "1", "1-0"]),
-            err("WRONGTYPE Operation against a key holding the wrong kind of value")
-        );
+        assert_eq!(nack(c, &["str", "g", "BADMODE", "IDS", "1", "1-0"]), err("WRONGTYPE Operation against a key holding the wrong kind of value"));
         setup(c, 3, 1);
         assert_eq!(nack(c, &["s", "nog", "BADMODE", "IDS", "1", "1-0"]), err("NOGROUP No such key 's' or consumer group 'nog'"));
         // The mode (case-insensitive).
@@ -210,14 +204,8 @@ fn xnack_parsing_and_errors() {
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "2147483647", "1-0"]), err("ERR number of IDs doesn't match numids"));
         // Fewer IDs than arguments: the surplus is read as an option.
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "1-0", "2-0"]), err("ERR Unrecognized XNACK option '2-0'"));
-        assert_eq!(
-            nack(c, &["s", "g", "FAIL", "RETRYCOUNT", "x", "IDS", "1", "1-0"]),
-            err("ERR value is not an integer or out of range")
-        );
-        assert_eq!(
-            nack(c, &["s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]),
-            err("ERR Invalid RETRYCOUNT value, must be >= 0")
-        );
+        assert_eq!(nack(c, &["s", "g", "FAIL", "RETRYCOUNT", "x", "IDS", "1", "1-0"]), err("ERR value is not an integer or out of range"));
+        assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]), err("ERR Invalid RETRYCOUNT value, must be >= 0"));
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT"]), err("ERR Unrecognized XNACK option 'RETRYCOUNT'"));
         assert_eq!(nack(c, &["s", "g", "FAIL", "RETRYCOUNT", "1", "IDS"]), err("ERR Unrecognized XNACK option 'IDS'"));
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "1-0", "FATAL"]), err("ERR Unrecognized XNACK option 'FATAL'"));
@@ -225,10 +213,7 @@ fn xnack_parsing_and_errors() {
         assert_eq!(nack(c, &["s", "g", "FAIL", "FORCE", "FORCE", "FORCE"]), err("ERR syntax error, expected IDS keyword"));
         // Option errors come before ID errors; the IDs are all parsed before anything changes.
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "abc", "FOO"]), err("ERR Unrecognized XNACK option 'FOO'"));
-        assert_eq!(
-            nack(c, &["s", "g", "FAIL", "IDS", "2", "1-0", "abc"]),
-            err("ERR Invalid stream ID specified as stream command argument")
-        );
+        assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "2", "1-0", "abc"]), err("ERR Invalid stream ID specified as stream command argument"));
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "-"]), err("ERR Invalid stream ID specified as stream command argument"));
         assert_eq!(rows(c), [("1-0".to_string(), "c".to_string(), 1)], "nothing changed");
         // A second IDS block overrides the first (whose IDs are then never parsed).
@@ -267,10 +252,7 @@ fn xnack_counts_and_duplicates() {
         setup(c, 3, 3);
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "5", "1-0", "9-9", "2-0", "8-8", "3-0"]), Reply::Int(3));
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "2", "1-0", "1-0"]), Reply::Int(2));
-        assert_eq!(
-            nack(c, &["s", "g", "FATAL", "RETRYCOUNT", "4", "IDS", "1", "2-0", "RETRYCOUNT", "6"]),
-            Reply::Int(1)
-        );
+        assert_eq!(nack(c, &["s", "g", "FATAL", "RETRYCOUNT", "4", "IDS", "1", "2-0", "RETRYCOUNT", "6"]), Reply::Int(1));
         assert_eq!(pending(c), format!("[{}, {}, {}]", unowned_row("1-0", "1"), unowned_row("2-0", "6"), unowned_row("3-0", "1")));
         // The consumer is neither deleted nor emptied of anything else.
         let consumers = c.cmd(&["XS.INFO", "CONSUMERS", "s", "g"]);
@@ -296,10 +278,7 @@ fn xnack_force() {
         // Without FORCE a never-read entry is skipped; with FORCE a missing one too.
         assert_eq!(nack(c, &["s", "g", "FAIL", "IDS", "1", "4-0"]), Reply::Int(0));
         assert_eq!(nack(c, &["s", "g", "FAIL", "FORCE", "IDS", "2", "9-0", "0-1"]), Reply::Int(0));
-        assert_eq!(
-            pending(c),
-            format!("[{}, {}, {}]", unowned_row("1-0", "7"), unowned_row("2-0", "0"), unowned_row("3-0", "9223372036854775807"))
-        );
+        assert_eq!(pending(c), format!("[{}, {}, {}]", unowned_row("1-0", "7"), unowned_row("2-0", "0"), unowned_row("3-0", "9223372036854775807")));
         // FORCE on an owned entry: the normal path (FAIL keeps its count 1).
         c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
         assert_eq!(rows(c).last(), Some(&("4-0".to_string(), "c".to_string(), 1)));
@@ -631,8 +610,7 @@ fn zone_order_and_aof_rewrite() {
     let claims: Vec<String> = cmds.iter().filter(|v| v[0] == "XS.CLAIM").map(|v| v[5].clone()).collect();
     assert_eq!(claims, ["3-0", "1-0", "2-0"]);
     let nacks: Vec<&Vec<String>> = cmds.iter().filter(|v| v[0] == "XS.NACK").collect();
-    let shape: Vec<(String, usize, String)> =
-        nacks.iter().map(|v| (v[6].clone(), v[5].parse().unwrap(), v[v.len() - 2].clone())).collect();
+    let shape: Vec<(String, usize, String)> = nacks.iter().map(|v| (v[6].clone(), v[5].parse().unwrap(), v[v.len() - 2].clone())).collect();
     assert_eq!(
         shape,
         [
@@ -644,7 +622,10 @@ fn zone_order_and_aof_rewrite() {
         ]
     );
     for v in &nacks {
-        assert_eq!((&v[1][..], &v[2][..], &v[3][..], &v[4][..], &v[v.len() - 3][..], &v[v.len() - 1][..]), ("s", "g", "FAIL", "IDS", "RETRYCOUNT", "FORCE"));
+        assert_eq!(
+            (&v[1][..], &v[2][..], &v[3][..], &v[4][..], &v[v.len() - 3][..], &v[v.len() - 1][..]),
+            ("s", "g", "FAIL", "IDS", "RETRYCOUNT", "FORCE")
+        );
     }
     assert_eq!(nacks[1][6..11], ["6-0", "7-0", "8-0", "9-0", "5-0"]);
     drop(c);
@@ -667,7 +648,6 @@ fn all_rows(c: &mut Conn, key: &str) -> Vec<(String, String, i64)> {
         })
         .collect()
 }
-
 
 /// The IDs pending in group `g` of `key` whose stream entry is gone.
 fn ghosts(c: &mut Conn, key: &str, g: &str) -> Vec<String> {
@@ -693,11 +673,7 @@ fn nack_workload_replicates_and_persists() {
     // the hosts' built-ins do, and a wrapped count reaches a replica as a negative RETRYCOUNT
     // (streamPropagateXCLAIM's long long), which XCLAIM JUSTID reads as "keep": the built-in's
     // own divergence, left out here.
-    let mut primary = Server::builder()
-        .arg("--appendonly", "yes")
-        .arg("--aof-use-rdb-preamble", "no")
-        .module_args(&["compat", "latest"])
-        .start();
+    let mut primary = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").module_args(&["compat", "latest"]).start();
     let replica = Server::replica_of(&primary);
     let mut c = primary.conn();
     let mut rng = Rng::from_env("nack_workload_replicates_and_persists");
@@ -784,14 +760,9 @@ fn nack_workload_replicates_and_persists() {
                 c.cmd(&["XS.READGROUP", "GROUP", g, cons, "COUNT", "1", "STREAMS", key, ">"]);
                 c.cmd(&["EXEC"])
             }
-            12 => c.cmd(&[
-                "EVAL",
-                "return redis.call('XS.NACK', KEYS[1], ARGV[1], 'FATAL', 'IDS', '2', ARGV[2], ARGV[2])",
-                "1",
-                key,
-                g,
-                &id(&mut rng),
-            ]),
+            12 => {
+                c.cmd(&["EVAL", "return redis.call('XS.NACK', KEYS[1], ARGV[1], 'FATAL', 'IDS', '2', ARGV[2], ARGV[2])", "1", key, g, &id(&mut rng)])
+            }
             _ => c.cmd(&["XS.CLAIM", key, g, cons, "0", &id(&mut rng), "RETRYCOUNT", "9223372036854775807"]),
         };
         assert!(!r.is_error(), "{r}");
@@ -923,10 +894,7 @@ fn xnack_in_takeover_mode() {
     let r = c.cmd(&["EVAL", "return redis.call('XNACK', KEYS[1], 'g', 'SILENT', 'IDS', '1', '3-0')", "1", "s"]);
     assert_eq!(r, Reply::Int(1));
     let p = c.cmd(&["XPENDING", "s", "g", "-", "+", "10"]).to_string();
-    assert_eq!(
-        p,
-        format!("[{}, {}, {}]", unowned_row("1-0", "1"), unowned_row("2-0", "9223372036854775807"), unowned_row("3-0", "0"))
-    );
+    assert_eq!(p, format!("[{}, {}, {}]", unowned_row("1-0", "1"), unowned_row("2-0", "9223372036854775807"), unowned_row("3-0", "0")));
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
     let mut rc = replica.conn();
     assert_eq!(rc.cmd(&["XPENDING", "s", "g", "-", "+", "10"]).to_string(), p);
@@ -967,10 +935,7 @@ fn xnack_propagation() {
     let r = c.cmd(&["XS.AUTOCLAIM", "s", "g", "c2", "0", "0", "JUSTID"]);
     assert_eq!(r.to_string(), r#"["0-0", ["3-0", "5-0"], ["2-0", "4-0"]]"#);
     wait_persistence_idle(&mut c, Duration::from_secs(30));
-    let cmds: Vec<Vec<String>> = aof_commands(&s)
-        .into_iter()
-        .filter(|v| ["XS.NACK", "XS.ACK", "XS.CLAIM"].contains(&v[0].as_str()))
-        .collect();
+    let cmds: Vec<Vec<String>> = aof_commands(&s).into_iter().filter(|v| ["XS.NACK", "XS.ACK", "XS.CLAIM"].contains(&v[0].as_str())).collect();
     let show: Vec<String> = cmds.iter().map(|v| v[..v.len().min(6)].join(" ")).collect();
     assert_eq!(
         show,

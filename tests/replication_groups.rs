@@ -66,14 +66,7 @@ impl Work {
     }
 
     fn pel(&mut self, c: &mut Conn, k: usize, g: &str) -> Vec<Vec<u8>> {
-        let r = c.cmd(&[
-            self.x("XPENDING"),
-            b(&self.keys[k]),
-            b(g),
-            b("-"),
-            b("+"),
-            b("100"),
-        ]);
+        let r = c.cmd(&[self.x("XPENDING"), b(&self.keys[k]), b(g), b("-"), b("+"), b("100")]);
         pel_ids(&r)
     }
 
@@ -110,8 +103,7 @@ impl Work {
         } else if self.groups[k].is_empty() && self.rng.pct(50) {
             5
         } else {
-            self.rng
-                .weighted(&[250, 200, 90, 90, 70, 30, 40, 35, 35, 50, 25, 8, 4, 4])
+            self.rng.weighted(&[250, 200, 90, 90, 70, 30, 40, 35, 35, 50, 25, 8, 4, 4])
         };
         let mut cmd: Cmd = Vec::new();
         match which {
@@ -213,35 +205,16 @@ impl Work {
                 let g = self.group(k);
                 let cons = self.rng.pick(CONSUMERS).to_string();
                 let minidle = *self.rng.pick(&["0", "0", "3600000"]);
-                let start = if self.rng.pct(70) {
-                    b("0-0")
-                } else {
-                    self.some_id(k)
-                };
-                cmd.extend([
-                    self.x("XAUTOCLAIM"),
-                    key,
-                    b(&g),
-                    b(&cons),
-                    b(minidle),
-                    start,
-                ]);
+                let start = if self.rng.pct(70) { b("0-0") } else { self.some_id(k) };
+                cmd.extend([self.x("XAUTOCLAIM"), key, b(&g), b(&cons), b(minidle), start]);
                 cmd.extend([b("COUNT"), b(self.rng.range(1, 12).to_string())]);
                 if self.rng.pct(35) {
                     cmd.push(b("JUSTID"));
                 }
             }
             5 => {
-                let free: Vec<&str> = GROUPS
-                    .iter()
-                    .copied()
-                    .filter(|g| !self.groups[k].iter().any(|x| x == g))
-                    .collect();
-                let g = if free.is_empty() {
-                    "g1"
-                } else {
-                    *self.rng.pick(&free)
-                };
+                let free: Vec<&str> = GROUPS.iter().copied().filter(|g| !self.groups[k].iter().any(|x| x == g)).collect();
+                let g = if free.is_empty() { "g1" } else { *self.rng.pick(&free) };
                 let id = match self.rng.below(3) {
                     0 => b("$"),
                     1 => b("0"),
@@ -303,11 +276,7 @@ impl Work {
             }
             11 => {
                 let (ms, seq) = self.last[k];
-                cmd.extend([
-                    self.x("XSETID"),
-                    key,
-                    b(fmt_id((ms, seq + self.rng.range(0, 3)))),
-                ]);
+                cmd.extend([self.x("XSETID"), key, b(fmt_id((ms, seq + self.rng.range(0, 3))))]);
             }
             12 => {
                 let g = self.group(k);
@@ -364,10 +333,7 @@ fn key_state(c: &mut Conn, module: bool, key: &str, mask: bool) -> Vec<(String, 
     let now = now_ms();
     let mut out = Vec::new();
     if !mask {
-        out.push((
-            "DEBUG DIGEST-VALUE".to_string(),
-            c.raw(&["DEBUG", "DIGEST-VALUE", key]),
-        ));
+        out.push(("DEBUG DIGEST-VALUE".to_string(), c.raw(&["DEBUG", "DIGEST-VALUE", key])));
     }
     let full = c.raw(&[&xcmd(module, "XINFO"), "STREAM", key, "FULL", "COUNT", "0"]);
     let mut n = Node::parse(&full);
@@ -426,12 +392,7 @@ fn mask_entries_read(groups: &mut Node) {
     for g in groups.kids.iter_mut() {
         for f in ["entries-read", "lag"] {
             if let Some(v) = g.field_mut(f) {
-                *v = Node {
-                    t: b'+',
-                    head: b"MASKED".to_vec(),
-                    blob: None,
-                    kids: Vec::new(),
-                };
+                *v = Node { t: b'+', head: b"MASKED".to_vec(), blob: None, kids: Vec::new() };
             }
         }
     }
@@ -451,15 +412,7 @@ fn entries_read_barrier(p: &mut Conn, keys: &[(bool, String)]) {
                 Some(Reply::Int(n)) => n.to_string(),
                 _ => "-1".to_string(),
             };
-            let r = p.cmd(&[
-                &xcmd(*module, "XGROUP"),
-                "SETID",
-                key,
-                &name,
-                &last,
-                "ENTRIESREAD",
-                &er,
-            ]);
+            let r = p.cmd(&[&xcmd(*module, "XGROUP"), "SETID", key, &name, &last, "ENTRIESREAD", &er]);
             assert!(!r.is_error(), "barrier SETID: {r}");
         }
     }
@@ -467,20 +420,14 @@ fn entries_read_barrier(p: &mut Conn, keys: &[(bool, String)]) {
 
 /// Compares primary and replica: first everything but entries-read / lag / digest; then (after
 /// the entries-read barrier, unless `strict`) everything. The first difference, if any.
-fn compare(
-    p: &mut Conn,
-    r: &mut Conn,
-    keys: &[(bool, String)],
-    strict: bool,
-) -> Option<(String, Vec<u8>, Vec<u8>)> {
+fn compare(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], strict: bool) -> Option<(String, Vec<u8>, Vec<u8>)> {
     wait_replica(p);
     for mask in [true, false] {
         if !mask {
             // The built-in (the control keys) loses entries-read on replicas (Redis 7.0;
             // fixed upstream in redis#12898): re-state it there. The module propagates it
             // itself, so in strict mode its keys get no barrier.
-            let barrier: Vec<(bool, String)> =
-                keys.iter().filter(|(module, _)| !strict || !*module).cloned().collect();
+            let barrier: Vec<(bool, String)> = keys.iter().filter(|(module, _)| !strict || !*module).cloned().collect();
             entries_read_barrier(p, &barrier);
             wait_replica(p);
         }
@@ -492,22 +439,13 @@ fn compare(
 }
 
 /// One comparison of every key (the replica must be in sync already).
-fn compare_once(
-    p: &mut Conn,
-    r: &mut Conn,
-    keys: &[(bool, String)],
-    mask: bool,
-) -> Option<(String, Vec<u8>, Vec<u8>)> {
+fn compare_once(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], mask: bool) -> Option<(String, Vec<u8>, Vec<u8>)> {
     for (module, key) in keys {
         let a = key_state(p, *module, key, mask);
         let b = key_state(r, *module, key, mask);
         for ((what, x), (_, y)) in a.iter().zip(b.iter()) {
             if x != y {
-                let m = if mask {
-                    " (entries-read/lag masked)"
-                } else {
-                    ""
-                };
+                let m = if mask { " (entries-read/lag masked)" } else { "" };
                 return Some((format!("{key}: {what}{m}"), x.clone(), y.clone()));
             }
         }
@@ -524,13 +462,7 @@ fn wait_replica(p: &mut Conn) {
 }
 
 /// Replays `cmds` on the primary after FLUSHALL; true if primary and replica then differ.
-fn replay_differs(
-    p: &mut Conn,
-    r: &mut Conn,
-    cmds: &[Cmd],
-    keys: &[(bool, String)],
-    strict: bool,
-) -> bool {
+fn replay_differs(p: &mut Conn, r: &mut Conn, cmds: &[Cmd], keys: &[(bool, String)], strict: bool) -> bool {
     assert!(!p.cmd(&["FLUSHALL"]).is_error());
     for c in cmds {
         p.cmd(c);
@@ -539,13 +471,7 @@ fn replay_differs(
 }
 
 /// Delta debugging (ddmin) of `cmds` under "primary and replica differ after replay".
-fn minimise(
-    p: &mut Conn,
-    r: &mut Conn,
-    cmds: Vec<Cmd>,
-    keys: &[(bool, String)],
-    strict: bool,
-) -> Vec<Cmd> {
+fn minimise(p: &mut Conn, r: &mut Conn, cmds: Vec<Cmd>, keys: &[(bool, String)], strict: bool) -> Vec<Cmd> {
     let mut cur = cmds;
     let mut n = 2usize;
     let mut replays = 0;
@@ -604,14 +530,8 @@ fn replication_groups_strict() {
 fn run(strict: bool, noack_only: bool) {
     let rng = Rng::from_env("replication_groups");
     let seed = rng.seed();
-    let ops = std::env::var("XSTREAM_REPL_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000usize);
-    let check_every = std::env::var("XSTREAM_REPL_CHECK_EVERY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500usize);
+    let ops = std::env::var("XSTREAM_REPL_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000usize);
+    let check_every = std::env::var("XSTREAM_REPL_CHECK_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(500usize);
     let primary = Server::start();
     let replica = Server::replica_of(&primary);
     let mut p = primary.conn();
@@ -623,12 +543,7 @@ fn run(strict: bool, noack_only: bool) {
     let mut wn = Work::new(seed ^ 0x5eed, false, &["n0", "n1"]);
     wm.noack_only = noack_only;
     wn.noack_only = noack_only;
-    let mut keys: Vec<(bool, String)> = vec![
-        (true, "m0".into()),
-        (true, "m1".into()),
-        (false, "n0".into()),
-        (false, "n1".into()),
-    ];
+    let mut keys: Vec<(bool, String)> = vec![(true, "m0".into()), (true, "m1".into()), (false, "n0".into()), (false, "n1".into())];
     // The built-in control keys are compared on 7.0 only: since 7.2 a read or claim that
     // delivers nothing creates its consumer on the primary and propagates nothing, so the
     // built-in's replica lacks it (ours propagates XS.GROUP CREATECONSUMER).
@@ -651,15 +566,8 @@ fn run(strict: bool, noack_only: bool) {
     if let Some((i, what, x, y)) = diff {
         // Which side diverged: the module's or the built-in's keys?
         let module_side = what.starts_with('m');
-        let log: Vec<Cmd> = if module_side { &wm.log } else { &wn.log }
-            .iter()
-            .map(|(c, _)| c.clone())
-            .collect();
-        let ks: Vec<(bool, String)> = keys
-            .iter()
-            .filter(|(m, _)| *m == module_side)
-            .cloned()
-            .collect();
+        let log: Vec<Cmd> = if module_side { &wm.log } else { &wn.log }.iter().map(|(c, _)| c.clone()).collect();
+        let ks: Vec<(bool, String)> = keys.iter().filter(|(m, _)| *m == module_side).cloned().collect();
         // First op after which they differ (replaying prefixes: check after each op).
         assert!(!p.cmd(&["FLUSHALL"]).is_error());
         let mut first = log.len();
@@ -671,11 +579,7 @@ fn run(strict: bool, noack_only: bool) {
             }
         }
         let prefix: Vec<Cmd> = log[..(first + 1).min(log.len())].to_vec();
-        let min = if replay_differs(&mut p, &mut r, &prefix, &ks, strict) {
-            minimise(&mut p, &mut r, prefix, &ks, strict)
-        } else {
-            prefix
-        };
+        let min = if replay_differs(&mut p, &mut r, &prefix, &ks, strict) { minimise(&mut p, &mut r, prefix, &ks, strict) } else { prefix };
         // Replay the minimal sequence once more, recording the primary's replies and the diff.
         assert!(!p.cmd(&["FLUSHALL"]).is_error());
         let mut lines = Vec::new();
@@ -684,13 +588,7 @@ fn run(strict: bool, noack_only: bool) {
             lines.push(format!("    {} -> {}", fmt_cmd(c), show(&raw, 300)));
         }
         let detail = compare(&mut p, &mut r, &ks, strict)
-            .map(|(w, a, b)| {
-                format!(
-                    "{w}\n  primary: {}\n  replica: {}",
-                    show(&a, 3000),
-                    show(&b, 3000)
-                )
-            })
+            .map(|(w, a, b)| format!("{w}\n  primary: {}\n  replica: {}", show(&a, 3000), show(&b, 3000)))
             .unwrap_or_else(|| "(the minimal sequence no longer reproduces)".into());
         panic!(
             "replication_groups: primary and replica differ after op #{i} (seed {seed}), first at {what}\n  primary: {}\n  replica: {}\n  first differing op of that workload: #{first} of {}\n  minimal sequence ({} ops):\n{}\n  then: {detail}",
@@ -732,22 +630,12 @@ fn run(strict: bool, noack_only: bool) {
             });
         }
     }
-    assert!(
-        !expect.is_empty(),
-        "the workload left no group to check (seed {seed})"
-    );
+    assert!(!expect.is_empty(), "the workload left no group to check (seed {seed})");
     let rep = r.cmd(&["REPLICAOF", "NO", "ONE"]);
     assert_eq!(rep, Reply::Simple("OK".into()));
     let t0 = std::time::Instant::now();
-    while !r
-        .cmd(&["INFO", "replication"])
-        .text()
-        .contains("role:master")
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "replica not promoted"
-        );
+    while !r.cmd(&["INFO", "replication"]).text().contains("role:master") {
+        assert!(t0.elapsed() < Duration::from_secs(10), "replica not promoted");
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut served = 0;
@@ -771,17 +659,7 @@ fn run(strict: bool, noack_only: bool) {
         );
         // The next `>` read on the promoted replica and on the old primary: the same reply,
         // and it is the first undelivered entry.
-        let args = [
-            "XS.READGROUP",
-            "GROUP",
-            &e.group,
-            "after-failover",
-            "COUNT",
-            "1",
-            "STREAMS",
-            &e.key,
-            ">",
-        ];
+        let args = ["XS.READGROUP", "GROUP", &e.group, "after-failover", "COUNT", "1", "STREAMS", &e.key, ">"];
         let (rr, rraw) = r.cmd_raw(&args);
         let praw = p.raw(&args);
         assert_eq!(
@@ -793,22 +671,14 @@ fn run(strict: bool, noack_only: bool) {
         );
         let got: Vec<String> = match &rr {
             Reply::Nil => Vec::new(),
-            Reply::Array(v) => v[0].as_array()[1]
-                .as_array()
-                .iter()
-                .map(|x| x.as_array()[0].text())
-                .collect(),
+            Reply::Array(v) => v[0].as_array()[1].as_array().iter().map(|x| x.as_array()[0].text()).collect(),
             o => panic!("unexpected reply {o}"),
         };
         let want: Vec<String> = match common_parse(&e.next) {
             Reply::Array(v) => v.iter().map(|x| x.as_array()[0].text()).collect(),
             _ => Vec::new(),
         };
-        assert_eq!(
-            got, want,
-            "first undelivered entry of {} {} (seed {seed})",
-            e.key, e.group
-        );
+        assert_eq!(got, want, "first undelivered entry of {} {} (seed {seed})", e.key, e.group);
         if !got.is_empty() {
             served += 1;
         }
@@ -824,9 +694,7 @@ fn run(strict: bool, noack_only: bool) {
         (true, true) => "strict, NOACK-only workload",
         (true, false) => "strict",
     };
-    report(&format!(
-        "replication_groups ({mode}): 0 differences (seed {seed})"
-    ));
+    report(&format!("replication_groups ({mode}): 0 differences (seed {seed})"));
 }
 
 /// Parses raw RESP2 bytes (an XS.RANGE reply) into a Reply.
@@ -862,43 +730,16 @@ fn replication_groups_edge_cases() {
     let cases: &[(&str, &[&str])] = &[
         (
             "XREADGROUP > by a new consumer when the entries after the group ID were deleted",
-            &[
-                "XADD k 1-1 f v",
-                "XGROUP CREATE k g $",
-                "XADD k 2-1 f v",
-                "XDEL k 2-1",
-                "XREADGROUP GROUP g ghost STREAMS k >",
-            ],
+            &["XADD k 1-1 f v", "XGROUP CREATE k g $", "XADD k 2-1 f v", "XDEL k 2-1", "XREADGROUP GROUP g ghost STREAMS k >"],
         ),
         (
             "XREADGROUP > across a tombstone",
-            &[
-                "XADD k 1-1 f v",
-                "XADD k 2-1 f v",
-                "XADD k 3-1 f v",
-                "XGROUP CREATE k g 0",
-                "XDEL k 2-1",
-                "XREADGROUP GROUP g c STREAMS k >",
-            ],
+            &["XADD k 1-1 f v", "XADD k 2-1 f v", "XADD k 3-1 f v", "XGROUP CREATE k g 0", "XDEL k 2-1", "XREADGROUP GROUP g c STREAMS k >"],
         ),
-        (
-            "XREADGROUP > NOACK",
-            &[
-                "XADD k 1-1 f v",
-                "XGROUP CREATE k g 0",
-                "XREADGROUP GROUP g c NOACK STREAMS k >",
-            ],
-        ),
+        ("XREADGROUP > NOACK", &["XADD k 1-1 f v", "XGROUP CREATE k g 0", "XREADGROUP GROUP g c NOACK STREAMS k >"]),
         (
             "XCLAIM of a deleted PEL entry",
-            &[
-                "XADD k 1-1 f v",
-                "XADD k 2-1 f v",
-                "XGROUP CREATE k g 0",
-                "XREADGROUP GROUP g c STREAMS k >",
-                "XDEL k 1-1",
-                "XCLAIM k g d 0 1-1 2-1",
-            ],
+            &["XADD k 1-1 f v", "XADD k 2-1 f v", "XGROUP CREATE k g 0", "XREADGROUP GROUP g c STREAMS k >", "XDEL k 1-1", "XCLAIM k g d 0 1-1 2-1"],
         ),
         (
             "XAUTOCLAIM over deleted PEL entries, JUSTID",
@@ -914,13 +755,7 @@ fn replication_groups_edge_cases() {
         ),
         (
             "XCLAIM FORCE of an undelivered entry, then XREADGROUP >",
-            &[
-                "XADD k 1-1 f v",
-                "XADD k 2-1 f v",
-                "XGROUP CREATE k g 0",
-                "XCLAIM k g d 0 2-1 FORCE JUSTID",
-                "XREADGROUP GROUP g c STREAMS k >",
-            ],
+            &["XADD k 1-1 f v", "XADD k 2-1 f v", "XGROUP CREATE k g 0", "XCLAIM k g d 0 2-1 FORCE JUSTID", "XREADGROUP GROUP g c STREAMS k >"],
         ),
         (
             "XCLAIM with min-idle not met, LASTID",
@@ -978,31 +813,12 @@ fn replication_groups_edge_cases() {
         ),
         (
             "XGROUP CREATE ENTRIESREAD, then XREADGROUP >",
-            &[
-                "XADD k 1-1 f v",
-                "XADD k 2-1 f v",
-                "XGROUP CREATE k g 1-1 ENTRIESREAD 1",
-                "XREADGROUP GROUP g c STREAMS k >",
-            ],
+            &["XADD k 1-1 f v", "XADD k 2-1 f v", "XGROUP CREATE k g 1-1 ENTRIESREAD 1", "XREADGROUP GROUP g c STREAMS k >"],
         ),
-        (
-            "XGROUP CREATE $, XADD, XREADGROUP >",
-            &[
-                "XADD k 24-1 f v",
-                "XGROUP CREATE k g $",
-                "XADD k 25-0 f v",
-                "XREADGROUP GROUP g c STREAMS k >",
-            ],
-        ),
+        ("XGROUP CREATE $, XADD, XREADGROUP >", &["XADD k 24-1 f v", "XGROUP CREATE k g $", "XADD k 25-0 f v", "XREADGROUP GROUP g c STREAMS k >"]),
         (
             "XGROUP DESTROY with pending entries",
-            &[
-                "XADD k 1-1 f v",
-                "XGROUP CREATE k g 0",
-                "XGROUP CREATE k h 0",
-                "XREADGROUP GROUP g c STREAMS k >",
-                "XGROUP DESTROY k g",
-            ],
+            &["XADD k 1-1 f v", "XGROUP CREATE k g 0", "XGROUP CREATE k h 0", "XREADGROUP GROUP g c STREAMS k >", "XGROUP DESTROY k g"],
         ),
     ];
     let mut lines = Vec::new();
@@ -1040,29 +856,13 @@ fn replication_groups_edge_cases() {
             tag(&d[1][1])
         ));
         if let Some((w, a, b)) = &d[1][0] {
-            let same_on_builtin = d[0][0]
-                .as_ref()
-                .map(|(wb, _, _)| {
-                    wb.split_once(": ").map(|x| x.1) == w.split_once(": ").map(|x| x.1)
-                })
-                .unwrap_or(false);
+            let same_on_builtin =
+                d[0][0].as_ref().map(|(wb, _, _)| wb.split_once(": ").map(|x| x.1) == w.split_once(": ").map(|x| x.1)).unwrap_or(false);
             if !same_on_builtin {
-                failures.push(format!(
-                    "{what}: {}\n    at {w}\n    primary: {}\n    replica: {}",
-                    cmds.join("; "),
-                    show(a, 2000),
-                    show(b, 2000)
-                ));
+                failures.push(format!("{what}: {}\n    at {w}\n    primary: {}\n    replica: {}", cmds.join("; "), show(a, 2000), show(b, 2000)));
             }
         }
     }
-    report(&format!(
-        "replication_groups_edge_cases:\n{}",
-        lines.join("\n")
-    ));
-    assert!(
-        failures.is_empty(),
-        "module replica differs from its primary where the built-in's does not:\n  {}",
-        failures.join("\n  ")
-    );
+    report(&format!("replication_groups_edge_cases:\n{}", lines.join("\n")));
+    assert!(failures.is_empty(), "module replica differs from its primary where the built-in's does not:\n  {}", failures.join("\n  "));
 }

@@ -199,14 +199,7 @@ fn parse_frame(body: &[u8]) -> Option<Frame> {
         let start = pos;
         let (op, _) = get_len(body, &mut pos)?;
         match op {
-            OP_EOF => {
-                return Some(Frame {
-                    type_byte,
-                    module_id,
-                    items,
-                    tail: body[start..].to_vec(),
-                })
-            }
+            OP_EOF => return Some(Frame { type_byte, module_id, items, tail: body[start..].to_vec() }),
             OP_UINT => {
                 let (v, enc) = get_len(body, &mut pos)?;
                 if enc {
@@ -306,16 +299,7 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
             s(&mut i, &mut r, Role::Block)?;
         }
     }
-    for name in [
-        "length",
-        "entries-added",
-        "last-id.ms",
-        "last-id.seq",
-        "first-id.ms",
-        "first-id.seq",
-        "max-deleted.ms",
-        "max-deleted.seq",
-    ] {
+    for name in ["length", "entries-added", "last-id.ms", "last-id.seq", "first-id.ms", "first-id.seq", "max-deleted.ms", "max-deleted.seq"] {
         u(&mut i, &mut r, Role::Num(name))?;
     }
     let groups = u(&mut i, &mut r, Role::Count("group-count"))?;
@@ -654,27 +638,70 @@ fn specials_i64(v: i64) -> Vec<i64> {
 /// One deterministic structural mutation of a source frame.
 #[derive(Clone, Debug)]
 enum Mutation {
-    SetU { item: usize, v: u64 },
-    IdHalf { item: usize, seq: bool, v: u64 },
+    SetU {
+        item: usize,
+        v: u64,
+    },
+    IdHalf {
+        item: usize,
+        seq: bool,
+        v: u64,
+    },
     /// Re-encode a string item with a lying declared length (the bytes are kept).
-    StrDeclLen { item: usize, len: u64 },
-    StrResize { item: usize, how: u8 }, // 0 shorter, 1 longer, 2 empty, 3 16 -> 15/17 handled by 0/1
-    SwapOpcode { item: usize },
-    RemoveItem { item: usize },
-    DupItem { item: usize },
-    OpcodeSint { item: usize },
+    StrDeclLen {
+        item: usize,
+        len: u64,
+    },
+    StrResize {
+        item: usize,
+        how: u8,
+    }, // 0 shorter, 1 longer, 2 empty, 3 16 -> 15/17 handled by 0/1
+    SwapOpcode {
+        item: usize,
+    },
+    RemoveItem {
+        item: usize,
+    },
+    DupItem {
+        item: usize,
+    },
+    OpcodeSint {
+        item: usize,
+    },
     NoEof,
     EofIs(u64),
     TrailingJunk,
     Encver(u64),
     TypeByte(u8),
-    LpHeaderTotal { item: usize, v: u32 },
-    LpHeaderCount { item: usize, v: u16 },
-    LpInt { item: usize, elem: usize, v: i64 },
-    LpStr { item: usize, elem: usize, how: u8 },
-    LpRemove { item: usize, elem: usize },
-    LpDup { item: usize, elem: usize },
-    LpNoTerminator { item: usize },
+    LpHeaderTotal {
+        item: usize,
+        v: u32,
+    },
+    LpHeaderCount {
+        item: usize,
+        v: u16,
+    },
+    LpInt {
+        item: usize,
+        elem: usize,
+        v: i64,
+    },
+    LpStr {
+        item: usize,
+        elem: usize,
+        how: u8,
+    },
+    LpRemove {
+        item: usize,
+        elem: usize,
+    },
+    LpDup {
+        item: usize,
+        elem: usize,
+    },
+    LpNoTerminator {
+        item: usize,
+    },
 }
 
 fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
@@ -704,7 +731,10 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
                     out.push((Mutation::StrDeclLen { item: i, len: x }, format!("item {i} {role:?} declared length {l} -> {x}")));
                 }
                 for how in 0..3u8 {
-                    out.push((Mutation::StrResize { item: i, how }, format!("item {i} {role:?} content {}", ["shorter", "longer", "empty"][how as usize])));
+                    out.push((
+                        Mutation::StrResize { item: i, how },
+                        format!("item {i} {role:?} content {}", ["shorter", "longer", "empty"][how as usize]),
+                    ));
                 }
                 if let Role::Listpack = role {
                     if let Some(lp) = lp_parse(b) {
@@ -730,7 +760,10 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
                                 }
                                 LpVal::Str(_) => {
                                     for how in 0..3u8 {
-                                        out.push((Mutation::LpStr { item: i, elem: e, how }, format!("item {i} lp elem {e} ({lab}) {}", ["shorter", "longer", "as int 0"][how as usize])));
+                                        out.push((
+                                            Mutation::LpStr { item: i, elem: e, how },
+                                            format!("item {i} lp elem {e} ({lab}) {}", ["shorter", "longer", "as int 0"][how as usize]),
+                                        ));
                                     }
                                 }
                             }
@@ -930,7 +963,10 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
         }
         // Encoding 4: a retention by age on some (an age reaching before the epoch: nothing trimmed).
         if i % 2 == 1 {
-            c.cmd(&["XS.CFGSET", &key, "MAXAGE", "999999999999999", if i % 4 == 1 { "EXACT" } else { "IDMP-MAXSIZE" }, "100"][..if i % 4 == 1 { 5 } else { 6 }]);
+            c.cmd(
+                &["XS.CFGSET", &key, "MAXAGE", "999999999999999", if i % 4 == 1 { "EXACT" } else { "IDMP-MAXSIZE" }, "100"]
+                    [..if i % 4 == 1 { 5 } else { 6 }],
+            );
         }
         // Encoding 5: delayed entries on some (due far ahead), which the groups' first `>`
         // reads below pass over into their schedules.
@@ -983,7 +1019,24 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
             }
             // Queue policies (encoding 3): every part on group 0, DROP on group 2.
             if g == 0 {
-                c.cmd(&["XS.GROUP", "SETPOLICY", &key, &gname, "MAXDELIVERIES", "3", "DEADLETTER", "dlq", "ACKTIMEOUT", "1000", "BACKOFF", "1.5", "MAXBACKOFF", "60000", "CONSUMERTTL", "3600000"]);
+                c.cmd(&[
+                    "XS.GROUP",
+                    "SETPOLICY",
+                    &key,
+                    &gname,
+                    "MAXDELIVERIES",
+                    "3",
+                    "DEADLETTER",
+                    "dlq",
+                    "ACKTIMEOUT",
+                    "1000",
+                    "BACKOFF",
+                    "1.5",
+                    "MAXBACKOFF",
+                    "60000",
+                    "CONSUMERTTL",
+                    "3600000",
+                ]);
             } else if g == 2 {
                 c.cmd(&["XS.GROUP", "SETPOLICY", &key, &gname, "MAXDELIVERIES", "1", "DROP"]);
             }
@@ -1191,7 +1244,12 @@ fn check_value_still(c: &mut Conn, key: &str, notes: &mut BTreeMap<String, usize
             for p in &cp {
                 let id = arr(p).first().and_then(|x| x.as_bytes()).unwrap_or(b"").to_vec();
                 if owner.get(&id) != Some(&cname) {
-                    return Err(format!("group {gname}: consumer {} lists {} which the group PEL gives to {:?}", escape(&cname), escape(&id), owner.get(&id).map(|o| escape(o))));
+                    return Err(format!(
+                        "group {gname}: consumer {} lists {} which the group PEL gives to {:?}",
+                        escape(&cname),
+                        escape(&id),
+                        owner.get(&id).map(|o| escape(o))
+                    ));
                 }
             }
             cnames.push(cname);
@@ -1288,7 +1346,8 @@ fn gen_traffic(rng: &mut Rng, key: &str, k: &Known) -> Vec<Vec<u8>> {
     let count = |rng: &mut Rng| rng.pick(&["1", "2", "10", "0", "100"]).as_bytes().to_vec();
     match rng.weighted(&[10, 4, 6, 3, 12, 8, 8, 4, 6, 6, 4, 4, 4, 3, 3, 2, 2, 2, 2]) {
         0 => {
-            let mut a = vec![b("XS.RANGE"), kb, if rng.pct(50) { b("-") } else { rand_id(rng, k) }, if rng.pct(50) { b("+") } else { rand_id(rng, k) }];
+            let mut a =
+                vec![b("XS.RANGE"), kb, if rng.pct(50) { b("-") } else { rand_id(rng, k) }, if rng.pct(50) { b("+") } else { rand_id(rng, k) }];
             if rng.pct(50) {
                 a.push(b("COUNT"));
                 a.push(count(rng));
@@ -1340,7 +1399,16 @@ fn gen_traffic(rng: &mut Rng, key: &str, k: &Known) -> Vec<Vec<u8>> {
             a
         }
         8 => {
-            let mut a = vec![b("XS.AUTOCLAIM"), kb, g, cn, b("0"), if rng.pct(50) { b("0-0") } else { rand_id(rng, k) }, b("COUNT"), b(*rng.pick(&["1", "3", "100"]))];
+            let mut a = vec![
+                b("XS.AUTOCLAIM"),
+                kb,
+                g,
+                cn,
+                b("0"),
+                if rng.pct(50) { b("0-0") } else { rand_id(rng, k) },
+                b("COUNT"),
+                b(*rng.pick(&["1", "3", "100"])),
+            ];
             if rng.pct(30) {
                 a.push(b("JUSTID"));
             }
@@ -1405,8 +1473,19 @@ fn gen_traffic(rng: &mut Rng, key: &str, k: &Known) -> Vec<Vec<u8>> {
             2 => vec![b("XS.GROUP"), b("DESTROY"), kb, g],
             3 => vec![b("XS.INFO"), b("GROUPS"), kb],
             // IDMP (8.6): records, duplicates, the window, the propagated expiry.
-            4 => vec![b("XS.ADD"), kb, b("IDMP"), format!("p{}", rng.below(3)).into_bytes(), format!("iid-{}", rng.below(16)).into_bytes(), b("*"), b("f"), b("v")],
-            5 => vec![b("XS.ADD"), kb, b("IDMPAUTO"), format!("p{}", rng.below(3)).into_bytes(), b("*"), b("f"), rng.below(6).to_string().into_bytes()],
+            4 => vec![
+                b("XS.ADD"),
+                kb,
+                b("IDMP"),
+                format!("p{}", rng.below(3)).into_bytes(),
+                format!("iid-{}", rng.below(16)).into_bytes(),
+                b("*"),
+                b("f"),
+                b("v"),
+            ],
+            5 => {
+                vec![b("XS.ADD"), kb, b("IDMPAUTO"), format!("p{}", rng.below(3)).into_bytes(), b("*"), b("f"), rng.below(6).to_string().into_bytes()]
+            }
             6 => vec![b("XS.CFGSET"), kb, b("IDMP-MAXSIZE"), rng.range(1, 6).to_string().into_bytes()],
             _ => vec![b("XS.IDMPEXPIRE"), kb, rng.next_u64().to_string().into_bytes(), b("LIMIT"), rng.range(1, 8).to_string().into_bytes()],
         },
@@ -1419,12 +1498,27 @@ static TRAFFIC_LOG: std::sync::Mutex<(bool, Vec<String>)> = std::sync::Mutex::ne
 /// Runs random traffic on `key` for `ms` milliseconds (at least one batch), pipelined in
 /// batches; refreshes what is known between batches. Every batch ends with PING and
 /// DUMP + RESTORE of the value. Errors of the xstream internal-error kind are fatal.
-fn traffic(c: &mut Conn, rng: &mut Rng, key: &str, ms: u64, notes: &mut BTreeMap<String, usize>, errs: &mut BTreeMap<String, usize>) -> Result<usize, String> {
+fn traffic(
+    c: &mut Conn,
+    rng: &mut Rng,
+    key: &str,
+    ms: u64,
+    notes: &mut BTreeMap<String, usize>,
+    errs: &mut BTreeMap<String, usize>,
+) -> Result<usize, String> {
     traffic_batches(c, rng, key, ms, usize::MAX, notes, errs)
 }
 
 /// `traffic`, also stopped after `batches` batches (a deterministic length: `ms` u64::MAX).
-fn traffic_batches(c: &mut Conn, rng: &mut Rng, key: &str, ms: u64, batches: usize, notes: &mut BTreeMap<String, usize>, errs: &mut BTreeMap<String, usize>) -> Result<usize, String> {
+fn traffic_batches(
+    c: &mut Conn,
+    rng: &mut Rng,
+    key: &str,
+    ms: u64,
+    batches: usize,
+    notes: &mut BTreeMap<String, usize>,
+    errs: &mut BTreeMap<String, usize>,
+) -> Result<usize, String> {
     let t0 = Instant::now();
     let mut ops = 0usize;
     for _ in 0..batches {
@@ -1544,7 +1638,10 @@ fn parser_round_trips_and_matches_docs() {
         .flat_map(|f| f.items)
         .filter(|it| it.raw.as_ref().is_some_and(|r| r.len() > 1 && r[1] == 0xC3))
         .count();
-    report(&format!("restore_fuzz: parser round-trips {} source payloads ({lzf} LZF-compressed strings among them); layout = docs/rdb.md", src.len()));
+    report(&format!(
+        "restore_fuzz: parser round-trips {} source payloads ({lzf} LZF-compressed strings among them); layout = docs/rdb.md",
+        src.len()
+    ));
 }
 
 #[test]
@@ -1694,13 +1791,7 @@ fn structure_aware_restore_fuzz() {
                 let alive = s.is_alive();
                 let file = crash_dir.join(format!("restore-fuzz-{}-{ci}.bin", if alive { "finding" } else { "crash" }));
                 let _ = std::fs::write(&file, &payload);
-                let line = format!(
-                    "case {ci} [{} of {}] {}: {msg}\n    payload: {}",
-                    case.kind,
-                    src[case.source].0,
-                    case.what,
-                    file.display()
-                );
+                let line = format!("case {ci} [{} of {}] {}: {msg}\n    payload: {}", case.kind, src[case.source].0, case.what, file.display());
                 let lg = s.log();
                 let why: Vec<&str> = lg.get(log_mark..).unwrap_or("").lines().filter(|l| l.contains("xstream")).collect();
                 let line = format!("{line}\n    server log: {}", why.join(" | "));

@@ -73,10 +73,7 @@ fn cfgset_maxage_sets_shows_and_removes() {
         assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE"]), err("ERR syntax error"));
         assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE", "5", "NOPE"]), err("ERR syntax error"));
         // Left to right: the IDMP option's error comes first.
-        assert_eq!(
-            c.cmd(&["XS.CFGSET", "s", "IDMP-DURATION", "0", "MAXAGE", "-1"]),
-            err("ERR IDMP-DURATION must be between 1 and 86400 seconds")
-        );
+        assert_eq!(c.cmd(&["XS.CFGSET", "s", "IDMP-DURATION", "0", "MAXAGE", "-1"]), err("ERR IDMP-DURATION must be between 1 and 86400 seconds"));
         assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE", "-1", "IDMP-DURATION", "0"]), err("ERR MAXAGE must be >= 0 milliseconds"));
         assert_eq!(c.cmd(&["XS.CFGSET", "s", "MAXAGE", "60000"]), ok());
         let info = c.cmd(&["XS.INFO", "STREAM", "s"]);
@@ -149,10 +146,7 @@ fn inline_maxage_trims_like_minid_on_the_server_clock() {
         // Errors.
         assert_eq!(c.cmd(&["XS.TRIM", "u", "MAXAGE", "-1"]), err("ERR The MAXAGE argument must be >= 0."));
         assert_eq!(c.cmd(&["XS.TRIM", "u", "MAXAGE", "x"]), err("ERR value is not an integer or out of range"));
-        assert_eq!(
-            c.cmd(&["XS.TRIM", "u", "MAXAGE", "5", "MINID", "0"]),
-            err("ERR syntax error, MAXAGE cannot be used with MAXLEN or MINID")
-        );
+        assert_eq!(c.cmd(&["XS.TRIM", "u", "MAXAGE", "5", "MINID", "0"]), err("ERR syntax error, MAXAGE cannot be used with MAXLEN or MINID"));
         assert_eq!(
             c.cmd(&["XS.ADD", "u", "MAXLEN", "5", "MAXAGE", "5", "*", "f", "v"]),
             err("ERR syntax error, MAXAGE cannot be used with MAXLEN or MINID")
@@ -235,9 +229,7 @@ fn idle_streams_trimmed_by_the_primary_timer_replicated_and_persisted() {
         assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), rc.cmd(&["DEBUG", "DIGEST-VALUE", k]), "{k}");
     }
     // Then the recent entries age out with no write.
-    wait_until("the recent entries to age", Duration::from_secs(5), || {
-        len(&mut c, "x") == 0 && len(&mut c, "a") == 0 && len(&mut c, "r2") == 0
-    });
+    wait_until("the recent entries to age", Duration::from_secs(5), || len(&mut c, "x") == 0 && len(&mut c, "a") == 0 && len(&mut c, "r2") == 0);
     // x, a, r2: 10 old + 1 recent each; keep: its 2 entries of 1970.
     assert_eq!(expired(&mut c), before + 35);
     // Written again after emptying: indexed again.
@@ -416,9 +408,7 @@ fn timers_follow_their_keys_through_swapdb() {
     assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), ok());
     assert_eq!((len(&mut c, "x"), len(&mut c, "i")), (1, 2), "db 1 now holds db 0's streams");
     wait_until("the retained stream to age in db 1", Duration::from_secs(5), || len(&mut c, "x") == 0);
-    wait_until("the iid to expire in db 1", Duration::from_secs(5), || {
-        c.cmd(&["XS.ADD", "i", "IDMP", "p", "r", "*", "f", "v"]).text() != id1
-    });
+    wait_until("the iid to expire in db 1", Duration::from_secs(5), || c.cmd(&["XS.ADD", "i", "IDMP", "p", "r", "*", "f", "v"]).text() != id1);
     assert_eq!(len(&mut c, "i"), 3);
     assert_eq!(c.cmd(&["SELECT", "0"]), ok());
     assert_eq!((len(&mut c, "x"), len(&mut c, "i")), (1, 1), "db 0's streams (db 1's before) untouched");

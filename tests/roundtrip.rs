@@ -43,23 +43,9 @@ fn fill(c: &mut Conn, rng: &mut Rng) -> Filled {
         let add = xcmd(module, "XADD");
         c.cmd(&[&add, &format!("{p}empty"), "MAXLEN", "0", "5-5", "f", "v"]);
         for i in 1..=5 {
-            c.cmd(&[
-                &add,
-                &format!("{p}alldel"),
-                &format!("{i}-1"),
-                "f",
-                &i.to_string(),
-            ]);
+            c.cmd(&[&add, &format!("{p}alldel"), &format!("{i}-1"), "f", &i.to_string()]);
         }
-        c.cmd(&[
-            &xcmd(module, "XDEL"),
-            &format!("{p}alldel"),
-            "1-1",
-            "2-1",
-            "3-1",
-            "4-1",
-            "5-1",
-        ]);
+        c.cmd(&[&xcmd(module, "XDEL"), &format!("{p}alldel"), "1-1", "2-1", "3-1", "4-1", "5-1"]);
     }
     keys.push("empty".into());
     keys.push("alldel".into());
@@ -69,15 +55,7 @@ fn fill(c: &mut Conn, rng: &mut Rng) -> Filled {
 type Snaps = Vec<(KeySnap, KeySnap)>; // (built-in, module) per key
 
 fn snap_all(c: &mut Conn, f: &Filled, prefix: (&str, &str)) -> Snaps {
-    f.keys
-        .iter()
-        .map(|k| {
-            (
-                snap(c, false, &format!("{}{k}", prefix.0)),
-                snap(c, true, &format!("{}{k}", prefix.1)),
-            )
-        })
-        .collect()
+    f.keys.iter().map(|k| (snap(c, false, &format!("{}{k}", prefix.0)), snap(c, true, &format!("{}{k}", prefix.1)))).collect()
 }
 
 fn show(b: &[u8]) -> String {
@@ -95,29 +73,14 @@ fn check(what: &str, keys: &[String], before: &Snaps, after: &Snaps) {
     for (i, k) in keys.iter().enumerate() {
         let ((nb, mb), (na, ma)) = (&before[i], &after[i]);
         if mb.digest.starts_with(b"-") {
-            problems.push(format!(
-                "{k}: DEBUG DIGEST-VALUE before: {}",
-                show(&mb.digest)
-            ));
+            problems.push(format!("{k}: DEBUG DIGEST-VALUE before: {}", show(&mb.digest)));
         }
-        for (name, x, y) in [
-            ("digest", &mb.digest, &ma.digest),
-            ("XRANGE - +", &mb.range, &ma.range),
-            ("XLEN", &mb.len, &ma.len),
-        ] {
+        for (name, x, y) in [("digest", &mb.digest, &ma.digest), ("XRANGE - +", &mb.range, &ma.range), ("XLEN", &mb.len, &ma.len)] {
             if x != y {
-                problems.push(format!(
-                    "{k}: {name} changed\n    before: {}\n    after:  {}",
-                    show(x),
-                    show(y)
-                ));
+                problems.push(format!("{k}: {name} changed\n    before: {}\n    after:  {}", show(x), show(y)));
             }
         }
-        let expected = if nb.info == na.info {
-            &mb.info
-        } else {
-            &na.info
-        };
+        let expected = if nb.info == na.info { &mb.info } else { &na.info };
         if &ma.info != expected {
             problems.push(format!(
                 "{k}: XS.INFO STREAM after {what}\n    got:      {}\n    expected: {} ({})\n    module before: {}",
@@ -129,11 +92,7 @@ fn check(what: &str, keys: &[String], before: &Snaps, after: &Snaps) {
         }
     }
     if !problems.is_empty() {
-        panic!(
-            "{what}: {} problem(s):\n  {}",
-            problems.len(),
-            problems.join("\n  ")
-        );
+        panic!("{what}: {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
     report(&format!("roundtrip {what}: {} keys identical", keys.len()));
 }
@@ -145,12 +104,7 @@ fn roundtrip_debug_reload() {
     let mut rng = Rng::from_env("roundtrip_debug_reload");
     let f = fill(&mut c, &mut rng);
     let before = snap_all(&mut c, &f, ("n", "m"));
-    assert_eq!(
-        c.cmd(&["DEBUG", "RELOAD"]),
-        Reply::Simple("OK".into()),
-        "log:\n{}",
-        s.log_tail(30)
-    );
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()), "log:\n{}", s.log_tail(30));
     let after = snap_all(&mut c, &f, ("n", "m"));
     check("DEBUG RELOAD", &f.keys, &before, &after);
 }
@@ -184,16 +138,8 @@ fn roundtrip_dump_restore_copy() {
                 Reply::Bulk(b) => b,
                 other => panic!("DUMP {src}: {other}"),
             };
-            assert!(
-                dump_split(&payload).is_some(),
-                "DUMP {src}: our crc64 does not match the payload footer"
-            );
-            let r = c.cmd(&[
-                b"RESTORE".as_slice(),
-                format!("r{p}{k}").as_bytes(),
-                b"0",
-                &payload,
-            ]);
+            assert!(dump_split(&payload).is_some(), "DUMP {src}: our crc64 does not match the payload footer");
+            let r = c.cmd(&[b"RESTORE".as_slice(), format!("r{p}{k}").as_bytes(), b"0", &payload]);
             assert_eq!(r, Reply::Simple("OK".into()), "RESTORE r{p}{k}: {r}");
             let r = c.cmd(&["COPY", &src, &format!("c{p}{k}")]);
             assert_eq!(r, Reply::Int(1), "COPY {src}: {r}");
@@ -208,19 +154,11 @@ fn roundtrip_dump_restore_copy() {
     check("(sources after DUMP/COPY)", &f.keys, &before, &again);
     c.cmd(&["XS.ADD", "cmbig", "*", "extra", "1"]);
     let again = snap_all(&mut c, &f, ("n", "m"));
-    check(
-        "(source after writing to its copy)",
-        &f.keys,
-        &before,
-        &again,
-    );
+    check("(source after writing to its copy)", &f.keys, &before, &again);
 }
 
 fn aof_roundtrip(preamble: &str) {
-    let mut s = Server::builder()
-        .arg("--appendonly", "yes")
-        .arg("--aof-use-rdb-preamble", preamble)
-        .start();
+    let mut s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", preamble).start();
     let mut c = s.conn();
     let what = format!("roundtrip_aof_preamble_{preamble}");
     let mut rng = Rng::from_env(&what);
@@ -229,13 +167,7 @@ fn aof_roundtrip(preamble: &str) {
     let r = c.cmd(&["BGREWRITEAOF"]);
     assert!(!r.is_error(), "BGREWRITEAOF: {r}");
     wait_persistence_idle(&mut c, Duration::from_secs(60));
-    assert!(
-        c.cmd(&["INFO", "persistence"])
-            .text()
-            .contains("aof_last_bgrewrite_status:ok"),
-        "AOF rewrite failed; log:\n{}",
-        s.log_tail(40)
-    );
+    assert!(c.cmd(&["INFO", "persistence"]).text().contains("aof_last_bgrewrite_status:ok"), "AOF rewrite failed; log:\n{}", s.log_tail(40));
     // The rewrite really went through the module: without preamble the base file holds commands.
     let aofdir = s.dir().join("appendonlydir");
     let base: Vec<u8> = std::fs::read_dir(&aofdir)
@@ -245,27 +177,14 @@ fn aof_roundtrip(preamble: &str) {
         .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
         .collect();
     if preamble == "no" {
-        assert!(
-            base.windows(3).any(|w| w.eq_ignore_ascii_case(b"XS.")),
-            "the rewritten base AOF holds no XS.* command ({} bytes)",
-            base.len()
-        );
+        assert!(base.windows(3).any(|w| w.eq_ignore_ascii_case(b"XS.")), "the rewritten base AOF holds no XS.* command ({} bytes)", base.len());
     } else {
-        assert!(
-            base.starts_with(b"REDIS"),
-            "the rewritten base AOF is not an RDB preamble"
-        );
+        assert!(base.starts_with(b"REDIS"), "the rewritten base AOF is not an RDB preamble");
     }
     // More writes after the rewrite: they go to the incremental AOF as XS.* commands.
     for module in [false, true] {
         let key = format!("{}small", if module { "m" } else { "n" });
-        c.cmd(&[
-            &xcmd(module, "XADD"),
-            &key,
-            "999999999-1",
-            "after",
-            "rewrite",
-        ]);
+        c.cmd(&[&xcmd(module, "XADD"), &key, "999999999-1", "after", "rewrite"]);
         c.cmd(&[&xcmd(module, "XTRIM"), &key, "MAXLEN", "~", "5"]);
     }
     let before = snap_all(&mut c, &f, ("n", "m"));
@@ -273,12 +192,7 @@ fn aof_roundtrip(preamble: &str) {
     s.restart();
     let mut c = s.conn();
     let after = snap_all(&mut c, &f, ("n", "m"));
-    check(
-        &format!("BGREWRITEAOF (aof-use-rdb-preamble {preamble}) + restart"),
-        &f.keys,
-        &before,
-        &after,
-    );
+    check(&format!("BGREWRITEAOF (aof-use-rdb-preamble {preamble}) + restart"), &f.keys, &before, &after);
 }
 
 #[test]
@@ -318,16 +232,9 @@ fn roundtrip_replica() {
                     args.push(xcmd(module, "XADD").into_bytes());
                     args.push(key.clone().into_bytes());
                     if r.pct(25) {
-                        args.extend([
-                            b"MAXLEN".to_vec(),
-                            b"~".to_vec(),
-                            r.range(10, 120).to_string().into_bytes(),
-                        ]);
+                        args.extend([b"MAXLEN".to_vec(), b"~".to_vec(), r.range(10, 120).to_string().into_bytes()]);
                         if r.pct(30) {
-                            args.extend([
-                                b"LIMIT".to_vec(),
-                                r.range(1, 40).to_string().into_bytes(),
-                            ]);
+                            args.extend([b"LIMIT".to_vec(), r.range(1, 40).to_string().into_bytes()]);
                         }
                     } else if r.pct(5) && !ids[slot].is_empty() {
                         let id = ids[slot][r.below(ids[slot].len() as u64) as usize].clone();
@@ -349,25 +256,13 @@ fn roundtrip_replica() {
                 2 => {
                     args.push(xcmd(module, "XTRIM").into_bytes());
                     args.push(key.clone().into_bytes());
-                    args.extend([
-                        b"MAXLEN".to_vec(),
-                        b"~".to_vec(),
-                        r.range(20, 150).to_string().into_bytes(),
-                    ]);
+                    args.extend([b"MAXLEN".to_vec(), b"~".to_vec(), r.range(20, 150).to_string().into_bytes()]);
                 }
                 3 if !ids[slot].is_empty() => {
                     args.push(xcmd(module, "XTRIM").into_bytes());
                     args.push(key.clone().into_bytes());
                     let id = ids[slot][r.below(ids[slot].len() as u64) as usize].clone();
-                    args.extend([
-                        b"MINID".to_vec(),
-                        if r.pct(50) {
-                            b"~".to_vec()
-                        } else {
-                            b"=".to_vec()
-                        },
-                        id,
-                    ]);
+                    args.extend([b"MINID".to_vec(), if r.pct(50) { b"~".to_vec() } else { b"=".to_vec() }, id]);
                 }
                 4 if !ids[slot].is_empty() => {
                     // Move the last ID forward a bit (by ms), with metadata.
@@ -390,20 +285,12 @@ fn roundtrip_replica() {
         }
     }
     let w = c.cmd(&["WAIT", "1", "5000"]);
-    assert_eq!(
-        w,
-        Reply::Int(1),
-        "WAIT 1 5000: {w}; replica log:\n{}",
-        replica.log_tail(30)
-    );
+    assert_eq!(w, Reply::Int(1), "WAIT 1 5000: {w}; replica log:\n{}", replica.log_tail(30));
     let mut rc = replica.conn();
     // Offsets equal.
     let off = |c: &mut Conn| -> String {
         let info = c.cmd(&["INFO", "replication"]).text();
-        info.lines()
-            .find(|l| l.starts_with("master_repl_offset:"))
-            .map(|l| l.trim().to_string())
-            .unwrap_or_default()
+        info.lines().find(|l| l.starts_with("master_repl_offset:")).map(|l| l.trim().to_string()).unwrap_or_default()
     };
     let t0 = std::time::Instant::now();
     while off(&mut c) != off(&mut rc) && t0.elapsed() < Duration::from_secs(10) {
@@ -412,25 +299,11 @@ fn roundtrip_replica() {
     assert_eq!(off(&mut c), off(&mut rc), "replication offsets differ");
     let mut problems = Vec::new();
     for k in keys {
-        let (pn, pm) = (
-            snap(&mut c, false, &format!("n{k}")),
-            snap(&mut c, true, &format!("m{k}")),
-        );
-        let (rn, rm) = (
-            snap(&mut rc, false, &format!("n{k}")),
-            snap(&mut rc, true, &format!("m{k}")),
-        );
-        for (name, x, y) in [
-            ("digest", &pm.digest, &rm.digest),
-            ("XRANGE", &pm.range, &rm.range),
-            ("XLEN", &pm.len, &rm.len),
-        ] {
+        let (pn, pm) = (snap(&mut c, false, &format!("n{k}")), snap(&mut c, true, &format!("m{k}")));
+        let (rn, rm) = (snap(&mut rc, false, &format!("n{k}")), snap(&mut rc, true, &format!("m{k}")));
+        for (name, x, y) in [("digest", &pm.digest, &rm.digest), ("XRANGE", &pm.range, &rm.range), ("XLEN", &pm.len, &rm.len)] {
             if x != y {
-                problems.push(format!(
-                    "m{k}: {name} differs\n    primary: {}\n    replica: {}",
-                    show(x),
-                    show(y)
-                ));
+                problems.push(format!("m{k}: {name} differs\n    primary: {}\n    replica: {}", show(x), show(y)));
             }
         }
         if pn.info == rn.info && pm.info != rm.info {
@@ -447,12 +320,6 @@ fn roundtrip_replica() {
     if !problems.is_empty() {
         panic!("replica differs from primary:\n  {}", problems.join("\n  "));
     }
-    let lens: Vec<String> = keys
-        .iter()
-        .map(|k| c.cmd(&["XS.LEN", &format!("m{k}")]).to_string())
-        .collect();
-    report(&format!(
-        "roundtrip replica: identical (module lengths {})",
-        lens.join(", ")
-    ));
+    let lens: Vec<String> = keys.iter().map(|k| c.cmd(&["XS.LEN", &format!("m{k}")]).to_string()).collect();
+    report(&format!("roundtrip replica: identical (module lengths {})", lens.join(", ")));
 }

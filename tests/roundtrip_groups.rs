@@ -29,10 +29,7 @@ fn x(module: bool, c: &str) -> String {
 /// PEL IDs of `g` on `key` (this side's own commands).
 fn pel(c: &mut Conn, module: bool, key: &str, g: &str) -> Vec<Vec<u8>> {
     match c.cmd(&[&x(module, "XPENDING"), key, g, "-", "+", "1000"]) {
-        Reply::Array(v) => v
-            .iter()
-            .map(|e| e.as_array()[0].as_bytes().unwrap().to_vec())
-            .collect(),
+        Reply::Array(v) => v.iter().map(|e| e.as_array()[0].as_bytes().unwrap().to_vec()).collect(),
         _ => Vec::new(),
     }
 }
@@ -58,11 +55,7 @@ fn fill_key(c: &mut Conn, seed: u64, module: bool, key: &str, suffix: &str) {
     for i in 0..n {
         ms += rng.range(0, 2);
         let id = format!("{ms}-{i}");
-        let mut a: Vec<Vec<u8>> = vec![
-            add.clone().into_bytes(),
-            key.as_bytes().to_vec(),
-            id.into_bytes(),
-        ];
+        let mut a: Vec<Vec<u8>> = vec![add.clone().into_bytes(), key.as_bytes().to_vec(), id.into_bytes()];
         for f in 0..rng.range(1, 3) {
             a.push(format!("f{f}").into_bytes());
             a.push(random_value(&mut rng));
@@ -74,21 +67,9 @@ fn fill_key(c: &mut Conn, seed: u64, module: bool, key: &str, suffix: &str) {
     run(c, &[&grp, "CREATE", key, "g2", "$"]);
     let rg = x(module, "XREADGROUP");
     for round in 0..(n / 6).max(2) {
-        for (g, cons) in [
-            ("g0", "alice"),
-            ("g0", "bob"),
-            ("g1", "carol"),
-            ("g0", "dave"),
-        ] {
+        for (g, cons) in [("g0", "alice"), ("g0", "bob"), ("g1", "carol"), ("g0", "dave")] {
             let count = rng.range(1, 8).to_string();
-            let mut a = vec![
-                rg.clone(),
-                "GROUP".into(),
-                g.into(),
-                cons.into(),
-                "COUNT".into(),
-                count,
-            ];
+            let mut a = vec![rg.clone(), "GROUP".into(), g.into(), cons.into(), "COUNT".into(), count];
             if round % 3 == 2 && cons == "carol" {
                 a.push("NOACK".into());
             }
@@ -98,11 +79,7 @@ fn fill_key(c: &mut Conn, seed: u64, module: bool, key: &str, suffix: &str) {
     }
     // Ack about half of g0's PEL, claim some to another consumer with explicit TIME and counts.
     let p = pel(c, module, key, "g0");
-    let mut ack = vec![
-        x(module, "XACK").into_bytes(),
-        key.as_bytes().to_vec(),
-        b"g0".to_vec(),
-    ];
+    let mut ack = vec![x(module, "XACK").into_bytes(), key.as_bytes().to_vec(), b"g0".to_vec()];
     for id in &p {
         if rng.pct(50) {
             ack.push(id.clone());
@@ -112,61 +89,22 @@ fn fill_key(c: &mut Conn, seed: u64, module: bool, key: &str, suffix: &str) {
         run(c, &ack);
     }
     let p = pel(c, module, key, "g0");
-    let mut claim: Vec<Vec<u8>> = vec![
-        x(module, "XCLAIM").into_bytes(),
-        key.as_bytes().to_vec(),
-        b"g0".to_vec(),
-        b"dead-letter".to_vec(),
-        b"0".to_vec(),
-    ];
+    let mut claim: Vec<Vec<u8>> =
+        vec![x(module, "XCLAIM").into_bytes(), key.as_bytes().to_vec(), b"g0".to_vec(), b"dead-letter".to_vec(), b"0".to_vec()];
     for id in p.iter().take(p.len() / 3 + 1) {
         claim.push(id.clone());
     }
-    claim.extend([
-        b"TIME".to_vec(),
-        b"1600000000000".to_vec(),
-        b"RETRYCOUNT".to_vec(),
-        b"7".to_vec(),
-        b"JUSTID".to_vec(),
-    ]);
+    claim.extend([b"TIME".to_vec(), b"1600000000000".to_vec(), b"RETRYCOUNT".to_vec(), b"7".to_vec(), b"JUSTID".to_vec()]);
     run(c, &claim);
     // FORCE: g2 (created at $) gets PEL entries for entries it never read.
     let first = c.cmd(&[&x(module, "XRANGE"), key, "-", "+", "COUNT", "2"]);
     for e in first.as_array() {
         let id = e.as_array()[0].text();
-        run(
-            c,
-            &[
-                &x(module, "XCLAIM"),
-                key,
-                "g2",
-                "forced",
-                "0",
-                &id,
-                "FORCE",
-                "TIME",
-                "1000",
-            ],
-        );
+        run(c, &[&x(module, "XCLAIM"), key, "g2", "forced", "0", &id, "FORCE", "TIME", "1000"]);
     }
-    run(
-        c,
-        &[
-            &x(module, "XAUTOCLAIM"),
-            key,
-            "g1",
-            "erin",
-            "0",
-            "0-0",
-            "COUNT",
-            "3",
-        ],
-    );
+    run(c, &[&x(module, "XAUTOCLAIM"), key, "g1", "erin", "0", "0-0", "COUNT", "3"]);
     run(c, &[&grp, "CREATECONSUMER", key, "g0", "idle-one"]);
-    run(
-        c,
-        &[&grp, "SETID", key, "g1", "$", "ENTRIESREAD", &n.to_string()],
-    );
+    run(c, &[&grp, "SETID", key, "g1", "$", "ENTRIESREAD", &n.to_string()]);
     // Delete some pending entries: the PEL keeps referencing them.
     let p = pel(c, module, key, "g0");
     let mut del = vec![x(module, "XDEL").into_bytes(), key.as_bytes().to_vec()];
@@ -206,32 +144,16 @@ fn fill(c: &mut Conn, rng: &mut Rng) {
 fn snap(c: &mut Conn, module: bool, key: &str) -> Snap {
     let now = now_ms();
     let mut out: Snap = vec![
-        (
-            "DEBUG DIGEST-VALUE".into(),
-            c.raw(&["DEBUG", "DIGEST-VALUE", key]),
-        ),
-        (
-            "XRANGE - +".into(),
-            c.raw(&[&x(module, "XRANGE"), key, "-", "+"]),
-        ),
-        (
-            "XINFO STREAM FULL COUNT 0".into(),
-            c.raw(&[&x(module, "XINFO"), "STREAM", key, "FULL", "COUNT", "0"]),
-        ),
-        (
-            "XINFO GROUPS".into(),
-            c.raw(&[&x(module, "XINFO"), "GROUPS", key]),
-        ),
+        ("DEBUG DIGEST-VALUE".into(), c.raw(&["DEBUG", "DIGEST-VALUE", key])),
+        ("XRANGE - +".into(), c.raw(&[&x(module, "XRANGE"), key, "-", "+"])),
+        ("XINFO STREAM FULL COUNT 0".into(), c.raw(&[&x(module, "XINFO"), "STREAM", key, "FULL", "COUNT", "0"])),
+        ("XINFO GROUPS".into(), c.raw(&[&x(module, "XINFO"), "GROUPS", key])),
     ];
     if let Reply::Array(gs) = c.cmd(&[&x(module, "XINFO"), "GROUPS", key]) {
         for g in gs {
             let name = g.field("name").unwrap().text();
-            out.push((
-                format!("XPENDING {name}"),
-                c.raw(&[&x(module, "XPENDING"), key, &name]),
-            ));
-            let mut n =
-                Node::parse(&c.raw(&[&x(module, "XPENDING"), key, &name, "-", "+", "1000"]));
+            out.push((format!("XPENDING {name}"), c.raw(&[&x(module, "XPENDING"), key, &name])));
+            let mut n = Node::parse(&c.raw(&[&x(module, "XPENDING"), key, &name, "-", "+", "1000"]));
             norm_pending_ext(&mut n, now);
             out.push((format!("XPENDING {name} - + 1000"), n.to_bytes()));
             let mut n = Node::parse(&c.raw(&[&x(module, "XINFO"), "CONSUMERS", key, &name]));
@@ -291,17 +213,7 @@ struct Snaps {
 }
 
 fn snap_all(c: &mut Conn, prefix: (&str, &str)) -> Snaps {
-    Snaps {
-        keys: SUFFIXES
-            .iter()
-            .map(|s| {
-                (
-                    snap(c, false, &format!("{}{s}", prefix.0)),
-                    snap(c, true, &format!("{}{s}", prefix.1)),
-                )
-            })
-            .collect(),
-    }
+    Snaps { keys: SUFFIXES.iter().map(|s| (snap(c, false, &format!("{}{s}", prefix.0)), snap(c, true, &format!("{}{s}", prefix.1)))).collect() }
 }
 
 /// Every item that differs, as one (names, first before, first after) triple.
@@ -333,11 +245,7 @@ fn around_diff(x: &[u8], y: &[u8]) -> (String, String) {
     let lo = i.saturating_sub(400);
     let cut = |v: &[u8]| {
         let hi = (i + 600).min(v.len());
-        format!(
-            "[{} bytes, first difference at {i}] ...{}...",
-            v.len(),
-            escape(&v[lo.min(v.len())..hi])
-        )
+        format!("[{} bytes, first difference at {i}] ...{}...", v.len(), escape(&v[lo.min(v.len())..hi]))
     };
     (cut(x), cut(y))
 }
@@ -349,10 +257,7 @@ fn check(what: &str, before: &Snaps, after: &Snaps) {
     for (i, s) in SUFFIXES.iter().enumerate() {
         let ((nb, mb), (na, ma)) = (&before.keys[i], &after.keys[i]);
         if mb[0].1.starts_with(b"-") || mb[2].1.starts_with(b"-") {
-            problems.push(format!(
-                "m{s}: snapshot is an error: {}",
-                show(&mb[2].1, 300)
-            ));
+            problems.push(format!("m{s}: snapshot is an error: {}", show(&mb[2].1, 300)));
             continue;
         }
         let Some((w, x, y)) = first_diff(mb, ma) else {
@@ -373,17 +278,11 @@ fn check(what: &str, before: &Snaps, after: &Snaps) {
             }
         } else {
             let (a, b) = around_diff(&x, &y);
-            problems.push(format!(
-                "m{s}: {w} changed (the built-in's did not)\n    before: {a}\n    after:  {b}"
-            ));
+            problems.push(format!("m{s}: {w} changed (the built-in's did not)\n    before: {a}\n    after:  {b}"));
         }
     }
     if !problems.is_empty() {
-        panic!(
-            "{what}: {} problem(s):\n  {}",
-            problems.len(),
-            problems.join("\n  ")
-        );
+        panic!("{what}: {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
     if !inherited.is_empty() {
         report(&format!(
@@ -395,14 +294,7 @@ fn check(what: &str, before: &Snaps, after: &Snaps) {
         "roundtrip_groups {what}: {} of {} keys identical{}",
         SUFFIXES.len() - inherited.len(),
         SUFFIXES.len(),
-        if loose.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} with seen-time / radix counters masked, like the built-in's)",
-                loose.join(", ")
-            )
-        }
+        if loose.is_empty() { String::new() } else { format!(" ({} with seen-time / radix counters masked, like the built-in's)", loose.join(", ")) }
     ));
 }
 
@@ -413,12 +305,7 @@ fn roundtrip_groups_debug_reload() {
     let mut rng = Rng::from_env("roundtrip_groups_debug_reload");
     fill(&mut c, &mut rng);
     let before = snap_all(&mut c, ("n", "m"));
-    assert_eq!(
-        c.cmd(&["DEBUG", "RELOAD"]),
-        Reply::Simple("OK".into()),
-        "log:\n{}",
-        s.log_tail(30)
-    );
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()), "log:\n{}", s.log_tail(30));
     let after = snap_all(&mut c, ("n", "m"));
     check("DEBUG RELOAD", &before, &after);
 }
@@ -452,12 +339,7 @@ fn roundtrip_groups_dump_restore_copy() {
                 Reply::Bulk(b) => b,
                 other => panic!("DUMP {src}: {other}"),
             };
-            let r = c.cmd(&[
-                b"RESTORE".as_slice(),
-                format!("r{p}{k}").as_bytes(),
-                b"0",
-                &payload,
-            ]);
+            let r = c.cmd(&[b"RESTORE".as_slice(), format!("r{p}{k}").as_bytes(), b"0", &payload]);
             assert_eq!(r, Reply::Simple("OK".into()), "RESTORE r{p}{k}: {r}");
             let r = c.cmd(&["COPY", &src, &format!("c{p}{k}")]);
             assert_eq!(r, Reply::Int(1), "COPY {src}: {r}");
@@ -469,24 +351,13 @@ fn roundtrip_groups_dump_restore_copy() {
     check("COPY", &before, &copied);
     // The copy's groups are independent of the source's.
     c.cmd(&["XS.GROUP", "DESTROY", "cmbig", "g0"]);
-    c.cmd(&[
-        "XS.READGROUP",
-        "GROUP",
-        "g2",
-        "x",
-        "STREAMS",
-        "cmsmall",
-        ">",
-    ]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g2", "x", "STREAMS", "cmsmall", ">"]);
     let again = snap_all(&mut c, ("n", "m"));
     check("(sources after writing to their copies)", &before, &again);
 }
 
 fn aof_roundtrip(preamble: &str) {
-    let mut s = Server::builder()
-        .arg("--appendonly", "yes")
-        .arg("--aof-use-rdb-preamble", preamble)
-        .start();
+    let mut s = Server::builder().arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", preamble).start();
     let mut c = s.conn();
     let mut rng = Rng::from_env(&format!("roundtrip_groups_aof_preamble_{preamble}"));
     fill(&mut c, &mut rng);
@@ -494,13 +365,7 @@ fn aof_roundtrip(preamble: &str) {
     let r = c.cmd(&["BGREWRITEAOF"]);
     assert!(!r.is_error(), "BGREWRITEAOF: {r}");
     wait_persistence_idle(&mut c, Duration::from_secs(60));
-    assert!(
-        c.cmd(&["INFO", "persistence"])
-            .text()
-            .contains("aof_last_bgrewrite_status:ok"),
-        "AOF rewrite failed; log:\n{}",
-        s.log_tail(40)
-    );
+    assert!(c.cmd(&["INFO", "persistence"]).text().contains("aof_last_bgrewrite_status:ok"), "AOF rewrite failed; log:\n{}", s.log_tail(40));
     // Group writes after the rewrite go to the incremental AOF. Each delivers or claims an
     // entry: since 7.2 a read or claim that delivers nothing still creates its consumer, and
     // the built-in propagates that creation to neither replicas nor the AOF (ours does). The
@@ -508,36 +373,15 @@ fn aof_roundtrip(preamble: &str) {
     for module in [false, true] {
         let key = format!("{}small", if module { "m" } else { "n" });
         c.cmd(&[&x(module, "XADD"), &key, "999-1", "f", "late"]);
-        c.cmd(&[
-            &x(module, "XREADGROUP"),
-            "GROUP",
-            "g2",
-            "late",
-            "NOACK",
-            "STREAMS",
-            &key,
-            ">",
-        ]);
-        c.cmd(&[
-            &x(module, "XCLAIM"),
-            &key,
-            "g0",
-            "late",
-            "0",
-            "999-1",
-            "FORCE",
-        ]);
+        c.cmd(&[&x(module, "XREADGROUP"), "GROUP", "g2", "late", "NOACK", "STREAMS", &key, ">"]);
+        c.cmd(&[&x(module, "XCLAIM"), &key, "g0", "late", "0", "999-1", "FORCE"]);
     }
     let before = snap_all(&mut c, ("n", "m"));
     drop(c);
     s.restart();
     let mut c = s.conn();
     let after = snap_all(&mut c, ("n", "m"));
-    check(
-        &format!("BGREWRITEAOF (aof-use-rdb-preamble {preamble}) + restart"),
-        &before,
-        &after,
-    );
+    check(&format!("BGREWRITEAOF (aof-use-rdb-preamble {preamble}) + restart"), &before, &after);
 }
 
 #[test]

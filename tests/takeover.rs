@@ -63,11 +63,7 @@ fn command_calls(c: &mut Conn) -> Vec<(String, u64)> {
         .filter_map(|l| {
             let l = l.strip_prefix("cmdstat_")?;
             let (name, rest) = l.split_once(':')?;
-            let calls = rest
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
+            let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?.parse().ok()?;
             Some((name.to_string(), calls))
         })
         .collect()
@@ -76,8 +72,7 @@ fn command_calls(c: &mut Conn) -> Vec<(String, u64)> {
 /// Whether `key` holds a module stream. TYPE says `stream` for both kinds in takeover mode;
 /// OBJECT ENCODING tells them apart (`stream` for the built-in, `raw` for a module value).
 fn is_module_stream(c: &mut Conn, key: &str) -> bool {
-    c.cmd(&["TYPE", key]) == Reply::Simple("stream".into())
-        && c.cmd(&["OBJECT", "ENCODING", key]) == Reply::Bulk(b"raw".to_vec())
+    c.cmd(&["TYPE", key]) == Reply::Simple("stream".into()) && c.cmd(&["OBJECT", "ENCODING", key]) == Reply::Bulk(b"raw".to_vec())
 }
 
 /// On B, the built-in stream commands must never have run (the filter sent everything to the
@@ -94,24 +89,10 @@ fn assert_served_by_module(b: &Server, what: &str) {
         .filter(|(n, k)| n.starts_with('x') && !n.starts_with("xs.") && !n.ends_with("|help") && *k > 0)
         .map(|(n, k)| format!("{n}={k}"))
         .collect();
-    assert!(
-        builtin.is_empty(),
-        "{what}: built-in stream commands ran on the takeover server: {builtin:?}"
-    );
-    let module: u64 = calls
-        .iter()
-        .filter(|(n, _)| n.starts_with("xs."))
-        .map(|(_, k)| k)
-        .sum();
-    assert!(
-        module > 0,
-        "{what}: no XS.* command ran on the takeover server"
-    );
-    let list: Vec<String> = calls
-        .iter()
-        .filter(|(n, _)| n.starts_with("xs."))
-        .map(|(n, k)| format!("{n}={k}"))
-        .collect();
+    assert!(builtin.is_empty(), "{what}: built-in stream commands ran on the takeover server: {builtin:?}");
+    let module: u64 = calls.iter().filter(|(n, _)| n.starts_with("xs.")).map(|(_, k)| k).sum();
+    assert!(module > 0, "{what}: no XS.* command ran on the takeover server");
+    let list: Vec<String> = calls.iter().filter(|(n, _)| n.starts_with("xs.")).map(|(n, k)| format!("{n}={k}")).collect();
     report(&format!("{what}: B command stats: {}", list.join(" ")));
 }
 
@@ -122,13 +103,7 @@ fn assert_served_by_module(b: &Server, what: &str) {
 /// Runs a generator (`gen_basic::run` / `gen_groups::run`) between a plain server and a
 /// takeover server; `what` names the run and is the summary label (`<what>: N ops, 0
 /// differences`); `env`: the variables giving the RESP2 / RESP3 op counts. Returns the servers.
-fn takeover_diff(
-    run: fn(Pair, &Opts) -> usize,
-    what: &'static str,
-    test: &'static str,
-    env: [&str; 2],
-    n: [usize; 2],
-) -> (Server, Server) {
+fn takeover_diff(run: fn(Pair, &Opts) -> usize, what: &'static str, test: &'static str, env: [&str; 2], n: [usize; 2]) -> (Server, Server) {
     let a = Server::start_plain();
     // With an AOF, so that B propagates: a propagation while writes are paused (the runner's
     // `CLIENT PAUSE WRITE` windows) aborts Redis, which it would otherwise skip.
@@ -189,35 +164,19 @@ fn compare_lines(ca: &mut Conn, cb: &mut Conn, what: &str, lines: &[Vec<String>]
         let na = mask(&ra, args, 0);
         let nb = mask(&rb, args, 1);
         if na != nb {
-            diffs.push(format!(
-                "  {}\n    A: {}\n    B: {}",
-                fmt_cmd(args),
-                escape(&ra),
-                escape(&rb)
-            ));
+            diffs.push(format!("  {}\n    A: {}\n    B: {}", fmt_cmd(args), escape(&ra), escape(&rb)));
         }
     }
-    assert!(
-        diffs.is_empty(),
-        "{what}: {} difference(s):\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    assert!(diffs.is_empty(), "{what}: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
 }
 
 /// Clock fields masked (XPENDING extended, XINFO CONSUMERS, XINFO STREAM FULL). Command names
 /// in error texts are compared as they are: in takeover mode they are the built-in's.
 fn mask(raw: &[u8], args: &[String], side: usize) -> Vec<u8> {
-    let norm = common::groups::Normalizer {
-        key_pairs: Vec::new(),
-        loose_names: false,
-    };
+    let norm = common::groups::Normalizer { key_pairs: Vec::new(), loose_names: false };
     // Scripts and functions: the command is inside; classify by the first stream command name.
     const NAMES: &[&str] = &["XPENDING", "XINFO"];
-    let inner: Vec<String> = match args
-        .iter()
-        .position(|a| NAMES.iter().any(|n| a.eq_ignore_ascii_case(n)))
-    {
+    let inner: Vec<String> = match args.iter().position(|a| NAMES.iter().any(|n| a.eq_ignore_ascii_case(n))) {
         Some(i) if i > 0 => args[i..].to_vec(),
         _ => args.to_vec(),
     };
@@ -225,127 +184,52 @@ fn mask(raw: &[u8], args: &[String], side: usize) -> Vec<u8> {
 }
 
 fn argv(line: &str) -> Vec<String> {
-    line.split(' ')
-        .filter(|t| !t.is_empty())
-        .map(|t| t.replace("{sp}", " "))
-        .collect()
+    line.split(' ').filter(|t| !t.is_empty()).map(|t| t.replace("{sp}", " ")).collect()
 }
 
 fn script_lines() -> Vec<Vec<String>> {
     let mut v: Vec<Vec<String>> = Vec::new();
     let eval = |script: &str, keys: &[&str], args: &[&str]| -> Vec<String> {
-        let mut a = vec![
-            "EVAL".to_string(),
-            script.to_string(),
-            keys.len().to_string(),
-        ];
+        let mut a = vec!["EVAL".to_string(), script.to_string(), keys.len().to_string()];
         a.extend(keys.iter().map(|s| s.to_string()));
         a.extend(args.iter().map(|s| s.to_string()));
         a
     };
-    v.push(eval(
-        "return redis.call('XADD', KEYS[1], ARGV[1], 'f', ARGV[2])",
-        &["s1"],
-        &["1-1", "one"],
-    ));
-    v.push(eval(
-        "return redis.call('xadd', KEYS[1], '*', 'f', 'auto')",
-        &["s2"],
-        &[],
-    ));
+    v.push(eval("return redis.call('XADD', KEYS[1], ARGV[1], 'f', ARGV[2])", &["s1"], &["1-1", "one"]));
+    v.push(eval("return redis.call('xadd', KEYS[1], '*', 'f', 'auto')", &["s2"], &[]));
     v.push(eval(
         "redis.call('XADD', KEYS[1], '2-1', 'f', 'two'); redis.call('XADD', KEYS[1], 'MAXLEN', '=', '2', '3-1', 'f', 'three'); return redis.call('XRANGE', KEYS[1], '-', '+')",
         &["s1"],
         &[],
     ));
-    v.push(eval(
-        "return redis.pcall('XADD', KEYS[1], '1-1', 'f', 'dup')",
-        &["s1"],
-        &[],
-    ));
+    v.push(eval("return redis.pcall('XADD', KEYS[1], '1-1', 'f', 'dup')", &["s1"], &[]));
     v.push(eval("return redis.call('XADD', KEYS[1])", &["s1"], &[]));
-    v.push(eval(
-        "return redis.pcall('XINFO', 'STREAM', KEYS[1], 'FULL')",
-        &["s1"],
-        &[],
-    ));
+    v.push(eval("return redis.pcall('XINFO', 'STREAM', KEYS[1], 'FULL')", &["s1"], &[]));
     v.push(eval(
         "redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0'); return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', '1', 'STREAMS', KEYS[1], '>')",
         &["s1"],
         &[],
     ));
-    v.push(eval(
-        "return redis.call('XPENDING', KEYS[1], 'g')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XCLAIM', KEYS[1], 'g', 'd', '0', '2-1', 'JUSTID')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XAUTOCLAIM', KEYS[1], 'g', 'e', '0', '0-0')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XACK', KEYS[1], 'g', '2-1', '3-1')",
-        &["s1"],
-        &[],
-    ));
+    v.push(eval("return redis.call('XPENDING', KEYS[1], 'g')", &["s1"], &[]));
+    v.push(eval("return redis.call('XCLAIM', KEYS[1], 'g', 'd', '0', '2-1', 'JUSTID')", &["s1"], &[]));
+    v.push(eval("return redis.call('XAUTOCLAIM', KEYS[1], 'g', 'e', '0', '0-0')", &["s1"], &[]));
+    v.push(eval("return redis.call('XACK', KEYS[1], 'g', '2-1', '3-1')", &["s1"], &[]));
     v.push(eval("return redis.call('XLEN', KEYS[1])", &["s1"], &[]));
-    v.push(eval(
-        "return redis.call('XDEL', KEYS[1], '2-1')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XTRIM', KEYS[1], 'MAXLEN', '0')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XSETID', KEYS[1], '9-9')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XINFO', 'STREAM', KEYS[1])",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XINFO', 'GROUPS', KEYS[1])",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XREVRANGE', KEYS[1], '+', '-')",
-        &["s1"],
-        &[],
-    ));
-    v.push(eval(
-        "return redis.call('XREAD', 'STREAMS', KEYS[1], '0')",
-        &["s1"],
-        &[],
-    ));
+    v.push(eval("return redis.call('XDEL', KEYS[1], '2-1')", &["s1"], &[]));
+    v.push(eval("return redis.call('XTRIM', KEYS[1], 'MAXLEN', '0')", &["s1"], &[]));
+    v.push(eval("return redis.call('XSETID', KEYS[1], '9-9')", &["s1"], &[]));
+    v.push(eval("return redis.call('XINFO', 'STREAM', KEYS[1])", &["s1"], &[]));
+    v.push(eval("return redis.call('XINFO', 'GROUPS', KEYS[1])", &["s1"], &[]));
+    v.push(eval("return redis.call('XREVRANGE', KEYS[1], '+', '-')", &["s1"], &[]));
+    v.push(eval("return redis.call('XREAD', 'STREAMS', KEYS[1], '0')", &["s1"], &[]));
     // Read-only script (EVAL_RO): reads allowed, XADD refused the same way.
     v.push({
-        let mut a = eval(
-            "return redis.call('XRANGE', KEYS[1], '-', '+')",
-            &["s1"],
-            &[],
-        );
+        let mut a = eval("return redis.call('XRANGE', KEYS[1], '-', '+')", &["s1"], &[]);
         a[0] = "EVAL_RO".into();
         a
     });
     v.push({
-        let mut a = eval(
-            "return redis.call('XADD', KEYS[1], '10-1', 'f', 'v')",
-            &["s1"],
-            &[],
-        );
+        let mut a = eval("return redis.call('XADD', KEYS[1], '10-1', 'f', 'v')", &["s1"], &[]);
         a[0] = "EVAL_RO".into();
         a
     });
@@ -421,10 +305,7 @@ fn takeover_scripts_and_functions() {
         let auto = lines.remove(1);
         let ra = ca.cmd(&auto);
         let rb = cb.cmd(&auto);
-        assert!(
-            looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap()),
-            "{what}: XADD * in a script: A {ra}, B {rb}"
-        );
+        assert!(looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap()), "{what}: XADD * in a script: A {ra}, B {rb}");
         compare_lines(&mut ca, &mut cb, &what, &lines);
         // Written through scripts and functions: the keys are module streams on B.
         for k in ["s1", "f1", "m1"] {
@@ -448,11 +329,7 @@ fn takeover_scripts_and_functions() {
             o.push(w.raw(&["EXEC"]));
             obs.push(o);
         }
-        assert_eq!(
-            obs[0], obs[1],
-            "{what}: WATCH + stream writes: A {:?} B {:?}",
-            obs[0], obs[1]
-        );
+        assert_eq!(obs[0], obs[1], "{what}: WATCH + stream writes: A {:?} B {:?}", obs[0], obs[1]);
     }
     assert_served_by_module(&b, "scripts and functions");
 }
@@ -463,10 +340,7 @@ fn takeover_scripts_and_functions() {
 
 fn info_field(c: &mut Conn, section: &str, field: &str) -> String {
     let info = c.cmd(&["INFO", section]).text();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-        .unwrap_or_default()
+    info.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).map(|v| v.trim().to_string()).unwrap_or_default()
 }
 
 fn client_flags(c: &mut Conn, id: i64) -> Option<(String, String)> {
@@ -474,13 +348,7 @@ fn client_flags(c: &mut Conn, id: i64) -> Option<(String, String)> {
     if line.trim().is_empty() {
         return None;
     }
-    let field = |name: &str| {
-        line.split(' ')
-            .find_map(|f| f.strip_prefix(name))
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    };
+    let field = |name: &str| line.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or("").trim().to_string();
     Some((field("flags="), field("cmd=")))
 }
 
@@ -489,14 +357,7 @@ fn read_raw(c: &mut Conn, timeout: Duration) -> Vec<u8> {
     let r = match c.read_reply() {
         Ok((_, raw)) => raw,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => b"<closed>".to_vec(),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            b"<no reply>".to_vec()
-        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => b"<no reply>".to_vec(),
         Err(e) => format!("<io error: {e}>").into_bytes(),
     };
     c.set_timeout(READ_TIMEOUT);
@@ -518,13 +379,7 @@ impl<'a> Env<'a> {
         let mut admin = srv.conn();
         admin.cmd(&["FLUSHALL"]);
         via::load_functions(&mut admin);
-        Env {
-            srv,
-            admin,
-            resp3,
-            obs: Vec::new(),
-            waiters: Vec::new(),
-        }
+        Env { srv, admin, resp3, obs: Vec::new(), waiters: Vec::new() }
     }
     fn client(&self) -> Conn {
         let mut c = self.srv.conn();
@@ -560,26 +415,17 @@ impl<'a> Env<'a> {
         let t0 = Instant::now();
         loop {
             match client_flags(&mut self.admin, id) {
-                Some((flags, cmd))
-                    if cmd != "client|id" && cmd != "hello" && !cmd.is_empty() && cmd != "NULL" =>
-                {
+                Some((flags, cmd)) if cmd != "client|id" && cmd != "hello" && !cmd.is_empty() && cmd != "NULL" => {
                     if flags.contains('b') {
                         break;
                     }
                     let r = read_raw(&mut c, Duration::from_secs(5));
-                    panic!(
-                        "`{line}` did not block on port {}: {}",
-                        self.srv.port(),
-                        escape(&r)
-                    );
+                    panic!("`{line}` did not block on port {}: {}", self.srv.port(), escape(&r));
                 }
                 None => panic!("client of `{line}` is gone"),
                 _ => {}
             }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "`{line}` never processed"
-            );
+            assert!(t0.elapsed() < Duration::from_secs(10), "`{line}` never processed");
             std::thread::sleep(Duration::from_millis(1));
         }
         self.waiters.push((c, id, line.to_string()));
@@ -589,11 +435,7 @@ impl<'a> Env<'a> {
     fn state(&mut self, label: &str, w: usize) {
         let id = self.waiters[w].1;
         let blocked = client_flags(&mut self.admin, id).is_some_and(|(f, _)| f.contains('b'));
-        let r = if blocked {
-            b"<blocked>".to_vec()
-        } else {
-            read_raw(&mut self.waiters[w].0, Duration::from_secs(10))
-        };
+        let r = if blocked { b"<blocked>".to_vec() } else { read_raw(&mut self.waiters[w].0, Duration::from_secs(10)) };
         let l = format!("[{}] {label}", self.waiters[w].2);
         self.note(l, &r);
     }
@@ -604,10 +446,7 @@ impl<'a> Env<'a> {
         let l = format!("[{}] {label}", self.waiters[w].2);
         self.note(l, &r);
         let ms = t0.elapsed().as_millis();
-        self.note(
-            format!("[{}] replied within 5 s", self.waiters[w].2),
-            (ms < 5000).to_string().as_bytes(),
-        );
+        self.note(format!("[{}] replied within 5 s", self.waiters[w].2), (ms < 5000).to_string().as_bytes());
     }
     fn finish(mut self) -> Vec<(String, Vec<u8>)> {
         // Nobody may stay blocked.
@@ -643,20 +482,13 @@ fn blocking_diff(test: &str, scenario: impl Fn(&mut Env)) {
                 (Some((la, ra)), Some((lb, rb))) if la == lb && ra == rb => {}
                 (x, y) => diffs.push(format!(
                     "  #{i}\n    A: {}\n    B: {}",
-                    x.map(|(l, r)| format!("{l} => {}", escape(r)))
-                        .unwrap_or_default(),
-                    y.map(|(l, r)| format!("{l} => {}", escape(r)))
-                        .unwrap_or_default()
+                    x.map(|(l, r)| format!("{l} => {}", escape(r))).unwrap_or_default(),
+                    y.map(|(l, r)| format!("{l} => {}", escape(r))).unwrap_or_default()
                 )),
             }
         }
         if !diffs.is_empty() {
-            failures.push(format!(
-                "{test} (RESP{}): {} difference(s):\n{}",
-                if resp3 { 3 } else { 2 },
-                diffs.len(),
-                diffs.join("\n")
-            ));
+            failures.push(format!("{test} (RESP{}): {} difference(s):\n{}", if resp3 { 3 } else { 2 }, diffs.len(), diffs.join("\n")));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -743,22 +575,12 @@ fn takeover_blocking_timeouts() {
         e.reply("timeout on two keys", w);
         e.rec("XINFO CONSUMERS a grp");
         // Inside MULTI: answers at once (a null array like a timeout, or the data).
-        for l in [
-            "MULTI",
-            "XREAD BLOCK 0 STREAMS a $",
-            "XREADGROUP GROUP grp c BLOCK 0 STREAMS a >",
-            "XREAD BLOCK 0 STREAMS a 0",
-            "EXEC",
-        ] {
+        for l in ["MULTI", "XREAD BLOCK 0 STREAMS a $", "XREADGROUP GROUP grp c BLOCK 0 STREAMS a >", "XREAD BLOCK 0 STREAMS a 0", "EXEC"] {
             e.rec(l);
         }
         // From scripts: never blocks either.
-        let args: Vec<String> = vec![
-            "EVAL".into(),
-            "return redis.call('XREAD', 'BLOCK', '0', 'STREAMS', KEYS[1], '$')".into(),
-            "1".into(),
-            "a".into(),
-        ];
+        let args: Vec<String> =
+            vec!["EVAL".into(), "return redis.call('XREAD', 'BLOCK', '0', 'STREAMS', KEYS[1], '$')".into(), "1".into(), "a".into()];
         e.rec_args("EVAL XREAD BLOCK 0", &args);
         let args: Vec<String> = vec![
             "EVAL".into(),
@@ -805,14 +627,8 @@ fn add_entries(c: &mut Conn, key: &str, from: u64, n: u64, value_len: usize) {
 /// ignored, and CONFIG SET refuses to change them.
 #[test]
 fn takeover_node_limits() {
-    let a = Server::builder()
-        .no_module()
-        .arg("--stream-node-max-entries", "7")
-        .start();
-    let b = Server::builder()
-        .module_args(&["takeover", "yes", "node-max-entries", "1000"])
-        .arg("--stream-node-max-entries", "7")
-        .start();
+    let a = Server::builder().no_module().arg("--stream-node-max-entries", "7").start();
+    let b = Server::builder().module_args(&["takeover", "yes", "node-max-entries", "1000"]).arg("--stream-node-max-entries", "7").start();
     let mut ca = a.conn();
     let mut cb = b.conn();
     let mut table = Vec::new();
@@ -820,10 +636,7 @@ fn takeover_node_limits() {
         let na = xinfo_nodes(ca, key);
         let nb = xinfo_nodes(cb, key);
         table.push(format!("{what}: A {na:?} B {nb:?}"));
-        assert_eq!(
-            na, nb,
-            "{what}: (length, radix-tree-keys, radix-tree-nodes) differ"
-        );
+        assert_eq!(na, nb, "{what}: (length, radix-tree-keys, radix-tree-nodes) differ");
         let fa = ca.raw(&["XINFO", "STREAM", key]);
         let fb = cb.raw(&["XINFO", "STREAM", key]);
         assert_eq!(escape(&fa), escape(&fb), "{what}: XINFO STREAM differs");
@@ -832,24 +645,12 @@ fn takeover_node_limits() {
     for c in [&mut ca, &mut cb] {
         add_entries(c, "k1", 1, 50, 3);
     }
-    check(
-        &mut ca,
-        &mut cb,
-        "k1",
-        "startup stream-node-max-entries 7, 50 entries",
-    );
-    assert_eq!(
-        xinfo_nodes(&mut ca, "k1").1,
-        8,
-        "A: 50 entries / 7 per node"
-    );
+    check(&mut ca, &mut cb, "k1", "startup stream-node-max-entries 7, 50 entries");
+    assert_eq!(xinfo_nodes(&mut ca, "k1").1, 8, "A: 50 entries / 7 per node");
 
     // CONFIG SET at runtime, while k1 exists: new nodes follow the new limit.
     for c in [&mut ca, &mut cb] {
-        assert_eq!(
-            c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "3"]),
-            Reply::Simple("OK".into())
-        );
+        assert_eq!(c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "3"]), Reply::Simple("OK".into()));
     }
     // The module's own limits have no say in takeover mode: changing them is refused (B was
     // started with `node-max-entries 1000`, which the load logs as ignored).
@@ -869,74 +670,31 @@ fn takeover_node_limits() {
         add_entries(c, "k1", 100, 20, 3);
         add_entries(c, "k2", 1, 20, 3);
     }
-    check(
-        &mut ca,
-        &mut cb,
-        "k1",
-        "after CONFIG SET stream-node-max-entries 3 (existing stream)",
-    );
-    check(
-        &mut ca,
-        &mut cb,
-        "k2",
-        "after CONFIG SET stream-node-max-entries 3 (new stream)",
-    );
+    check(&mut ca, &mut cb, "k1", "after CONFIG SET stream-node-max-entries 3 (existing stream)");
+    check(&mut ca, &mut cb, "k2", "after CONFIG SET stream-node-max-entries 3 (new stream)");
 
     // Bytes: a small byte limit with larger values (new keys only: changing the byte limit while
     // nodes exist is avoided, see tests/differential.rs).
     for c in [&mut ca, &mut cb] {
-        assert_eq!(
-            c.cmd(&[
-                "CONFIG",
-                "SET",
-                "stream-node-max-entries",
-                "0",
-                "stream-node-max-bytes",
-                "200"
-            ]),
-            Reply::Simple("OK".into())
-        );
+        assert_eq!(c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "0", "stream-node-max-bytes", "200"]), Reply::Simple("OK".into()));
         add_entries(c, "k3", 1, 40, 30);
     }
-    check(
-        &mut ca,
-        &mut cb,
-        "k3",
-        "stream-node-max-entries 0, stream-node-max-bytes 200",
-    );
+    check(&mut ca, &mut cb, "k3", "stream-node-max-entries 0, stream-node-max-bytes 200");
     // Lower-case config name, CONFIG SET of both at once, approximate trims follow the nodes.
     for c in [&mut ca, &mut cb] {
-        assert_eq!(
-            c.cmd(&[
-                "config",
-                "set",
-                "STREAM-NODE-MAX-ENTRIES",
-                "5",
-                "stream-node-max-bytes",
-                "0"
-            ]),
-            Reply::Simple("OK".into())
-        );
+        assert_eq!(c.cmd(&["config", "set", "STREAM-NODE-MAX-ENTRIES", "5", "stream-node-max-bytes", "0"]), Reply::Simple("OK".into()));
         add_entries(c, "k4", 1, 33, 3);
         let r = c.cmd(&["XTRIM", "k4", "MAXLEN", "~", "12"]);
         assert!(!r.is_error(), "{r}");
     }
     check(&mut ca, &mut cb, "k4", "entries 5, XTRIM MAXLEN ~ 12");
-    assert_eq!(
-        ca.raw(&["XRANGE", "k4", "-", "+"]),
-        cb.raw(&["XRANGE", "k4", "-", "+"])
-    );
+    assert_eq!(ca.raw(&["XRANGE", "k4", "-", "+"]), cb.raw(&["XRANGE", "k4", "-", "+"]));
     // The values survive a DEBUG RELOAD on B (stream written with the server limits, read back).
     assert_eq!(cb.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
     for c in [&mut ca, &mut cb] {
         add_entries(c, "k4", 100, 11, 3);
     }
-    check(
-        &mut ca,
-        &mut cb,
-        "k4",
-        "after DEBUG RELOAD on B and 11 more entries",
-    );
+    check(&mut ca, &mut cb, "k4", "after DEBUG RELOAD on B and 11 more entries");
     report(&format!("takeover_node_limits:\n  {}", table.join("\n  ")));
 }
 
@@ -954,10 +712,7 @@ fn wait_offsets(primary: &mut Conn, replica: &mut Conn) {
         if !mo.is_empty() && mo == ro {
             return;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "replica offset {ro} != {mo}"
-        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "replica offset {ro} != {mo}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -970,77 +725,25 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
     for k in 0..3 {
         let key = format!("r{k}");
         for i in 0..40u64 {
-            let r = c.cmd(&[
-                "XADD",
-                &key,
-                &format!("{}-{}", i + 1, rng.below(3)),
-                "f",
-                &i.to_string(),
-            ]);
+            let r = c.cmd(&["XADD", &key, &format!("{}-{}", i + 1, rng.below(3)), "f", &i.to_string()]);
             assert!(!r.is_error(), "{r}");
         }
         c.cmd(&["XGROUP", "CREATE", &key, "g1", "0"]);
         c.cmd(&["xgroup", "create", &key, "g2", "$", "ENTRIESREAD", "3"]);
-        c.cmd(&[
-            "XREADGROUP",
-            "GROUP",
-            "g1",
-            "alice",
-            "COUNT",
-            "10",
-            "STREAMS",
-            &key,
-            ">",
-        ]);
-        c.cmd(&[
-            "XREADGROUP",
-            "GROUP",
-            "g1",
-            "bob",
-            "NOACK",
-            "COUNT",
-            "3",
-            "STREAMS",
-            &key,
-            ">",
-        ]);
-        c.cmd(&[
-            "XREADGROUP",
-            "GROUP",
-            "g1",
-            "carol",
-            "COUNT",
-            "5",
-            "STREAMS",
-            &key,
-            ">",
-        ]);
+        c.cmd(&["XREADGROUP", "GROUP", "g1", "alice", "COUNT", "10", "STREAMS", &key, ">"]);
+        c.cmd(&["XREADGROUP", "GROUP", "g1", "bob", "NOACK", "COUNT", "3", "STREAMS", &key, ">"]);
+        c.cmd(&["XREADGROUP", "GROUP", "g1", "carol", "COUNT", "5", "STREAMS", &key, ">"]);
         let pend = c.cmd(&["XPENDING", &key, "g1", "-", "+", "3"]);
-        let ids: Vec<String> = pend
-            .as_array()
-            .iter()
-            .map(|e| e.as_array()[0].text())
-            .collect();
+        let ids: Vec<String> = pend.as_array().iter().map(|e| e.as_array()[0].text()).collect();
         if let Some(id) = ids.first() {
             c.cmd(&["XDEL", &key, id]);
         }
-        let mut claim = vec![
-            "XCLAIM".to_string(),
-            key.clone(),
-            "g1".into(),
-            "dave".into(),
-            "0".into(),
-        ];
+        let mut claim = vec!["XCLAIM".to_string(), key.clone(), "g1".into(), "dave".into(), "0".into()];
         claim.extend(ids.iter().cloned());
         claim.extend(["RETRYCOUNT".into(), "4".into()]);
         c.cmd(&claim);
         c.cmd(&["XAUTOCLAIM", &key, "g1", "erin", "0", "0-0", "COUNT", "2"]);
-        c.cmd(&[
-            "XACK",
-            &key,
-            "g1",
-            ids.last().map(|s| s.as_str()).unwrap_or("1-0"),
-        ]);
+        c.cmd(&["XACK", &key, "g1", ids.last().map(|s| s.as_str()).unwrap_or("1-0")]);
         c.cmd(&["XGROUP", "CREATECONSUMER", &key, "g2", "idle-one"]);
         c.cmd(&["XGROUP", "SETID", &key, "g2", "5-0", "ENTRIESREAD", "4"]);
         c.cmd(&["XTRIM", &key, "MAXLEN", "=", "33"]);
@@ -1048,21 +751,8 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
         c.cmd(&["XADD", &key, "MAXLEN", "~", "20", "100-1", "f", "trimmed"]);
         c.cmd(&["XADD", &key, "MINID", "~", "10", "101-1", "f", "trimmed"]);
         c.cmd(&["XGROUP", "DELCONSUMER", &key, "g1", "carol"]);
-        c.cmd(&[
-            "XSETID",
-            &key,
-            "99999999999999-0",
-            "ENTRIESADDED",
-            "1000",
-            "MAXDELETEDID",
-            "3-0",
-        ]);
-        let ev = vec![
-            "EVAL".to_string(),
-            "return redis.call('XADD', KEYS[1], '*', 'from', 'lua')".into(),
-            "1".into(),
-            key.clone(),
-        ];
+        c.cmd(&["XSETID", &key, "99999999999999-0", "ENTRIESADDED", "1000", "MAXDELETEDID", "3-0"]);
+        let ev = vec!["EVAL".to_string(), "return redis.call('XADD', KEYS[1], '*', 'from', 'lua')".into(), "1".into(), key.clone()];
         c.cmd(&ev);
         c.cmd(&["MULTI"]);
         c.cmd(&["XADD", &key, "*", "in", "multi"]);
@@ -1075,29 +765,10 @@ fn replicated_workload(c: &mut Conn, rng: &mut Rng, clock_ids: bool) {
     c.cmd(&["DEL", "gone"]);
     if clock_ids {
         for i in 0..30 {
-            c.cmd(&[
-                "XADD",
-                "auto",
-                "MAXLEN",
-                "~",
-                "10",
-                "*",
-                "i",
-                &i.to_string(),
-            ]);
+            c.cmd(&["XADD", "auto", "MAXLEN", "~", "10", "*", "i", &i.to_string()]);
         }
         c.cmd(&["XGROUP", "CREATE", "auto", "g", "0"]);
-        c.cmd(&[
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "c",
-            "COUNT",
-            "4",
-            "STREAMS",
-            "auto",
-            ">",
-        ]);
+        c.cmd(&["XREADGROUP", "GROUP", "g", "c", "COUNT", "4", "STREAMS", "auto", ">"]);
         c.cmd(&["XAUTOCLAIM", "auto", "g", "d", "0", "0-0", "COUNT", "2"]);
     }
 }
@@ -1110,14 +781,8 @@ fn snapshot(c: &mut Conn, keys: &[&str]) -> Vec<(String, Vec<u8>)> {
         v.push((format!("TYPE {k}"), c.raw(&["TYPE", k])));
         v.push((format!("OBJECT ENCODING {k}"), c.raw(&["OBJECT", "ENCODING", k])));
         v.push((format!("XRANGE {k}"), c.raw(&["XRANGE", k, "-", "+"])));
-        v.push((
-            format!("XINFO STREAM {k} FULL"),
-            c.raw(&["XINFO", "STREAM", k, "FULL"]),
-        ));
-        v.push((
-            format!("DEBUG DIGEST-VALUE {k}"),
-            c.raw(&["DEBUG", "DIGEST-VALUE", k]),
-        ));
+        v.push((format!("XINFO STREAM {k} FULL"), c.raw(&["XINFO", "STREAM", k, "FULL"])));
+        v.push((format!("DEBUG DIGEST-VALUE {k}"), c.raw(&["DEBUG", "DIGEST-VALUE", k])));
     }
     v.push(("DBSIZE".into(), c.raw(&["DBSIZE"])));
     v.push(("DEBUG DIGEST".into(), c.raw(&["DEBUG", "DIGEST"])));
@@ -1132,11 +797,7 @@ fn content(c: &mut Conn, keys: &[&str]) -> Vec<(String, Vec<u8>)> {
         .filter(|(l, _)| l.starts_with("XRANGE") || l.starts_with("XINFO"))
         .map(|(l, raw)| {
             let args: Vec<&str> = l.split(' ').collect();
-            let n = mask(
-                &raw,
-                &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-                0,
-            );
+            let n = mask(&raw, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), 0);
             (l, n)
         })
         .collect()
@@ -1172,17 +833,8 @@ fn entries_read(raw: &[u8]) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(groups) = n.field("groups") {
         for g in &groups.kids {
-            let f = |name: &str| {
-                g.field(name)
-                    .map(|x| escape(&x.to_bytes()))
-                    .unwrap_or_default()
-            };
-            v.push(format!(
-                "{} entries-read {} lag {}",
-                f("name"),
-                f("entries-read"),
-                f("lag")
-            ));
+            let f = |name: &str| g.field(name).map(|x| escape(&x.to_bytes())).unwrap_or_default();
+            v.push(format!("{} entries-read {} lag {}", f("name"), f("entries-read"), f("lag")));
         }
     }
     v
@@ -1210,30 +862,16 @@ fn assert_same_snap(what: &str, x: &[(String, Vec<u8>)], y: &[(String, Vec<u8>)]
         .iter()
         .zip(y.iter())
         .filter(|(a, b)| a != b)
-        .map(|((l, a), (_, b))| {
-            format!(
-                "  {l}\n    first:  {}\n    second: {}",
-                escape(a),
-                escape(b)
-            )
-        })
+        .map(|((l, a), (_, b))| format!("  {l}\n    first:  {}\n    second: {}", escape(a), escape(b)))
         .collect();
-    assert!(
-        diffs.is_empty(),
-        "{what}: {} difference(s):\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    assert!(diffs.is_empty(), "{what}: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
 }
 
 /// Reads every file of the AOF (7.0: a directory with base and incr files).
 fn read_aof(dir: &std::path::Path) -> Vec<u8> {
     let mut out = Vec::new();
     let sub = dir.join("appendonlydir");
-    let mut files: Vec<_> = std::fs::read_dir(&sub)
-        .unwrap_or_else(|e| panic!("{}: {e}", sub.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<_> = std::fs::read_dir(&sub).unwrap_or_else(|e| panic!("{}: {e}", sub.display())).map(|e| e.unwrap().path()).collect();
     files.sort();
     for f in files {
         out.extend(std::fs::read(&f).unwrap());
@@ -1256,10 +894,7 @@ fn command_names(mut b: &[u8]) -> Vec<String> {
             }
         }
         let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n: usize = std::str::from_utf8(&b[1..line_end])
-            .unwrap()
-            .parse()
-            .unwrap();
+        let n: usize = std::str::from_utf8(&b[1..line_end]).unwrap().parse().unwrap();
         b = &b[line_end + 2..];
         for i in 0..n {
             let le = b.windows(2).position(|w| w == b"\r\n").unwrap();
@@ -1297,11 +932,7 @@ fn name_counts(names: &[String]) -> std::collections::BTreeMap<String, usize> {
 fn takeover_replica_and_aof() {
     let a = Server::start_plain();
     let a2 = Server::replica_of(&a);
-    let b = Server::builder()
-        .module_args(&["takeover", "yes"])
-        .arg("--appendonly", "yes")
-        .arg("--aof-use-rdb-preamble", "no")
-        .start();
+    let b = Server::builder().module_args(&["takeover", "yes"]).arg("--appendonly", "yes").arg("--aof-use-rdb-preamble", "no").start();
     let b2 = Server::replica_of(&b);
     let (mut ca, mut ca2, mut cb, mut cb2) = (a.conn(), a2.conn(), b.conn(), b2.conn());
     wait_persistence_idle(&mut cb, Duration::from_secs(10));
@@ -1322,34 +953,14 @@ fn takeover_replica_and_aof() {
     let keys = ["r0", "r1", "r2", "gone"];
 
     // The module serves like the built-in, on the primaries and on the replicas.
-    assert_same_snap(
-        "A vs B (primaries)",
-        &content(&mut ca, &keys),
-        &content(&mut cb, &keys),
-    );
-    let no_er = |v: Vec<(String, Vec<u8>)>| -> Vec<(String, Vec<u8>)> {
-        v.into_iter()
-            .map(|(l, r)| (l, without_entries_read(&r)))
-            .collect()
-    };
-    assert_same_snap(
-        "A' vs B' (replicas; entries-read / lag aside)",
-        &no_er(content(&mut ca2, &keys)),
-        &no_er(content(&mut cb2, &keys)),
-    );
+    assert_same_snap("A vs B (primaries)", &content(&mut ca, &keys), &content(&mut cb, &keys));
+    let no_er = |v: Vec<(String, Vec<u8>)>| -> Vec<(String, Vec<u8>)> { v.into_iter().map(|(l, r)| (l, without_entries_read(&r))).collect() };
+    assert_same_snap("A' vs B' (replicas; entries-read / lag aside)", &no_er(content(&mut ca2, &keys)), &no_er(content(&mut cb2, &keys)));
 
     // B vs its replica: identical but for the seen-times.
     let all = ["r0", "r1", "r2", "gone", "auto"];
-    let strip = |v: &[(String, Vec<u8>)]| -> Vec<(String, Vec<u8>)> {
-        v.iter()
-            .map(|(l, r)| (l.clone(), without_seen_time(r)))
-            .collect()
-    };
-    assert_same_snap(
-        "B vs B' (replica)",
-        &strip(&snapshot(&mut cb, &all)),
-        &strip(&snapshot(&mut cb2, &all)),
-    );
+    let strip = |v: &[(String, Vec<u8>)]| -> Vec<(String, Vec<u8>)> { v.iter().map(|(l, r)| (l.clone(), without_seen_time(r))).collect() };
+    assert_same_snap("B vs B' (replica)", &strip(&snapshot(&mut cb, &all)), &strip(&snapshot(&mut cb2, &all)));
     assert!(is_module_stream(&mut cb2, "r0"));
     for k in keys {
         let info = |c: &mut Conn| entries_read(&c.raw(&["XINFO", "STREAM", k, "FULL"]));
@@ -1487,29 +1098,16 @@ fn takeover_aof_restart() {
         }
         // entries-read / lag are masked: the built-in's AOF loses entries-read (it logs `>` reads
         // as XCLAIM only, redis#12898), the module's keeps it (checked against B's own state below).
-        let (x, y) = (
-            mask_group_counters(content(&mut ca, &explicit)),
-            mask_group_counters(content(&mut cb, &explicit)),
-        );
+        let (x, y) = (mask_group_counters(content(&mut ca, &explicit)), mask_group_counters(content(&mut cb, &explicit)));
         let diffs: Vec<String> = x
             .iter()
             .zip(y.iter())
             .filter(|(p, q)| p != q)
-            .map(|((l, p), (_, q))| {
-                format!(
-                    "  {l}\n    built-in: {}\n    module:   {}",
-                    trunc(&escape(p), 300),
-                    trunc(&escape(q), 300)
-                )
-            })
+            .map(|((l, p), (_, q))| format!("  {l}\n    built-in: {}\n    module:   {}", trunc(&escape(p), 300), trunc(&escape(q), 300)))
             .collect();
         if !diffs.is_empty() {
-            let log: Vec<String> = servers[1]
-                .log()
-                .lines()
-                .filter(|l| l.contains("CRITICAL") || l.contains("DB loaded from"))
-                .map(|l| format!("    {l}"))
-                .collect();
+            let log: Vec<String> =
+                servers[1].log().lines().filter(|l| l.contains("CRITICAL") || l.contains("DB loaded from")).map(|l| format!("    {l}")).collect();
             failures.push(format!(
                 "aof-use-rdb-preamble {preamble}: {} difference(s) between built-in and module after a restart from the AOF:\n{}\n  module server log:\n{}",
                 diffs.len(),
@@ -1551,12 +1149,7 @@ fn takeover_replica_digest() {
     let b = start_takeover();
     let b2 = Server::replica_of(&b);
     let (mut cb, mut cb2) = (b.conn(), b2.conn());
-    for l in [
-        "XADD k 1-1 f v",
-        "XADD k 2-1 f v",
-        "XGROUP CREATE k g 0",
-        "XREADGROUP GROUP g alice COUNT 1 STREAMS k >",
-    ] {
+    for l in ["XADD k 1-1 f v", "XADD k 2-1 f v", "XGROUP CREATE k g 0", "XREADGROUP GROUP g alice COUNT 1 STREAMS k >"] {
         assert!(!cb.cmd(&argv(l)).is_error(), "{l}");
     }
     wait_offsets(&mut cb, &mut cb2);
@@ -1578,8 +1171,7 @@ fn read_sync_stream(sock: &mut std::net::TcpStream, primary: &mut Conn) -> Vec<u
     // A marker command after the workload; read until it arrives.
     primary.cmd(&["SET", "sync-marker", "1"]);
     let mut buf = Vec::new();
-    sock.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     // The RDB payload is a bulk string without the trailing CRLF: read the socket by hand.
     use std::io::Read;
     let t0 = Instant::now();
@@ -1593,22 +1185,14 @@ fn read_sync_stream(sock: &mut std::net::TcpStream, primary: &mut Conn) -> Vec<u
         if find(&buf, b"sync-marker").is_some() {
             break;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "no marker in the SYNC stream"
-        );
+        assert!(t0.elapsed() < Duration::from_secs(20), "no marker in the SYNC stream");
     }
     // Skip newlines (keep-alives) and the payload.
     let mut i = 0;
     while i < buf.len() && buf[i] == b'\n' {
         i += 1;
     }
-    assert_eq!(
-        buf[i],
-        b'$',
-        "SYNC: expected a bulk payload, got {}",
-        escape(&buf[i..(i + 40).min(buf.len())])
-    );
+    assert_eq!(buf[i], b'$', "SYNC: expected a bulk payload, got {}", escape(&buf[i..(i + 40).min(buf.len())]));
     let le = i + find(&buf[i..], b"\r\n").unwrap();
     let head = std::str::from_utf8(&buf[i + 1..le]).unwrap().to_string();
     let rest = if let Some(mark) = head.strip_prefix("EOF:") {
@@ -1659,11 +1243,7 @@ fn acl_diffs(a: &Server, b: &Server, rules: &[&str], cmds: &[&str]) -> Vec<Strin
     }
     for (i, l) in cmds.iter().enumerate() {
         if replies[0][i] != replies[1][i] {
-            out.push(format!(
-                "  user {rules:?}: {l}\n    A: {}\n    B: {}",
-                escape(&replies[0][i]),
-                escape(&replies[1][i])
-            ));
+            out.push(format!("  user {rules:?}: {l}\n    A: {}\n    B: {}", escape(&replies[0][i]), escape(&replies[1][i])));
         }
     }
     out
@@ -1684,38 +1264,19 @@ fn takeover_acl_denials() {
         &a,
         &b,
         &["~*", "&*", "+@all", "-xadd", "-xgroup|destroy", "-xtrim"],
-        &[
-            "XADD acl:s 2-1 f v",
-            "xadd acl:s 2-2 f v",
-            "XGROUP DESTROY acl:s g",
-            "XTRIM acl:s MAXLEN 0",
-            "XLEN acl:s",
-            "XRANGE acl:s - +",
-        ],
+        &["XADD acl:s 2-1 f v", "xadd acl:s 2-2 f v", "XGROUP DESTROY acl:s g", "XTRIM acl:s MAXLEN 0", "XLEN acl:s", "XRANGE acl:s - +"],
     ));
     diffs.extend(acl_diffs(
         &a,
         &b,
         &["~*", "&*", "+@all", "-@write"],
-        &[
-            "XADD acl:s 3-1 f v",
-            "XDEL acl:s 1-1",
-            "XGROUP CREATE acl:s g2 0",
-            "XSETID acl:s 5-0",
-            "XRANGE acl:s - +",
-        ],
+        &["XADD acl:s 3-1 f v", "XDEL acl:s 1-1", "XGROUP CREATE acl:s g2 0", "XSETID acl:s 5-0", "XRANGE acl:s - +"],
     ));
     diffs.extend(acl_diffs(
         &a,
         &b,
         &["%R~acl:*", "%W~w:*", "+@all"],
-        &[
-            "XADD acl:s 4-1 f v",
-            "XRANGE acl:s - +",
-            "XADD w:1 1-1 f v",
-            "XRANGE w:1 - +",
-            "XINFO STREAM w:1",
-        ],
+        &["XADD acl:s 4-1 f v", "XRANGE acl:s - +", "XADD w:1 1-1 f v", "XRANGE w:1 - +", "XINFO STREAM w:1"],
     ));
     assert!(
         diffs.is_empty(),
@@ -1739,23 +1300,9 @@ fn takeover_acl_grants() {
         &a,
         &b,
         &["~*", "-@all", "+xlen", "+xrange", "+xreadgroup"],
-        &[
-            "XLEN acl:s",
-            "XRANGE acl:s - +",
-            "XREADGROUP GROUP g c STREAMS acl:s >",
-        ],
+        &["XLEN acl:s", "XRANGE acl:s - +", "XREADGROUP GROUP g c STREAMS acl:s >"],
     ));
-    diffs.extend(acl_diffs(
-        &a,
-        &b,
-        &["~*", "+@stream"],
-        &["XADD acl:s 2-1 f v", "XLEN acl:s", "XINFO STREAM acl:s"],
-    ));
+    diffs.extend(acl_diffs(&a, &b, &["~*", "+@stream"], &["XADD acl:s 2-1 f v", "XLEN acl:s", "XINFO STREAM acl:s"]));
     diffs.extend(acl_diffs(&a, &b, &["~*", "+@read"], &["XRANGE acl:s - +"]));
-    assert!(
-        diffs.is_empty(),
-        "ACL grants: {} difference(s):\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    assert!(diffs.is_empty(), "ACL grants: {} difference(s):\n{}", diffs.len(), diffs.join("\n"));
 }

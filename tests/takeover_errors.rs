@@ -338,17 +338,12 @@ const LIBRARY: &str = "#!lua name=xerrors\n\
      redis.register_function('xcall', function(keys, args) return redis.call(unpack(args)) end)";
 
 fn split(line: &str) -> Vec<Vec<u8>> {
-    line.split(' ')
-        .filter(|t| !t.is_empty())
-        .map(|t| if t == "''" { Vec::new() } else { t.as_bytes().to_vec() })
-        .collect()
+    line.split(' ').filter(|t| !t.is_empty()).map(|t| if t == "''" { Vec::new() } else { t.as_bytes().to_vec() }).collect()
 }
 
 /// Runs one case through `path`; returns the exact bytes of every reply involved.
 fn run(c: &mut Conn, path: Path, args: &[Vec<u8>]) -> Vec<u8> {
-    let wrap = |head: &[&[u8]]| -> Vec<Vec<u8>> {
-        head.iter().map(|h| h.to_vec()).chain(args.iter().cloned()).collect()
-    };
+    let wrap = |head: &[&[u8]]| -> Vec<Vec<u8>> { head.iter().map(|h| h.to_vec()).chain(args.iter().cloned()).collect() };
     match path {
         Path::Plain => c.raw(args),
         Path::Multi => {
@@ -378,9 +373,7 @@ fn command_stats(c: &mut Conn) -> Vec<(String, u64, u64)> {
     info.lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let field = |f: &str| -> u64 {
-                rest.split(',').find_map(|kv| kv.strip_prefix(f)).and_then(|v| v.parse().ok()).unwrap_or(0)
-            };
+            let field = |f: &str| -> u64 { rest.split(',').find_map(|kv| kv.strip_prefix(f)).and_then(|v| v.parse().ok()).unwrap_or(0) };
             Some((name.to_string(), field("calls="), field("rejected_calls=")))
         })
         .collect()
@@ -435,8 +428,7 @@ fn takeover_errors_identical() {
         .collect();
     assert!(ran_builtin.is_empty(), "built-in stream commands ran on the takeover server: {ran_builtin:?}");
     let module_calls: u64 = stats.iter().filter(|(n, _, _)| n.starts_with("xs.")).map(|(_, k, _)| k).sum();
-    let builtin_refused: u64 =
-        stats.iter().filter(|(n, _, _)| n.starts_with('x') && !n.starts_with("xs.")).map(|(_, _, r)| r).sum();
+    let builtin_refused: u64 = stats.iter().filter(|(n, _, _)| n.starts_with('x') && !n.starts_with("xs.")).map(|(_, _, r)| r).sum();
     report(&format!(
         "takeover errors: on the takeover server {module_calls} XS.* calls, {builtin_refused} standard-name commands refused by Redis before running"
     ));
@@ -457,31 +449,17 @@ fn takeover_errors_module_names_unchanged() {
         ("xs.add s 9-1 f v f", "-ERR wrong number of arguments for 'xs.add' command\r\n"),
         ("XS.GROUP foo", "-ERR unknown subcommand 'foo'. Try XS.GROUP HELP.\r\n"),
         ("XS.GROUP HELP x", "-ERR wrong number of arguments for 'xs.group|help' command\r\n"),
-        (
-            "xs.info stream s x",
-            "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XS.INFO HELP.\r\n",
-        ),
-        (
-            "xinfo stream s x",
-            "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XINFO HELP.\r\n",
-        ),
-        (
-            "XS.GROUP CREATE s g2 0 FOO",
-            "-ERR unknown subcommand or wrong number of arguments for 'CREATE'. Try XS.GROUP HELP.\r\n",
-        ),
+        ("xs.info stream s x", "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XS.INFO HELP.\r\n"),
+        ("xinfo stream s x", "-ERR unknown subcommand or wrong number of arguments for 'stream'. Try XINFO HELP.\r\n"),
+        ("XS.GROUP CREATE s g2 0 FOO", "-ERR unknown subcommand or wrong number of arguments for 'CREATE'. Try XS.GROUP HELP.\r\n"),
     ];
     for (line, want) in cases {
         let got = c.raw(&split(line));
         assert_eq!(escape(&got), escape(want.as_bytes()), "{line}");
     }
     let help = c.cmd(&["xs.info", "help"]);
-    assert_eq!(
-        help.as_array().first().map(|r| r.text()),
-        Some("XS.INFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:".to_string())
-    );
-    let eval = |c: &mut Conn, name: &str| {
-        c.raw(&["EVAL", CALL_SCRIPT, "0", name, "BLOCK", "0", "STREAMS", "s", "0"])
-    };
+    assert_eq!(help.as_array().first().map(|r| r.text()), Some("XS.INFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:".to_string()));
+    let eval = |c: &mut Conn, name: &str| c.raw(&["EVAL", CALL_SCRIPT, "0", name, "BLOCK", "0", "STREAMS", "s", "0"]);
     // Redis 7.4 and Valkey 8 let scripts pass BLOCK (a non-blocking read): no error to spell.
     if redis_version(&mut c) >= (7, 4) || is_valkey(&mut c) {
         for name in ["xs.read", "XrEaD"] {

@@ -31,16 +31,8 @@ fn split(line: &str) -> Vec<String> {
 /// One key of each kind on a server; with `builtin_stream` exported to the built-in type on the
 /// takeover server (XS.EXPORT).
 fn kinds(c: &mut Conn, takeover: bool) {
-    for line in [
-        "FLUSHALL",
-        "XADD ours 1-1 f v",
-        "XADD native 1-1 f v",
-        "SET str v",
-        "RPUSH list a",
-        "SADD set a",
-        "ZADD zset 1 a",
-        "HSET hash f v",
-    ] {
+    for line in ["FLUSHALL", "XADD ours 1-1 f v", "XADD native 1-1 f v", "SET str v", "RPUSH list a", "SADD set a", "ZADD zset 1 a", "HSET hash f v"]
+    {
         let r = c.cmd(&split(line));
         assert!(!r.is_error(), "{line}: {r}");
     }
@@ -127,7 +119,13 @@ fn takeover_type_like_builtin() {
                 let (ra, rb) = (f(&mut ca), f(&mut cb));
                 n += 1;
                 if ra != rb {
-                    diffs.push(format!("  RESP{} {name} {}\n    plain:    {}\n    takeover: {}", if resp3 { 3 } else { 2 }, args.join(" "), escape(&ra), escape(&rb)));
+                    diffs.push(format!(
+                        "  RESP{} {name} {}\n    plain:    {}\n    takeover: {}",
+                        if resp3 { 3 } else { 2 },
+                        args.join(" "),
+                        escape(&ra),
+                        escape(&rb)
+                    ));
                 }
             }
         }

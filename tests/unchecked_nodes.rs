@@ -36,7 +36,11 @@ impl Rng {
         z ^ (z >> 31)
     }
     fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
     }
 }
 
@@ -74,7 +78,12 @@ fn base_stream(r: &mut Rng) -> Stream {
         let id = StreamId::new(1000 + i / 3, i % 3);
         s.append(&fields, IdSpec::Explicit(id), 0, limits).expect("increasing IDs");
     }
-    let dels: Vec<StreamId> = (0..r.below(6)).map(|_| { let i = r.below(n); StreamId::new(1000 + i / 3, i % 3) }).collect();
+    let dels: Vec<StreamId> = (0..r.below(6))
+        .map(|_| {
+            let i = r.below(n);
+            StreamId::new(1000 + i / 3, i % 3)
+        })
+        .collect();
     s.delete_ids(&dels);
     if r.below(3) != 0 {
         s.create_group(b"g", StreamId::MIN, 0);
@@ -165,10 +174,23 @@ fn corrupt(node: &[u8], r: &mut Rng) -> (Vec<u8>, &'static str) {
             let i = 1 + r.below(elems.len() as u64 - 1) as usize;
             let s = [b"" as &[u8], b"x", b"garbage-string-0123456789"];
             let label = match r.below(4) {
-                0 => { elems.remove(i); "element dropped" }
-                1 => { let e = elems[i]; elems.insert(i, e); "element duplicated" }
-                2 => { elems[i] = Value::Str(s[r.below(3) as usize]); "element -> string" }
-                _ => { elems[i] = Value::Int(SPECIAL_INTS[r.below(SPECIAL_INTS.len() as u64) as usize]); "element -> special integer" }
+                0 => {
+                    elems.remove(i);
+                    "element dropped"
+                }
+                1 => {
+                    let e = elems[i];
+                    elems.insert(i, e);
+                    "element duplicated"
+                }
+                2 => {
+                    elems[i] = Value::Str(s[r.below(3) as usize]);
+                    "element -> string"
+                }
+                _ => {
+                    elems[i] = Value::Int(SPECIAL_INTS[r.below(SPECIAL_INTS.len() as u64) as usize]);
+                    "element -> special integer"
+                }
             };
             (rebuild(&elems), label)
         }
@@ -197,9 +219,10 @@ fn patched(items: &[VecItem], k: usize, node: Vec<u8>) -> Vec<VecItem> {
 #[test]
 fn unchecked_nodes_never_panic_or_hang() {
     let cases: usize = std::env::var("XSTREAM_UNCHECKED_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12_000);
-    let seed: u64 = std::env::var("XSTREAM_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
+    let seed: u64 = std::env::var("XSTREAM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
     println!("seed: XSTREAM_SEED={seed} cases: {cases}");
     let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
     let worker = std::thread::spawn(move || {
@@ -214,7 +237,7 @@ fn unchecked_nodes_never_panic_or_hang() {
             }
             let mut io = VecIo::default();
             rdb::save(&s, &mut io);
-        strip_codecs(&mut io, s.rax_keys());
+            strip_codecs(&mut io, s.rax_keys());
             let k = r.below(s.rax_keys() as u64) as usize;
             let VecItem::Bytes(node) = io.items[2 + 2 * k].clone() else { panic!("node item") };
             let (bad, label) = corrupt(&node, &mut r);
@@ -226,14 +249,12 @@ fn unchecked_nodes_never_panic_or_hang() {
             }
             let probes: Vec<StreamId> = (0..6).map(|_| StreamId::new(999 + r.below(30), r.below(4))).collect();
             let t0 = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                match rdb::load(4, &mut VecIo { items: items.clone(), pos: 0 }, Check::Shallow) {
-                    Ok(t) => {
-                        ops::exercise(&t, &probes);
-                        true
-                    }
-                    Err(_) => false,
+            let outcome = catch_unwind(AssertUnwindSafe(|| match rdb::load(4, &mut VecIo { items: items.clone(), pos: 0 }, Check::Shallow) {
+                Ok(t) => {
+                    ops::exercise(&t, &probes);
+                    true
                 }
+                Err(_) => false,
             }));
             if t0.elapsed() > slowest {
                 slowest = t0.elapsed();

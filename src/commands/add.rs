@@ -17,7 +17,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
-use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, Trimmed, TrimStrategy};
+use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy, Trimmed};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
 const ARGS_INLINE: usize = 16;
@@ -144,11 +144,7 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
             let due = if delay { (c.now_ms() as i64).saturating_add(n) } else { n };
             a.delay = Some((i, due));
             i += 1;
-        } else if let Some(p) = matches!(c0, b'k' | b'd' | b'a')
-            .then(|| RefPolicy::from_keyword(cstr(opt)))
-            .flatten()
-            .filter(|_| !policy_given)
-        {
+        } else if let Some(p) = matches!(c0, b'k' | b'd' | b'a').then(|| RefPolicy::from_keyword(cstr(opt))).flatten().filter(|_| !policy_given) {
             // A second policy is not an option: XADD reads it as the ID, XTRIM
             // answers a syntax error (the branches below).
             a.policy = p;
@@ -312,9 +308,7 @@ pub fn run(c: &Ctx) -> Result<()> {
             }
             id
         }
-        Err(AddError::IdNotGreater) => {
-            return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item"))
-        }
+        Err(AddError::IdNotGreater) => return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item")),
         Err(AddError::TooLarge) => return Err(Error::Err("Elements are too large to be stored")),
     };
     let mut id_buf = [0u8; 44];

@@ -114,14 +114,7 @@ pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: Strea
     let er = entries_read.to_string();
     c.replicate(
         c"XS.GROUP",
-        &[
-            Arg::Word(Word::SetId),
-            Arg::Orig(key_arg),
-            Arg::Orig(group_arg),
-            Arg::New(&last),
-            Arg::Word(Word::EntriesRead),
-            Arg::New(er.as_bytes()),
-        ],
+        &[Arg::Word(Word::SetId), Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&last), Arg::Word(Word::EntriesRead), Arg::New(er.as_bytes())],
     );
 }
 
@@ -192,10 +185,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
             j += 1;
             entries_read = Some(ll_or(c.arg(j), "Invalid ENTRIESREAD option argument for XCLAIM")?);
         } else {
-            return Err(Error::Full(format!(
-                "ERR Unrecognized XCLAIM option '{}'",
-                String::from_utf8_lossy(cstr(opt))
-            )));
+            return Err(Error::Full(format!("ERR Unrecognized XCLAIM option '{}'", String::from_utf8_lossy(cstr(opt)))));
         }
         j += 1;
     }

@@ -47,10 +47,7 @@ pub fn nogroup_for_key(group: &[u8], key: &[u8]) -> Error {
 /// as entries-added (level 8.2 and later; checked on 8.2.3. Before, and in 8.0.2 and
 /// every Valkey, it is stored as given, and the lag can come out negative).
 fn clamp_entries_read(s: &Stream, entries_read: i64) -> i64 {
-    if crate::config::level() >= crate::config::Level::V8_2
-        && entries_read != ENTRIES_READ_INVALID
-        && entries_read as u64 > s.entries_added
-    {
+    if crate::config::level() >= crate::config::Level::V8_2 && entries_read != ENTRIES_READ_INVALID && entries_read as u64 > s.entries_added {
         s.entries_added as i64
     } else {
         entries_read
@@ -124,11 +121,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     } else if setid && (argc == 5 || argc == 7) {
         let arg = c.arg(4);
         let s = key.stream_mut().ok_or(Error::WrongType)?;
-        let id = if cstr(arg) == b"$" {
-            s.last_id
-        } else {
-            StreamId::parse(arg, 0, false, false).ok_or(Error::InvalidId)?.0
-        };
+        let id = if cstr(arg) == b"$" { s.last_id } else { StreamId::parse(arg, 0, false, false).ok_or(Error::InvalidId)?.0 };
         let entries_read = clamp_entries_read(s, entries_read);
         let g = s.group_mut(gname).ok_or_else(|| nogroup_for_key(gname, c.arg(2)))?;
         g.last_id = id;
@@ -193,9 +186,7 @@ pub fn run(c: &Ctx) -> Result<()> {
 pub fn run_schedule(c: &Ctx) -> Result<()> {
     let add = is_kw(c.arg(1), "SCHEDULE");
     if add && !c.must_obey() {
-        return Err(Error::Err(
-            "XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over",
-        ));
+        return Err(Error::Err("XS.GROUP SCHEDULE is sent by the primary and the AOF only: a `>` read schedules the delayed entries it passes over"));
     }
     let mut ids = Vec::with_capacity(c.argc().saturating_sub(4));
     for i in 4..c.argc() {

@@ -152,7 +152,10 @@ pub fn creation_window(c: &Ctx) -> (u32, u32) {
 pub fn propagate_window(c: &Ctx, key_i: usize, window: (u32, u32), record: Option<(&[u8], &[u8], StreamId)>) {
     use crate::ffi::ctx::Arg;
     let (d, m) = (window.0.to_string(), window.1.to_string());
-    c.replicate(c"XS.CFGSET", &[Arg::Orig(key_i), Arg::New(b"IDMP-DURATION"), Arg::New(d.as_bytes()), Arg::New(b"IDMP-MAXSIZE"), Arg::New(m.as_bytes())]);
+    c.replicate(
+        c"XS.CFGSET",
+        &[Arg::Orig(key_i), Arg::New(b"IDMP-DURATION"), Arg::New(d.as_bytes()), Arg::New(b"IDMP-MAXSIZE"), Arg::New(m.as_bytes())],
+    );
     if let Some((pid, iid, id)) = record {
         let id = id.to_bytes();
         c.replicate(c"XS.IDMPRECORD", &[Arg::Orig(key_i), Arg::New(pid), Arg::New(iid), Arg::New(&id)]);

@@ -192,9 +192,10 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         c.reply_id(s.first_id);
         if idmp {
             let (d, m) = s.idmp_window();
-            let (pids, iids, added, dups) = s.idmp.as_deref().map_or((0, 0, 0, 0), |m| {
-                (m.pids_tracked() as i64, m.iids_tracked() as i64, m.iids_added as i64, m.iids_duplicates as i64)
-            });
+            let (pids, iids, added, dups) = s
+                .idmp
+                .as_deref()
+                .map_or((0, 0, 0, 0), |m| (m.pids_tracked() as i64, m.iids_tracked() as i64, m.iids_added as i64, m.iids_duplicates as i64));
             for (name, v) in [
                 (&b"idmp-duration"[..], i64::from(d)),
                 (b"idmp-maxsize", i64::from(m)),

@@ -66,10 +66,7 @@ pub fn run_scan(c: &Ctx) -> Result<()> {
 
 /// Runs `cmd` with arguments `args` and replies its reply unchanged.
 fn forward(c: &Ctx, cmd: &std::ffi::CStr, args: &[usize]) -> Result<()> {
-    let r = c.call(cmd, args).ok_or_else(|| {
-        Error::Full(format!("ERR {} is not available", cmd.to_string_lossy().to_uppercase()))
-    })?;
+    let r = c.call(cmd, args).ok_or_else(|| Error::Full(format!("ERR {} is not available", cmd.to_string_lossy().to_uppercase())))?;
     c.reply_call(r.as_ref());
     Ok(())
 }
-

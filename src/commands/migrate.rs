@@ -61,8 +61,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             // RESTORE checks only their headers under `sanitize-dump-payload no`: a
             // node loaded from an RDB without the deep check (rdb::Check::Shallow)
             // is checked here, or C code would read it.
-            crate::stream::validate::validate_stream(s)
-                .map_err(|e| Error::Full(format!("ERR XS.EXPORT: the stream is corrupt ({e})")))?;
+            crate::stream::validate::validate_stream(s).map_err(|e| Error::Full(format!("ERR XS.EXPORT: the stream is corrupt ({e})")))?;
             // A NACKed entry has no owner, which the built-in streams of the hosts
             // (before 8.8) cannot hold: their loader refuses it, or keeps a PEL entry
             // whose consumer is NULL for XACK / XCLAIM to dereference.
@@ -99,7 +98,9 @@ pub fn run_export(c: &Ctx) -> Result<()> {
                 }
                 any
             }) {
-                return Err(Error::Err("XS.EXPORT: the stream's groups have scheduled entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold"));
+                return Err(Error::Err(
+                    "XS.EXPORT: the stream's groups have scheduled entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold",
+                ));
             }
             if !drop_policies && s.delayed.is_some() {
                 return Err(Error::Err("XS.EXPORT: the stream has delayed entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"));

@@ -13,6 +13,8 @@ pub mod ack;
 pub mod add;
 pub mod claim;
 pub mod compact;
+#[cfg(feature = "test-hooks")]
+pub mod debug;
 pub mod del;
 pub mod delex;
 pub mod group;
@@ -28,8 +30,6 @@ pub mod range;
 pub mod read;
 pub mod setid;
 pub mod trim;
-#[cfg(feature = "test-hooks")]
-pub mod debug;
 
 use crate::command_entry;
 
@@ -116,7 +116,14 @@ pub static COMMANDS: &[Command] = &[
         ],
     },
     Command { name: "xs.read", func: Some(xs_read), flags: "readonly blocking getkeys-api", arity: -4, key: streams(1, RO_ACCESS), subcommands: &[] },
-    Command { name: "xs.readgroup", func: Some(xs_readgroup), flags: "write blocking getkeys-api", arity: -7, key: streams(4, RO_ACCESS), subcommands: &[] },
+    Command {
+        name: "xs.readgroup",
+        func: Some(xs_readgroup),
+        flags: "write blocking getkeys-api",
+        arity: -7,
+        key: streams(4, RO_ACCESS),
+        subcommands: &[],
+    },
     Command {
         name: "xs.group",
         func: None,
@@ -127,7 +134,14 @@ pub static COMMANDS: &[Command] = &[
             Command { name: "create", func: Some(xs_group), flags: "write deny-oom", arity: -5, key: key2(RW_INSERT), subcommands: &[] },
             Command { name: "createconsumer", func: Some(xs_group), flags: "write deny-oom", arity: 5, key: key2(RW_INSERT), subcommands: &[] },
             // Reliable-queue policies (issue 16): no XGROUP twin.
-            Command { name: "deadletter", func: Some(xs_group_deadletter), flags: "write deny-oom", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
+            Command {
+                name: "deadletter",
+                func: Some(xs_group_deadletter),
+                flags: "write deny-oom",
+                arity: -5,
+                key: key2(RW_UPDATE),
+                subcommands: &[],
+            },
             Command { name: "delconsumer", func: Some(xs_group), flags: "write", arity: 5, key: key2(RW_DELETE), subcommands: &[] },
             Command { name: "destroy", func: Some(xs_group), flags: "write", arity: 4, key: key2(RW_DELETE), subcommands: &[] },
             Command { name: "getpolicy", func: Some(xs_group_getpolicy), flags: "readonly", arity: 4, key: key2(RO), subcommands: &[] },

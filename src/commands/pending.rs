@@ -78,15 +78,13 @@ pub fn run(c: &Ctx) -> Result<()> {
     let now = c.now_ms() as i64;
     let mut count = count as u64;
     let cons_pel = match consumer_arg {
-        Some(i) => {
-            match g.find_consumer(c.arg(i)).and_then(|sl| g.consumer(sl)) {
-                Some(cons) => Some(cons.pel()),
-                None => {
-                    c.reply_array(0);
-                    return Ok(());
-                }
+        Some(i) => match g.find_consumer(c.arg(i)).and_then(|sl| g.consumer(sl)) {
+            Some(cons) => Some(cons.pel()),
+            None => {
+                c.reply_array(0);
+                return Ok(());
             }
-        }
+        },
         None => None,
     };
     c.reply_array_postponed();

@@ -127,13 +127,7 @@ fn id_len(id: StreamId) -> u64 {
 
 impl Budget {
     fn new(maxcount: u64, maxsize: u64, resp3: bool) -> Budget {
-        Budget {
-            count_left: (maxcount > 0).then_some(maxcount),
-            size_max: (maxsize > 0).then_some(maxsize),
-            entries: 0,
-            bytes: 0,
-            resp3,
-        }
+        Budget { count_left: (maxcount > 0).then_some(maxcount), size_max: (maxsize > 0).then_some(maxsize), entries: 0, bytes: 0, resp3 }
     }
 
     /// Nothing more may be emitted.
@@ -359,17 +353,7 @@ fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
         let count = budget.stream_count(st.count);
         match gname {
             Some((g, ga)) => {
-                let read = GroupRead {
-                    group_arg: ga,
-                    key_idx,
-                    start,
-                    count,
-                    noack: st.noack,
-                    history: false,
-                    blocked: false,
-                    claim: st.claim,
-                    now,
-                };
+                let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: false, claim: st.claim, now };
                 if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                     // Cannot happen (the group was just found); keep the reply well formed.
                     c.reply_error(&e.message());
@@ -523,9 +507,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             continue;
         } else if cstr(arg) == b">" {
             if !xreadgroup {
-                return Err(Error::Err(
-                    "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
-                ));
+                return Err(Error::Err("The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."));
             }
             from.push(ReadFrom::New);
             continue;
@@ -771,7 +753,10 @@ fn serve_group_policy(
                         }
                         seen += 1;
                         let id = StreamId::from_be_bytes(k).unwrap_or_default();
-                        if grp.nack(id).is_some_and(|n| grp.policy().is_some_and(|p| p.over_limit(crate::stream::group::count_plus_one(n.delivery_count)))) {
+                        if grp
+                            .nack(id)
+                            .is_some_and(|n| grp.policy().is_some_and(|p| p.over_limit(crate::stream::group::count_plus_one(n.delivery_count))))
+                        {
                             v.push(id);
                         }
                     }
@@ -1021,10 +1006,7 @@ fn group_consumer(
     let grp = s.group_mut(g).ok_or(Error::Err("group vanished"))?;
     let (slot, created) = super::claim::consumer_slot(c, grp, c.arg(group_arg + 1), now, key_idx)?;
     if created && (!blocked || noack) {
-        c.replicate(
-            c"XS.GROUP",
-            &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)],
-        );
+        c.replicate(c"XS.GROUP", &[Arg::Word(Word::CreateConsumer), Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1)]);
     }
     Ok(slot)
 }
@@ -1043,9 +1025,7 @@ fn propagate_deliveries(
     entries_read: i64,
 ) {
     let Some(&(_, first)) = delivered.first() else { return };
-    let shared = delivered
-        .iter()
-        .all(|(_, nk)| nk.delivery_time == first.delivery_time && nk.delivery_count == first.delivery_count);
+    let shared = delivered.iter().all(|(_, nk)| nk.delivery_time == first.delivery_time && nk.delivery_count == first.delivery_count);
     if !shared {
         for (id, nk) in delivered {
             propagate_xclaim(c, key_idx, group_arg, consumer, *id, nk, last);
@@ -1201,7 +1181,17 @@ fn redelivers(s: &crate::stream::Stream, g: &[u8]) -> bool {
 /// with more to look at; the read then serves no due entry from this stream (new
 /// ones still), and readers blocked on the key re-run at once to go on.
 #[allow(clippy::too_many_arguments)]
-fn purge_over_limit(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, claim: Option<i64>, noack: bool, now: i64, count: u64) -> bool {
+fn purge_over_limit(
+    c: &Ctx,
+    s: &mut crate::stream::Stream,
+    g: &[u8],
+    key_idx: usize,
+    group_arg: usize,
+    claim: Option<i64>,
+    noack: bool,
+    now: i64,
+    count: u64,
+) -> bool {
     const PURGE_MAX: u64 = 1000;
     // What the read would take first: its COUNT of entries (at most PURGE_MAX).
     let head = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
@@ -1464,17 +1454,7 @@ fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
     match (gname, st.group_arg) {
         (Some(g), Some(ga)) => {
             let now = c.now_ms() as i64;
-            let read = GroupRead {
-                group_arg: ga,
-                key_idx,
-                start,
-                count,
-                noack: st.noack,
-                history: false,
-                blocked: true,
-                claim: None,
-                now,
-            };
+            let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: true, claim: None, now };
             if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
                 // Cannot happen (the group was just found); keep the reply well formed.
                 c.reply_error(&e.message());

@@ -22,9 +22,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         } else if is_kw(opt, "MAXDELETEDID") && moreargs > 0 {
             let (m, _) = StreamId::parse(c.arg(i + 1), 0, true, false).ok_or(Error::InvalidId)?;
             if id < m {
-                return Err(Error::Err(
-                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
-                ));
+                return Err(Error::Err("The ID specified in XSETID is smaller than the provided max_deleted_entry_id"));
             }
             max_xdel_id = m;
             i += 2;

@@ -4,9 +4,9 @@
 //! `MINID = <id>`.
 
 use super::add::{exact_threshold, parse_add_or_trim, policy_threshold, policy_word};
-use crate::stream::RefPolicy;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::stream::RefPolicy;
 
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, _) = parse_add_or_trim(c, false)?;
@@ -34,10 +34,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         // that deletes the same entries on any node layout (see XS.ADD).
         if args.policy != RefPolicy::KeepRef {
             let (strategy, th) = policy_threshold(&done);
-            c.replicate(
-                c"XS.TRIM",
-                &[Arg::Orig(1), Arg::New(strategy), Arg::New(b"="), Arg::New(&th), Arg::New(policy_word(args.policy))],
-            );
+            c.replicate(c"XS.TRIM", &[Arg::Orig(1), Arg::New(strategy), Arg::New(b"="), Arg::New(&th), Arg::New(policy_word(args.policy))]);
         } else if let Some((_, cut)) = args.maxage {
             // MAXAGE [=|~] ms [LIMIT n]: `MINID = <cutoff or first kept ID>`.
             let th = if t.approx { exact_threshold(s, &t) } else { cut.to_bytes() };

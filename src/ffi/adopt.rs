@@ -132,13 +132,8 @@ fn adopt_all(ctx: *mut raw::RedisModuleCtx) {
     // SAFETY: as above; `home` was valid.
     unsafe { api!(RedisModule_SelectDb)(ctx, home) };
     let ms = t0.elapsed().as_millis();
-    let mut line = format!(
-        "xstream: adopted {} built-in stream{} ({} entries) in {} ms",
-        tally.keys,
-        if tally.keys == 1 { "" } else { "s" },
-        tally.entries,
-        ms
-    );
+    let mut line =
+        format!("xstream: adopted {} built-in stream{} ({} entries) in {} ms", tally.keys, if tally.keys == 1 { "" } else { "s" }, tally.entries, ms);
     if tally.failed > 0 {
         line.push_str(&format!("; {} left built-in (see the warnings above)", tally.failed));
     }

@@ -86,8 +86,7 @@ unsafe extern "C" fn tick(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
             if unsafe { api!(RedisModule_SelectDb)(ctx, db) } != raw::REDISMODULE_OK as c_int {
                 continue;
             }
-            let (removed, next) =
-                super::timer::with_command(ctx, &[b"XS.TRIM", &key], |c: &Ctx| age_key(c, now.max(0) as u64, budget));
+            let (removed, next) = super::timer::with_command(ctx, &[b"XS.TRIM", &key], |c: &Ctx| age_key(c, now.max(0) as u64, budget));
             budget = budget.saturating_sub(removed.max(1) as i64);
             if let Some(due) = next {
                 TIMER.put(db, &key, i64::try_from(due).unwrap_or(i64::MAX));

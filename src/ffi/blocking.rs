@@ -107,9 +107,7 @@ fn register_consumer(reg: &Registration) {
 /// Whether a client is blocked reading `key` of `db` as `consumer` of `group`.
 pub fn consumer_waiting(db: i32, key: &[u8], group: &[u8], consumer: &[u8]) -> bool {
     let w = lock(&WAITING_CONSUMERS);
-    w.as_ref()
-        .and_then(|m| m.get(&(db, key.to_vec())))
-        .is_some_and(|r| r.values().any(|(g, c)| g.as_slice() == group && c.as_slice() == consumer))
+    w.as_ref().and_then(|m| m.get(&(db, key.to_vec()))).is_some_and(|r| r.values().any(|(g, c)| g.as_slice() == group && c.as_slice() == consumer))
 }
 
 fn unregister(reg: &Registration) {
@@ -168,7 +166,11 @@ fn schedule(db: i32, key: Option<&[u8]>) {
         match key {
             Some(k) => {
                 let e = (db, k.to_vec());
-                if map.contains_key(&e) { vec![e] } else { Vec::new() }
+                if map.contains_key(&e) {
+                    vec![e]
+                } else {
+                    Vec::new()
+                }
             }
             None => map.keys().filter(|(d, _)| db < 0 || *d == db).cloned().collect(),
         }
@@ -242,11 +244,8 @@ fn run_checks() {
             if !gone {
                 continue;
             }
-            let handles: Vec<(usize, usize)> = lock(&GROUP_WAITERS)
-                .as_ref()
-                .and_then(|m| m.get(&(db, key.clone())))
-                .map(|w| w.values().copied().collect())
-                .unwrap_or_default();
+            let handles: Vec<(usize, usize)> =
+                lock(&GROUP_WAITERS).as_ref().and_then(|m| m.get(&(db, key.clone()))).map(|w| w.values().copied().collect()).unwrap_or_default();
             for (h, st) in handles {
                 let bc = h as *mut raw::RedisModuleBlockedClient;
                 // SAFETY: a registered handle and its waiter are live until free_state

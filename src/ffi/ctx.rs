@@ -90,8 +90,7 @@ pub enum Word {
 
 const WORD_TEXT: [&str; 9] = ["0", "TIME", "RETRYCOUNT", "FORCE", "JUSTID", "LASTID", "SETID", "ENTRIESREAD", "CREATECONSUMER"];
 
-static WORDS: [std::sync::atomic::AtomicPtr<raw::RedisModuleString>; 9] =
-    [const { std::sync::atomic::AtomicPtr::new(ptr::null_mut()) }; 9];
+static WORDS: [std::sync::atomic::AtomicPtr<raw::RedisModuleString>; 9] = [const { std::sync::atomic::AtomicPtr::new(ptr::null_mut()) }; 9];
 
 /// Creates the constant words (at load, once).
 pub fn init_words() {
@@ -140,13 +139,7 @@ impl Ctx {
     /// a callback and `argc` strings of the caller's that outlive the `Ctx`
     /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
-        Ctx {
-            ctx,
-            argv,
-            argc: argc.max(0) as usize,
-            command: false,
-            retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX],
-        }
+        Ctx { ctx, argv, argc: argc.max(0) as usize, command: false, retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX] }
     }
 
     /// A command callback's context.
@@ -236,9 +229,7 @@ impl Ctx {
 
     /// The client may not block (MULTI, scripts, DENY_BLOCKING).
     pub fn deny_blocking(&self) -> bool {
-        self.flags()
-            & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING | raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA)
-            != 0
+        self.flags() & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING | raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA) != 0
     }
 
     /// Wall clock in milliseconds (the built-in's `mstime()`).
@@ -271,11 +262,7 @@ impl Ctx {
 
     /// Opens key argument `i` as it is, without adoption (XS.IMPORT, XS.EXPORT).
     pub fn open_key(&self, i: usize, write: bool) -> Key<'_> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
-        };
+        let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
         // SAFETY: the key name is a live argument string; the key is closed in Drop.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.arg_string(i), mode as c_int) };
         Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() }
@@ -284,11 +271,7 @@ impl Ctx {
     /// Opens a key the module names itself (not an argument): a queue policy's
     /// dead-letter key (src/commands/queue.rs). No adoption.
     pub fn open_key_named(&self, name: &[u8], write: bool) -> Key<'_> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
-        };
+        let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
         // SAFETY: a string from a valid buffer, NULL ctx: ours, freed when the Key drops
         // (after CloseKey); the key is closed in Drop.
         let (name, key) = unsafe {
@@ -596,14 +579,7 @@ impl Ctx {
     /// Keyspace event of class `t` (streams) on key argument `i`.
     pub fn notify(&self, event: &CStr, i: usize) {
         // SAFETY: valid ctx, NUL-terminated event, live key argument.
-        unsafe {
-            api!(RedisModule_NotifyKeyspaceEvent)(
-                self.ctx,
-                raw::REDISMODULE_NOTIFY_STREAM as c_int,
-                event.as_ptr(),
-                self.arg_string(i),
-            )
-        };
+        unsafe { api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_STREAM as c_int, event.as_ptr(), self.arg_string(i)) };
     }
 
     /// `DUMP key` (key argument `i`) through RM_Call, handing the payload to `f`
@@ -661,7 +637,8 @@ impl Ctx {
             let out = if t == raw::REDISMODULE_REPLY_ERROR {
                 let mut len = 0usize;
                 let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
-                let msg = if p.is_null() { String::new() } else { String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned() };
+                let msg =
+                    if p.is_null() { String::new() } else { String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned() };
                 Err(msg)
             } else {
                 Ok(())
@@ -690,11 +667,14 @@ impl Ctx {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
         // SAFETY: s is a live string; the key is closed (Drop) before s is freed.
         let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, s, mode as c_int) };
-        let stream = match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() }).type_of() {
-            TypeOf::Ours => true,
-            TypeOf::Builtin(name) => name == c"stream",
-            TypeOf::OtherModule => false,
-        };
+        let stream =
+            match (Key { ctx: self, key: key.cast(), kind: Cell::new(None), touched: Cell::new(std::ptr::null_mut()), owned_name: ptr::null_mut() })
+                .type_of()
+            {
+                TypeOf::Ours => true,
+                TypeOf::Builtin(name) => name == c"stream",
+                TypeOf::OtherModule => false,
+            };
         // SAFETY: created above with a NULL ctx; the key took its own reference,
         // released by CloseKey (the Key was dropped above).
         unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
@@ -996,7 +976,11 @@ impl Key<'_> {
         }
         // SAFETY: open key.
         let t = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
-        if t == raw::REDISMODULE_NO_EXPIRE as i64 { None } else { Some(t) }
+        if t == raw::REDISMODULE_NO_EXPIRE as i64 {
+            None
+        } else {
+            Some(t)
+        }
     }
 
     pub fn set_expire_at_ms(&self, at: i64) {

@@ -287,9 +287,7 @@ fn doc(summary: &str, complexity: &str, args: Vec<ArgDoc>) -> Doc {
 
 /// `[KEEPREF | DELREF | ACKED]` (Redis 8.2).
 fn policy() -> ArgDoc {
-    ArgDoc::group("condition", "oneof", vec![ArgDoc::pure("KEEPREF"), ArgDoc::pure("DELREF"), ArgDoc::pure("ACKED")])
-        .optional()
-        .since("8.2.0")
+    ArgDoc::group("condition", "oneof", vec![ArgDoc::pure("KEEPREF"), ArgDoc::pure("DELREF"), ArgDoc::pure("ACKED")]).optional().since("8.2.0")
 }
 
 /// `[MAXAGE ms [EXACT]]` of XS.CFGSET (ours, issue 17).
@@ -299,11 +297,7 @@ fn maxage_block() -> ArgDoc {
 
 /// Adds MAXAGE (ours, issue 17) to the trimming strategies (`trim` block, `strategy` oneof).
 fn add_maxage_strategy(d: &mut Doc) {
-    let strategy = d
-        .args
-        .iter_mut()
-        .find(|a| a.name == "trim")
-        .and_then(|t| t.args.iter_mut().find(|a| a.name == "strategy"));
+    let strategy = d.args.iter_mut().find(|a| a.name == "trim").and_then(|t| t.args.iter_mut().find(|a| a.name == "strategy"));
     if let Some(st) = strategy {
         st.args.push(ArgDoc::pure("MAXAGE"));
     }

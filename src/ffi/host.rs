@@ -29,8 +29,7 @@ impl Host {
         let major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u32>().ok());
         if self.valkey {
             // Valkey 7.2 reports no valkey_version; its dispatcher is Redis 7.2's.
-            self.valkey_version.is_empty() && major(&self.redis_version) == Some(7)
-                || matches!(major(&self.valkey_version), Some(7..=9))
+            self.valkey_version.is_empty() && major(&self.redis_version) == Some(7) || matches!(major(&self.valkey_version), Some(7..=9))
         } else {
             matches!(major(&self.redis_version), Some(7..=8))
         }

@@ -140,9 +140,7 @@ fn expire_one(ctx: *mut raw::RedisModuleCtx, key: &[u8], now: u64, work: u64, fr
 /// (called from OnLoad).
 pub fn start(context: &redis_module::Context) -> Result<(), String> {
     // SAFETY: valid OnLoad ctx; the callback lives as long as the module.
-    let rc = unsafe {
-        api!(RedisModule_SubscribeToKeyspaceEvents)(context.ctx, raw::REDISMODULE_NOTIFY_GENERIC as c_int, Some(on_event))
-    };
+    let rc = unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(context.ctx, raw::REDISMODULE_NOTIFY_GENERIC as c_int, Some(on_event)) };
     if rc != raw::REDISMODULE_OK as c_int {
         return Err("cannot subscribe to keyspace events".into());
     }

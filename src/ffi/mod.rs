@@ -16,22 +16,22 @@
 //! - `loading`: what `rdb_load` checks (`sanitize-dump-payload`, RESTORE always deep); the loading event.
 
 pub mod adopt;
+pub mod age_timer;
 pub mod alloc;
 pub mod blocking;
 pub mod claim_wake;
-pub mod ttl_timer;
 pub mod ctx;
 pub mod docs;
 pub mod fence;
 pub mod host;
 pub mod idmp_expiry;
-pub mod age_timer;
 pub mod loading;
 pub mod pack_timer;
 pub mod register;
 pub mod stats;
 pub mod takeover;
 pub mod timer;
+pub mod ttl_timer;
 pub mod types;
 
 /// Calls a module API function pointer, panicking (inside the fence) if the

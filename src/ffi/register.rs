@@ -2,10 +2,10 @@
 //! for arity and key specs, and the trampoline every command runs through.
 
 use super::ctx::{cstring, Ctx};
+use super::docs::{extend_twin_doc, own_doc, twin_docs, twin_of, CDocs, Doc};
 use super::{api, fence, log_warning};
 use crate::error::Error;
 use redis_module::raw;
-use super::docs::{extend_twin_doc, own_doc, twin_docs, twin_of, CDocs, Doc};
 use std::ffi::CString;
 use std::mem::size_of;
 use std::os::raw::c_int;
@@ -104,8 +104,11 @@ pub fn stream_key_positions(args: &[&[u8]]) -> Option<std::ops::Range<usize>> {
     let mut streams_pos = None;
     while i < args.len() {
         let a = args[i];
-        if a.eq_ignore_ascii_case(b"block") || a.eq_ignore_ascii_case(b"count") || a.eq_ignore_ascii_case(b"claim")
-            || a.eq_ignore_ascii_case(b"maxcount") || a.eq_ignore_ascii_case(b"maxsize")
+        if a.eq_ignore_ascii_case(b"block")
+            || a.eq_ignore_ascii_case(b"count")
+            || a.eq_ignore_ascii_case(b"claim")
+            || a.eq_ignore_ascii_case(b"maxcount")
+            || a.eq_ignore_ascii_case(b"maxsize")
         {
             i += 1;
         } else if a.eq_ignore_ascii_case(b"group") {
@@ -254,9 +257,7 @@ pub fn create(context: &redis_module::Context, c: &Command) -> Result<(), String
         let sflags = cstring(sub.flags);
         let (first, last, step) = key_range(sub);
         // SAFETY: cmd is our container command; strings are copied by Redis.
-        let rc = unsafe {
-            api!(RedisModule_CreateSubcommand)(cmd, sname.as_ptr(), sub.func, sflags.as_ptr(), first, last, step)
-        };
+        let rc = unsafe { api!(RedisModule_CreateSubcommand)(cmd, sname.as_ptr(), sub.func, sflags.as_ptr(), first, last, step) };
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot create subcommand {}|{}", c.name, sub.name));
         }

@@ -15,9 +15,9 @@
 //! the module's own small state), counted by the global allocator (src/ffi/alloc.rs).
 //! Event counters are bumped by the commands ([`bump`]).
 
+use super::ctx::cstring;
 use crate::stream::census::Census;
 use crate::stream::Stream;
-use super::ctx::cstring;
 use redis_module::raw;
 use std::os::raw::c_int;
 use std::ptr;

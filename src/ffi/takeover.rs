@@ -273,11 +273,15 @@ unsafe fn take_scan(fctx: *mut raw::RedisModuleCommandFilterCtx) -> bool {
     let argc = unsafe { fargc(fctx) };
     let mut type_at = None;
     // SAFETY: scan_options asks only for indexes below argc.
-    let ok = scan_options(argc, |i| unsafe { farg(fctx, i) }, |opt, i| {
-        if opt == ScanOpt::Type {
-            type_at = Some(i + 1);
-        }
-    });
+    let ok = scan_options(
+        argc,
+        |i| unsafe { farg(fctx, i) },
+        |opt, i| {
+            if opt == ScanOpt::Type {
+                type_at = Some(i + 1);
+            }
+        },
+    );
     // SAFETY: a TYPE value index is below argc (scan_options checked it).
     ok && type_at.is_some_and(|i| is_stream_type_name(unsafe { farg(fctx, i) }))
 }
@@ -355,10 +359,7 @@ fn prepare(context: &redis_module::Context, table: &'static [Command]) -> Result
     let mut specs = Vec::with_capacity(SLOTS);
     for (i, (std, module)) in NAMES.iter().enumerate() {
         let module = module.to_str().map_err(|e| e.to_string())?;
-        let row = table
-            .iter()
-            .find(|c| c.name.eq_ignore_ascii_case(module))
-            .ok_or_else(|| format!("{module} is not in the command table"))?;
+        let row = table.iter().find(|c| c.name.eq_ignore_ascii_case(module)).ok_or_else(|| format!("{module} is not in the command table"))?;
         let std = std.to_str().map_err(|e| e.to_string())?;
         specs.push(Spec { arity: row.arity, subs: row.subcommands, builtin: builtin_exists(context, std) });
         // SAFETY: a string with a NULL ctx is owned by the module; it is never freed.
@@ -512,10 +513,9 @@ fn standard_string(slot: usize) -> *mut raw::RedisModuleString {
 /// used in takeover mode (CONFIG GET through RM_Call; NOSELF keeps it unfiltered).
 pub fn sync_server_node_limits(ctx: *mut raw::RedisModuleCtx) {
     let context = redis_module::Context::new(ctx);
-    for (name, slot) in [
-        ("stream-node-max-entries", &crate::config::SERVER_NODE_MAX_ENTRIES),
-        ("stream-node-max-bytes", &crate::config::SERVER_NODE_MAX_BYTES),
-    ] {
+    for (name, slot) in
+        [("stream-node-max-entries", &crate::config::SERVER_NODE_MAX_ENTRIES), ("stream-node-max-bytes", &crate::config::SERVER_NODE_MAX_BYTES)]
+    {
         if let Ok(redis_module::RedisValue::Array(v)) = context.call("CONFIG", &["GET", name]) {
             let value = match v.get(1) {
                 Some(redis_module::RedisValue::BulkString(s)) => s.parse::<i64>().ok(),

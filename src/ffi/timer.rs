@@ -24,9 +24,7 @@ pub type Callback = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
 
 /// Unix time in ms.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Arms `armed` to call `cb` at `due` (Unix ms), the delay clamped to `min_ms..=max_ms` (a
@@ -190,7 +188,12 @@ pub fn with_command<R>(ctx: *mut raw::RedisModuleCtx, parts: &[&[u8]], f: impl F
 /// the stream's own marks): (db, key, due). For the end of a load; the context's DB is restored.
 pub fn scan_streams(ctx: *mut raw::RedisModuleCtx, mut f: impl FnMut(&mut crate::stream::Stream) -> Option<i64>) -> Vec<(i32, Vec<u8>, i64)> {
     type Found<'a> = (Vec<(Vec<u8>, i64)>, &'a mut dyn FnMut(&mut crate::stream::Stream) -> Option<i64>);
-    unsafe extern "C" fn collect(_ctx: *mut raw::RedisModuleCtx, keyname: *mut raw::RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
+    unsafe extern "C" fn collect(
+        _ctx: *mut raw::RedisModuleCtx,
+        keyname: *mut raw::RedisModuleString,
+        key: *mut raw::RedisModuleKey,
+        data: *mut c_void,
+    ) {
         super::fence::guard("key scan", (), || {
             // SAFETY: the pair passed by scan_streams, alive during RM_Scan.
             let Some((found, f)) = (unsafe { data.cast::<Found>().as_mut() }) else { return };

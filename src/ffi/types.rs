@@ -173,15 +173,7 @@ fn emit_sub(
     unsafe {
         match sub {
             None => api!(RedisModule_EmitAOF)(aof, cmd.as_ptr(), c"sv".as_ptr(), key, strings.as_ptr(), strings.len()),
-            Some(sub) => api!(RedisModule_EmitAOF)(
-                aof,
-                cmd.as_ptr(),
-                c"csv".as_ptr(),
-                sub.as_ptr(),
-                key,
-                strings.as_ptr(),
-                strings.len(),
-            ),
+            Some(sub) => api!(RedisModule_EmitAOF)(aof, cmd.as_ptr(), c"csv".as_ptr(), sub.as_ptr(), key, strings.as_ptr(), strings.len()),
         }
     };
     for s in strings {
@@ -478,9 +470,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
     fence::guard("unlink", (), || {
         // SAFETY: valid key-opt context for the duration of the callback.
-        let (db, key) = unsafe {
-            (api!(RedisModule_GetDbIdFromOptCtx)(ctx), api!(RedisModule_GetKeyNameFromOptCtx)(ctx))
-        };
+        let (db, key) = unsafe { (api!(RedisModule_GetDbIdFromOptCtx)(ctx), api!(RedisModule_GetKeyNameFromOptCtx)(ctx)) };
         // SAFETY: the key name of the opt context, valid during the callback.
         super::blocking::key_unlinked(db, unsafe { super::ctx::string_bytes(key.cast_mut()) });
     })
@@ -505,11 +495,7 @@ unsafe extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *cons
     })
 }
 
-unsafe extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
+unsafe extern "C" fn copy(_from: *mut raw::RedisModuleString, _to: *mut raw::RedisModuleString, value: *const c_void) -> *mut c_void {
     fence::guard("copy", ptr::null_mut(), || {
         // SAFETY: Redis passes a value of our type.
         match unsafe { value.cast::<Stream>().as_ref() } {

@@ -185,41 +185,25 @@ pub fn read_head(buf: &[u8], off: usize, limit: usize) -> Result<Head, HeadError
     let int = |kind: Kind, size: usize| -> Result<Head, HeadError> {
         // The integer's data bytes belong to the header for bounds purposes.
         byte(size - 1)?;
-        Ok(Head {
-            kind,
-            hdr_len: size,
-            enc_len: size,
-        })
+        Ok(Head { kind, hdr_len: size, enc_len: size })
     };
     if b0 & ENC_7BIT_UINT_MASK == ENC_7BIT_UINT {
         int(Kind::Uint7, 1)
     } else if b0 & ENC_6BIT_STR_MASK == ENC_6BIT_STR {
         let len = usize::from(b0 & 0x3F);
-        Ok(Head {
-            kind: Kind::Str,
-            hdr_len: 1,
-            enc_len: 1 + len,
-        })
+        Ok(Head { kind: Kind::Str, hdr_len: 1, enc_len: 1 + len })
     } else if b0 & ENC_13BIT_INT_MASK == ENC_13BIT_INT {
         int(Kind::Int13, 2)
     } else if b0 & ENC_12BIT_STR_MASK == ENC_12BIT_STR {
         let len = (usize::from(b0 & 0x0F) << 8) | usize::from(byte(1)?);
-        Ok(Head {
-            kind: Kind::Str,
-            hdr_len: 2,
-            enc_len: 2 + len,
-        })
+        Ok(Head { kind: Kind::Str, hdr_len: 2, enc_len: 2 + len })
     } else {
         match b0 {
             ENC_32BIT_STR => {
                 let len = u32::from_le_bytes([byte(1)?, byte(2)?, byte(3)?, byte(4)?]);
                 let len = usize::try_from(len).map_err(|_| HeadError::Truncated)?;
                 let enc_len = len.checked_add(5).ok_or(HeadError::Truncated)?;
-                Ok(Head {
-                    kind: Kind::Str,
-                    hdr_len: 5,
-                    enc_len,
-                })
+                Ok(Head { kind: Kind::Str, hdr_len: 5, enc_len })
             }
             ENC_16BIT_INT => int(Kind::Int16, 3),
             ENC_24BIT_INT => int(Kind::Int24, 4),
@@ -387,10 +371,7 @@ pub fn encode_int(v: i64, out: &mut [u8; MAX_INT_ENCODING_LEN]) -> usize {
 /// `out[..n]` and returns n. `len` must be <= STR32_MAX_LEN; callers check the
 /// total size first, and a longer string cannot fit MAX_BYTES anyway.
 pub fn encode_str_header(len: usize, out: &mut [u8; MAX_INT_ENCODING_LEN]) -> usize {
-    debug_assert!(
-        len <= STR32_MAX_LEN,
-        "string of {len} bytes cannot be encoded"
-    );
+    debug_assert!(len <= STR32_MAX_LEN, "string of {len} bytes cannot be encoded");
     if len <= STR6_MAX_LEN {
         out[0] = ENC_6BIT_STR | len as u8;
         1
@@ -431,13 +412,7 @@ impl<'a> Encoded<'a> {
         // Saturating: a string too long for the format gets a nonsense size
         // here, but it exceeds MAX_BYTES and is rejected before being written.
         let back_len = encode_backlen(head_len.saturating_add(data.len()), &mut back);
-        Encoded {
-            head,
-            head_len,
-            data,
-            back,
-            back_len,
-        }
+        Encoded { head, head_len, data, back, back_len }
     }
 
     /// Encoding + data bytes (what the backlen stores).

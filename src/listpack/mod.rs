@@ -51,7 +51,7 @@ mod tests;
 pub use encoding::{fmt_i64, string_to_i64, INT_STR_MAX_LEN};
 pub use validate::{validate, Checked};
 
-use encoding::{EOF, Encoded, HDR_SIZE, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};
+use encoding::{Encoded, EOF, HDR_SIZE, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};
 
 /// Bytes of an empty listpack: header (6) + terminator (1).
 pub const EMPTY_BYTES: usize = HDR_SIZE + 1;
@@ -133,17 +133,11 @@ impl std::fmt::Display for LpError {
                 write!(f, "listpack too short: {len} bytes, minimum {EMPTY_BYTES}")
             }
             LpError::BadTotalBytes { header, actual } => {
-                write!(
-                    f,
-                    "listpack header says {header} bytes but buffer has {actual}"
-                )
+                write!(f, "listpack header says {header} bytes but buffer has {actual}")
             }
             LpError::NoTerminator => write!(f, "listpack does not end with 0xFF"),
             LpError::BadEncoding { offset } => {
-                write!(
-                    f,
-                    "listpack entry at offset {offset} has an unknown encoding"
-                )
+                write!(f, "listpack entry at offset {offset} has an unknown encoding")
             }
             LpError::EntryOverflow { offset } => {
                 write!(f, "listpack entry at offset {offset} extends past the end")
@@ -152,23 +146,14 @@ impl std::fmt::Display for LpError {
                 write!(f, "listpack entry at offset {offset} has a wrong backlen")
             }
             LpError::MisplacedTerminator { offset } => {
-                write!(
-                    f,
-                    "listpack terminator at offset {offset} is not at the end"
-                )
+                write!(f, "listpack terminator at offset {offset} is not at the end")
             }
             LpError::CountMismatch { header, actual } => {
-                write!(
-                    f,
-                    "listpack header counts {header} elements but has {actual}"
-                )
+                write!(f, "listpack header counts {header} elements but has {actual}")
             }
             LpError::BadBlock => write!(f, "compressed listpack does not decode to its size"),
             LpError::TooLarge { bytes } => {
-                write!(
-                    f,
-                    "listpack would grow to {bytes} bytes, maximum {MAX_BYTES}"
-                )
+                write!(f, "listpack would grow to {bytes} bytes, maximum {MAX_BYTES}")
             }
         }
     }
@@ -241,9 +226,10 @@ struct Packed {
 impl Clone for Listpack {
     fn clone(&self) -> Self {
         // A clone starts without a cache (the fill count stays exact).
-        let z = self.z.as_ref().map(|p| {
-            Box::new(Packed { codec: p.codec, data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() })
-        });
+        let z = self
+            .z
+            .as_ref()
+            .map(|p| Box::new(Packed { codec: p.codec, data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() }));
         Listpack { buf: self.buf.clone(), z }
     }
 }
@@ -531,9 +517,7 @@ impl Listpack {
     pub fn alloc_bytes(&self) -> usize {
         match &self.z {
             None => self.buf.capacity(),
-            Some(p) => {
-                self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.buf.capacity())
-            }
+            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.buf.capacity()),
         }
     }
 
@@ -711,8 +695,7 @@ impl Listpack {
     /// if `off` is not a readable entry.
     pub fn entry_size(&self, off: usize) -> Option<usize> {
         let head = encoding::read_head(&self.buf, off, self.eof_offset()).ok()?;
-        head.enc_len
-            .checked_add(encoding::backlen_size(head.enc_len))
+        head.enc_len.checked_add(encoding::backlen_size(head.enc_len))
     }
 
     /// lpSkip without the EOF check: offset just past the entry at `off`.
@@ -751,7 +734,11 @@ impl Listpack {
             let l = encoding::decode_backlen(&self.buf, off)?;
             off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
         };
-        if p < HDR_SIZE { None } else { Some(p) }
+        if p < HDR_SIZE {
+            None
+        } else {
+            Some(p)
+        }
     }
 
     /// The element at `index` (lpSeek with a non-negative index), walking
@@ -813,11 +800,7 @@ impl Listpack {
         let (v, enc_len) = encoding::decode(&self.buf, o);
         let v = v.as_int().unwrap_or(0);
         let n = o + enc_len + encoding::backlen_size(enc_len);
-        *off = if n >= self.eof_offset() {
-            None
-        } else {
-            Some(n)
-        };
+        *off = if n >= self.eof_offset() { None } else { Some(n) };
         v
     }
 
@@ -846,8 +829,7 @@ impl Listpack {
         let old_end = off + old;
         if new > old {
             // Open a gap (one memmove of the tail), then overwrite.
-            self.buf
-                .splice(old_end..old_end, std::iter::repeat_n(0, new - old));
+            self.buf.splice(old_end..old_end, std::iter::repeat_n(0, new - old));
         } else if new < old {
             self.buf.drain(off + new..old_end);
         }
@@ -885,22 +867,14 @@ impl Listpack {
         self.buf.drain(off..end);
         self.sync_total_bytes();
         let n = self.header_count();
-        let exact = if n != NUMELE_UNKNOWN {
-            usize::from(n).saturating_sub(deleted)
-        } else {
-            self.walk_count()
-        };
+        let exact = if n != NUMELE_UNKNOWN { usize::from(n).saturating_sub(deleted) } else { self.walk_count() };
         self.set_header_count(u16::try_from(exact).unwrap_or(NUMELE_UNKNOWN));
     }
 
     /// Front-to-back (and, reversed, back-to-front) iteration over values.
     pub fn iter(&self) -> Iter<'_> {
         let lp = self.view();
-        Iter {
-            lp,
-            front: HDR_SIZE,
-            back: lp.eof_offset(),
-        }
+        Iter { lp, front: HDR_SIZE, back: lp.eof_offset() }
     }
 }
 

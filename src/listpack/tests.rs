@@ -43,10 +43,7 @@ impl Rng {
 fn seed(test: &str) -> u64 {
     let s = match std::env::var("XSTREAM_SEED") {
         Ok(v) => v.trim().parse().expect("XSTREAM_SEED must be a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(42),
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(42),
     };
     eprintln!("{test}: XSTREAM_SEED={s}");
     s
@@ -54,10 +51,7 @@ fn seed(test: &str) -> u64 {
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 fn fnv1a64(b: &[u8]) -> u64 {
@@ -120,22 +114,14 @@ fn check_model(lp: &Listpack, model: &[Vec<u8>], rng: &mut Rng) {
     }
 
     // Sizes: the buffer is exactly header + entries + terminator.
-    let expect_bytes: usize = EMPTY_BYTES
-        + model
-            .iter()
-            .map(|m| Listpack::encoded_size(Value::Str(m)))
-            .sum::<usize>();
+    let expect_bytes: usize = EMPTY_BYTES + model.iter().map(|m| Listpack::encoded_size(Value::Str(m))).sum::<usize>();
     assert_eq!(lp.bytes_len(), expect_bytes);
 
     let offs = offsets(lp);
     assert_eq!(offs.len(), model.len());
     for (i, (&o, m)) in offs.iter().zip(model).enumerate() {
         let v = lp.get(o);
-        assert!(
-            v.eq_bytes(m),
-            "element {i} at {o}: {v:?} != {:?}",
-            String::from_utf8_lossy(m)
-        );
+        assert!(v.eq_bytes(m), "element {i} at {o}: {v:?} != {:?}", String::from_utf8_lossy(m));
         assert_eq!(string_of(v), *m);
         // Canonical integers must be stored with an integer encoding.
         match string_to_i64(m) {
@@ -156,12 +142,7 @@ fn check_model(lp: &Listpack, model: &[Vec<u8>], rng: &mut Rng) {
 
     // Iterators: forward, backward, and both ends interleaved.
     assert!(lp.iter().map(string_of).eq(model.iter().cloned()));
-    assert!(
-        lp.iter()
-            .rev()
-            .map(string_of)
-            .eq(model.iter().rev().cloned())
-    );
+    assert!(lp.iter().rev().map(string_of).eq(model.iter().rev().cloned()));
     let mut it = lp.iter();
     let (mut lo, mut hi) = (0usize, model.len());
     loop {
@@ -283,25 +264,13 @@ fn integer_encodings_at_every_boundary() {
 
 #[test]
 fn string_encodings_at_every_boundary() {
-    for &(len, hdr) in &[
-        (0usize, "80"),
-        (1, "81"),
-        (63, "bf"),
-        (64, "e0 40"),
-        (4095, "ef ff"),
-        (4096, "f0 00 10 00 00"),
-        (70000, "f0 70 11 01 00"),
-    ] {
+    for &(len, hdr) in &[(0usize, "80"), (1, "81"), (63, "bf"), (64, "e0 40"), (4095, "ef ff"), (4096, "f0 00 10 00 00"), (70000, "f0 70 11 01 00")] {
         let s = vec![b'a'; len];
         let mut lp = Listpack::new();
         lp.append_str(&s);
         let b = lp.as_bytes();
         let h = hex(hdr);
-        assert_eq!(
-            &b[HDR_SIZE..HDR_SIZE + h.len()],
-            &h[..],
-            "header of {len}-byte string"
-        );
+        assert_eq!(&b[HDR_SIZE..HDR_SIZE + h.len()], &h[..], "header of {len}-byte string");
         let enc_len = h.len() + len;
         let bl = enc_backlen(enc_len);
         assert_eq!(&b[HDR_SIZE + enc_len..b.len() - 1], &bl[..]);
@@ -501,12 +470,7 @@ fn decode_is_total() {
 #[test]
 fn size_limit_is_checked_before_writing() {
     assert_eq!(checked_total(MAX_BYTES - 3, 0, 3), Ok(MAX_BYTES));
-    assert_eq!(
-        checked_total(MAX_BYTES - 3, 0, 4),
-        Err(LpError::TooLarge {
-            bytes: MAX_BYTES + 1
-        })
-    );
+    assert_eq!(checked_total(MAX_BYTES - 3, 0, 4), Err(LpError::TooLarge { bytes: MAX_BYTES + 1 }));
     assert_eq!(checked_total(MAX_BYTES, 10, 10), Ok(MAX_BYTES));
     assert!(checked_total(usize::MAX, 0, usize::MAX).is_err());
     // Replacing at a non-element offset is refused, not a corruption.
@@ -621,23 +585,10 @@ fn golden_hsmall() -> Vec<u8> {
 }
 
 /// `RPUSH lsmall` (type 18, quicklist of one listpack node).
-const LSMALL_ITEMS: &[&str] = &[
-    "hello",
-    "1",
-    "-1",
-    "300",
-    "70000",
-    "foo",
-    "bar",
-    "9999999999",
-    "",
-];
+const LSMALL_ITEMS: &[&str] = &["hello", "1", "-1", "300", "70000", "foo", "bar", "9999999999", ""];
 
 fn golden_lsmall() -> Vec<u8> {
-    hex(concat!(
-        "3100000009008568656c6c6f060101dfff02c12c02f27011010483666f6f0483",
-        "62617204f4ffe30b5402000000098001ff",
-    ))
+    hex(concat!("3100000009008568656c6c6f060101dfff02c12c02f27011010483666f6f0483", "62617204f4ffe30b5402000000098001ff",))
 }
 
 /// `XADD s1 1-1 f1 v1 f2 100`, `XADD s1 1-2 f1 v2 f2 -5`, `XADD s1 5-0 other x`
@@ -852,10 +803,7 @@ const HBIG_RLE: &[(u8, usize)] = &[
 ];
 
 fn golden_hbig() -> Vec<u8> {
-    HBIG_RLE
-        .iter()
-        .flat_map(|&(b, n)| std::iter::repeat_n(b, n))
-        .collect()
+    HBIG_RLE.iter().flat_map(|&(b, n)| std::iter::repeat_n(b, n)).collect()
 }
 
 fn build_from_strs<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Listpack {
@@ -867,22 +815,9 @@ fn build_from_strs<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Listpack {
 }
 
 fn check_golden(golden: &[u8], built: &Listpack) {
-    assert_eq!(
-        built.as_bytes().len(),
-        golden.len(),
-        "size differs from Redis"
-    );
-    if let Some(i) = built
-        .as_bytes()
-        .iter()
-        .zip(golden)
-        .position(|(a, b)| a != b)
-    {
-        panic!(
-            "byte {i} differs from Redis: ours {:02x}, Redis {:02x}",
-            built.as_bytes()[i],
-            golden[i]
-        );
+    assert_eq!(built.as_bytes().len(), golden.len(), "size differs from Redis");
+    if let Some(i) = built.as_bytes().iter().zip(golden).position(|(a, b)| a != b) {
+        panic!("byte {i} differs from Redis: ours {:02x}, Redis {:02x}", built.as_bytes()[i], golden[i]);
     }
     validate(golden, true).unwrap();
     // Re-appending the decoded values reproduces the bytes too.
@@ -898,18 +833,11 @@ fn check_golden(golden: &[u8], built: &Listpack) {
 #[test]
 fn golden_hash_small() {
     let g = golden_hsmall();
-    let lp = build_from_strs(
-        HSMALL_PAIRS
-            .iter()
-            .flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]),
-    );
+    let lp = build_from_strs(HSMALL_PAIRS.iter().flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]));
     check_golden(&g, &lp);
     assert_eq!(lp.len(), 42);
     let mut rng = Rng::new(1);
-    let model: Vec<Vec<u8>> = HSMALL_PAIRS
-        .iter()
-        .flat_map(|(k, v)| [k.as_bytes().to_vec(), v.as_bytes().to_vec()])
-        .collect();
+    let model: Vec<Vec<u8>> = HSMALL_PAIRS.iter().flat_map(|(k, v)| [k.as_bytes().to_vec(), v.as_bytes().to_vec()]).collect();
     check_model(&lp, &model, &mut rng);
 }
 
@@ -941,12 +869,7 @@ fn golden_stream_node() {
 fn golden_hash_big_strings() {
     let g = golden_hbig();
     let values: Vec<Vec<u8>> = HBIG_PAIRS.iter().map(|&(_, b, n)| vec![b; n]).collect();
-    let lp = build_from_strs(
-        HBIG_PAIRS
-            .iter()
-            .zip(&values)
-            .flat_map(|(&(k, _, _), v)| [k.as_bytes(), &v[..]]),
-    );
+    let lp = build_from_strs(HBIG_PAIRS.iter().zip(&values).flat_map(|(&(k, _, _), v)| [k.as_bytes(), &v[..]]));
     check_golden(&g, &lp);
     assert_eq!(lp.bytes_len(), 144505);
 }
@@ -1023,9 +946,7 @@ const BOUNDARY_INTS: &[i64] = &[
 /// String lengths at and around every string-encoding and backlen boundary:
 /// 6/12/32-bit headers (63/64, 4095/4096), enc_len 127/128 (125/126 for a
 /// 12-bit string) and 16382/16383 (16377/16378 for a 32-bit string).
-const BOUNDARY_LENS: &[usize] = &[
-    0, 1, 2, 62, 63, 64, 65, 125, 126, 127, 128, 4094, 4095, 4096, 4097, 16377, 16378, 16379, 70000,
-];
+const BOUNDARY_LENS: &[usize] = &[0, 1, 2, 62, 63, 64, 65, 125, 126, 127, 128, 4094, 4095, 4096, 4097, 16377, 16378, 16379, 70000];
 
 /// Strings that are, or look like but are not, canonical integers.
 const TRICKY_STRS: &[&str] = &[
@@ -1098,11 +1019,7 @@ fn gen_value(rng: &mut Rng, small_only: bool) -> Gen {
 }
 
 fn run_model(rng: &mut Rng, ops: usize, small_only: bool) {
-    let mut lp = if rng.chance(50) {
-        Listpack::new()
-    } else {
-        Listpack::with_capacity(rng.below(5000))
-    };
+    let mut lp = if rng.chance(50) { Listpack::new() } else { Listpack::with_capacity(rng.below(5000)) };
     let mut model: Vec<Vec<u8>> = Vec::new();
     for _ in 0..ops {
         match rng.below(100) {
@@ -1193,20 +1110,12 @@ fn probe(bytes: &[u8]) -> Result<(), LpError> {
     if shallow.is_ok() {
         assert!(Listpack::from_vec(bytes.to_vec(), false).is_ok());
     }
-    assert_eq!(
-        Listpack::from_vec(bytes.to_vec(), true).err(),
-        deep.clone().err()
-    );
+    assert_eq!(Listpack::from_vec(bytes.to_vec(), true).err(), deep.clone().err());
     deep
 }
 
 fn sample_listpacks(rng: &mut Rng) -> Vec<Vec<u8>> {
-    let mut out = vec![
-        golden_hsmall(),
-        golden_lsmall(),
-        golden_s1(),
-        Listpack::new().into_vec(),
-    ];
+    let mut out = vec![golden_hsmall(), golden_lsmall(), golden_s1(), Listpack::new().into_vec()];
     for _ in 0..6 {
         let mut lp = Listpack::new();
         for _ in 0..rng.below(30) {
@@ -1253,9 +1162,7 @@ fn random_byte_flips() {
             let i = rng.below(b.len());
             b[i] = match rng.below(3) {
                 0 => b[i] ^ (1 << rng.below(8)),
-                1 => *rng.pick(&[
-                    0x00, 0x7f, 0x80, 0xbf, 0xc0, 0xe0, 0xef, 0xf0, 0xf4, 0xf5, 0xfe, 0xff,
-                ]),
+                1 => *rng.pick(&[0x00, 0x7f, 0x80, 0xbf, 0xc0, 0xe0, 0xef, 0xf0, 0xf4, 0xf5, 0xfe, 0xff]),
                 _ => rng.below(256) as u8,
             };
         }
@@ -1290,68 +1197,26 @@ fn crafted_headers_and_entries() {
     use LpError::*;
     // Too short, and wrong total-bytes fields.
     assert_eq!(validate(&[], true), Err(TooShort { len: 0 }));
-    assert_eq!(
-        validate(&[6, 0, 0, 0, 0, 0], false),
-        Err(TooShort { len: 6 })
-    );
-    assert_eq!(
-        validate(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0xff], true),
-        Err(BadTotalBytes {
-            header: u32::MAX,
-            actual: 7
-        })
-    );
-    assert_eq!(
-        validate(&[8, 0, 0, 0, 0, 0, 0xff], false),
-        Err(BadTotalBytes {
-            header: 8,
-            actual: 7
-        })
-    );
+    assert_eq!(validate(&[6, 0, 0, 0, 0, 0], false), Err(TooShort { len: 6 }));
+    assert_eq!(validate(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0xff], true), Err(BadTotalBytes { header: u32::MAX, actual: 7 }));
+    assert_eq!(validate(&[8, 0, 0, 0, 0, 0, 0xff], false), Err(BadTotalBytes { header: 8, actual: 7 }));
     assert_eq!(validate(&[7, 0, 0, 0, 0, 0, 0x00], true), Err(NoTerminator));
     assert_eq!(probe(&[7, 0, 0, 0, 0, 0, 0xff]), Ok(()));
 
     // Lying counts; 65535 means unknown and is accepted.
     assert_eq!(probe(&raw_listpack(&[5, 1, 6, 1], 2)), Ok(()));
-    assert_eq!(
-        probe(&raw_listpack(&[5, 1, 6, 1], 3)),
-        Err(CountMismatch {
-            header: 3,
-            actual: 2
-        })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[5, 1, 6, 1], 1)),
-        Err(CountMismatch {
-            header: 1,
-            actual: 2
-        })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[5, 1, 6, 1], 0)),
-        Err(CountMismatch {
-            header: 0,
-            actual: 2
-        })
-    );
+    assert_eq!(probe(&raw_listpack(&[5, 1, 6, 1], 3)), Err(CountMismatch { header: 3, actual: 2 }));
+    assert_eq!(probe(&raw_listpack(&[5, 1, 6, 1], 1)), Err(CountMismatch { header: 1, actual: 2 }));
+    assert_eq!(probe(&raw_listpack(&[5, 1, 6, 1], 0)), Err(CountMismatch { header: 0, actual: 2 }));
     assert_eq!(probe(&raw_listpack(&[5, 1, 6, 1], 65535)), Ok(()));
     assert_eq!(probe(&raw_listpack(&[], 65535)), Ok(()));
     // Shallow validation does not walk, so it misses the count.
     assert!(validate(&raw_listpack(&[5, 1, 6, 1], 3), false).is_ok());
 
     // Backlen mismatches.
-    assert_eq!(
-        probe(&raw_listpack(&[5, 2], 1)),
-        Err(BadBacklen { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[5, 1, 6, 0x81], 2)),
-        Err(BadBacklen { offset: 8 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0x82, b'a', b'b', 4], 1)),
-        Err(BadBacklen { offset: 6 })
-    );
+    assert_eq!(probe(&raw_listpack(&[5, 2], 1)), Err(BadBacklen { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[5, 1, 6, 0x81], 2)), Err(BadBacklen { offset: 8 }));
+    assert_eq!(probe(&raw_listpack(&[0x82, b'a', b'b', 4], 1)), Err(BadBacklen { offset: 6 }));
     // A 126-byte 12-bit string (enc_len 128) needs the 2-byte backlen 01 80;
     // a 1-byte backlen makes it overflow into the terminator.
     let mut e = vec![0xe0, 126];
@@ -1364,10 +1229,7 @@ fn crafted_headers_and_entries() {
     assert_eq!(probe(&raw_listpack(&good, 1)), Ok(()));
     let mut bad = e.clone();
     bad.push(0x80);
-    assert_eq!(
-        probe(&raw_listpack(&bad, 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
+    assert_eq!(probe(&raw_listpack(&bad, 1)), Err(EntryOverflow { offset: 6 }));
     let mut bad = e.clone();
     bad.extend_from_slice(&[0x80, 0x01]); // right value, wrong byte order
     assert_eq!(probe(&raw_listpack(&bad, 1)), Err(BadBacklen { offset: 6 }));
@@ -1380,23 +1242,11 @@ fn crafted_headers_and_entries() {
 
     // Unknown encodings and misplaced terminators.
     for b0 in 0xf5..=0xfeu8 {
-        assert_eq!(
-            probe(&raw_listpack(&[b0, 1], 1)),
-            Err(BadEncoding { offset: 6 })
-        );
-        assert_eq!(
-            validate(&raw_listpack(&[b0, 1], 1), false),
-            Err(BadEncoding { offset: 6 })
-        );
+        assert_eq!(probe(&raw_listpack(&[b0, 1], 1)), Err(BadEncoding { offset: 6 }));
+        assert_eq!(validate(&raw_listpack(&[b0, 1], 1), false), Err(BadEncoding { offset: 6 }));
     }
-    assert_eq!(
-        probe(&raw_listpack(&[5, 1, 0xff, 6, 1], 2)),
-        Err(MisplacedTerminator { offset: 8 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0xff], 0)),
-        Err(MisplacedTerminator { offset: 6 })
-    );
+    assert_eq!(probe(&raw_listpack(&[5, 1, 0xff, 6, 1], 2)), Err(MisplacedTerminator { offset: 8 }));
+    assert_eq!(probe(&raw_listpack(&[0xff], 0)), Err(MisplacedTerminator { offset: 6 }));
 
     // Entries running past the end: huge 32-bit string lengths, truncated
     // headers and integers.
@@ -1404,37 +1254,15 @@ fn crafted_headers_and_entries() {
         let mut e = vec![0xf0];
         e.extend_from_slice(&len.to_le_bytes());
         e.extend_from_slice(b"abc\x08");
-        assert_eq!(
-            probe(&raw_listpack(&e, 1)),
-            Err(EntryOverflow { offset: 6 }),
-            "len {len}"
-        );
+        assert_eq!(probe(&raw_listpack(&e, 1)), Err(EntryOverflow { offset: 6 }), "len {len}");
         assert!(validate(&raw_listpack(&e, 1), false).is_err());
     }
-    assert_eq!(
-        probe(&raw_listpack(&[0xf0, 1, 0], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0xe0], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0xf4, 1, 2, 3], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0xc0], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[0xbf, 1, 2], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
-    assert_eq!(
-        probe(&raw_listpack(&[5], 1)),
-        Err(EntryOverflow { offset: 6 })
-    );
+    assert_eq!(probe(&raw_listpack(&[0xf0, 1, 0], 1)), Err(EntryOverflow { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[0xe0], 1)), Err(EntryOverflow { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[0xf4, 1, 2, 3], 1)), Err(EntryOverflow { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[0xc0], 1)), Err(EntryOverflow { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[0xbf, 1, 2], 1)), Err(EntryOverflow { offset: 6 }));
+    assert_eq!(probe(&raw_listpack(&[5], 1)), Err(EntryOverflow { offset: 6 }));
 
     // Non-minimal but well-formed encodings are accepted and read correctly,
     // as Redis does.
@@ -1444,10 +1272,7 @@ fn crafted_headers_and_entries() {
     assert_eq!(probe(&raw_listpack(&e, 3)), Ok(()));
     let lp = Listpack::from_vec(raw_listpack(&e, 3), true).unwrap();
     let vals: Vec<Value> = lp.iter().collect();
-    assert_eq!(
-        vals,
-        vec![Value::Int(5), Value::Str(b"ab"), Value::Str(b"c")]
-    );
+    assert_eq!(vals, vec![Value::Int(5), Value::Str(b"ab"), Value::Str(b"c")]);
     // Fuzz regression (a wrong assertion in the fuzz target): for such
     // entries the stored size exceeds what re-encoding the value would take.
     assert_eq!(lp.entry_size(HDR_SIZE), Some(10));
@@ -1557,7 +1382,11 @@ fn checked_walk_agrees_with_deep_validate() {
             let deep = validate(&b, true);
             let w = walk(&b);
             assert_eq!(deep.is_ok(), w.is_ok(), "case {case}/{m}: {b:02x?}: validate {deep:?}, walk {w:?}");
-            if deep.is_ok() { valid += 1 } else { invalid += 1 }
+            if deep.is_ok() {
+                valid += 1
+            } else {
+                invalid += 1
+            }
         }
     }
     assert!(valid > 1000 && invalid > 1000, "{valid} valid, {invalid} invalid mutants");

@@ -5,8 +5,8 @@
 //! checked, nothing is allocated, and every loop step advances by at least two
 //! bytes (encoding byte + backlen byte), so validation is O(len) and total.
 
-use super::encoding::{self, EOF, HDR_SIZE, HeadError, MAX_BACKLEN_SIZE, NUMELE_UNKNOWN};
-use super::{EMPTY_BYTES, LpError, Value};
+use super::encoding::{self, HeadError, EOF, HDR_SIZE, MAX_BACKLEN_SIZE, NUMELE_UNKNOWN};
+use super::{LpError, Value, EMPTY_BYTES};
 
 /// Validates `bytes` as a listpack.
 ///
@@ -30,10 +30,7 @@ pub fn validate(bytes: &[u8], deep: bool) -> Result<(), LpError> {
     let header: [u8; 4] = [bytes[0], bytes[1], bytes[2], bytes[3]];
     let total = u32::from_le_bytes(header);
     if usize::try_from(total).ok() != Some(bytes.len()) {
-        return Err(LpError::BadTotalBytes {
-            header: total,
-            actual: bytes.len(),
-        });
+        return Err(LpError::BadTotalBytes { header: total, actual: bytes.len() });
     }
     let eof = bytes.len() - 1;
     if bytes[eof] != EOF {
@@ -56,10 +53,7 @@ pub fn validate(bytes: &[u8], deep: bool) -> Result<(), LpError> {
     // check_entry never returns an offset past `eof`, so the walk ended on it.
     let numele = u16::from_le_bytes([bytes[4], bytes[5]]);
     if numele != NUMELE_UNKNOWN && usize::from(numele) != count {
-        return Err(LpError::CountMismatch {
-            header: numele,
-            actual: count,
-        });
+        return Err(LpError::CountMismatch { header: numele, actual: count });
     }
     Ok(())
 }
@@ -82,12 +76,8 @@ fn check_entry(bytes: &[u8], off: usize, eof: usize) -> Result<usize, LpError> {
         Err(HeadError::Truncated) => return Err(LpError::EntryOverflow { offset: off }),
     };
     let back_len = encoding::backlen_size(head.enc_len);
-    let data_end = off
-        .checked_add(head.enc_len)
-        .ok_or(LpError::EntryOverflow { offset: off })?;
-    let end = data_end
-        .checked_add(back_len)
-        .ok_or(LpError::EntryOverflow { offset: off })?;
+    let data_end = off.checked_add(head.enc_len).ok_or(LpError::EntryOverflow { offset: off })?;
+    let end = data_end.checked_add(back_len).ok_or(LpError::EntryOverflow { offset: off })?;
     if end > eof {
         return Err(LpError::EntryOverflow { offset: off });
     }
@@ -191,11 +181,7 @@ impl<'a> Checked<'a> {
             _ => 0, // 12- and 32-bit strings, invalid bytes: the general path
         };
         let end = off + enc_len;
-        self.off = if enc_len != 0 && end < self.eof && b[end] == enc_len as u8 {
-            end + 1
-        } else {
-            check_entry_cold(b, off, self.eof)?
-        };
+        self.off = if enc_len != 0 && end < self.eof && b[end] == enc_len as u8 { end + 1 } else { check_entry_cold(b, off, self.eof)? };
         self.count += 1;
         Ok(Some(off))
     }

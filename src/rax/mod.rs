@@ -569,14 +569,7 @@ impl<V> Rax<V> {
 
     /// Gives node `idx` a new block: `data` (compressed or child labels) and `kids`.
     /// Key status is kept.
-    fn write_node(
-        nodes: &mut [Node],
-        store: &mut Store,
-        idx: u32,
-        compr: bool,
-        data: &[u8],
-        kids: &[u32],
-    ) {
+    fn write_node(nodes: &mut [Node], store: &mut Store, idx: u32, compr: bool, data: &[u8], kids: &[u32]) {
         let old = nodes[idx as usize];
         store.free(old.off, old.block_len());
         let size = data.len();
@@ -1269,14 +1262,7 @@ impl<V> Rax<V> {
 
     /// An iterator positioned by a seek; see [`Iter`].
     pub fn seek(&self, op: SeekOp, key: &[u8]) -> Iter<'_, V> {
-        let mut it = Iter {
-            rax: self,
-            key: buffers::take_key(),
-            stack: buffers::take_stack(),
-            stack_ok: false,
-            node: NONE,
-            state: IterState::Eof,
-        };
+        let mut it = Iter { rax: self, key: buffers::take_key(), stack: buffers::take_stack(), stack_ok: false, node: NONE, state: IterState::Eof };
         it.reseek(op, key);
         it
     }
@@ -1290,7 +1276,10 @@ impl<V> Rax<V> {
 #[derive(Clone, Copy, Debug)]
 enum IterState {
     /// Just seeked: the next call of `next()` or `prev()` returns the sought element.
-    Seeked { found: bool, op: SeekOp },
+    Seeked {
+        found: bool,
+        op: SeekOp,
+    },
     Walking,
     Eof,
 }

@@ -29,10 +29,7 @@ impl Rng {
 fn seed() -> u64 {
     let s = match std::env::var("XSTREAM_SEED") {
         Ok(v) => v.trim().parse().expect("XSTREAM_SEED must be a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1),
     };
     eprintln!("rax test seed: XSTREAM_SEED={s}");
     s
@@ -282,11 +279,7 @@ fn run_model(seed: u64, rounds: u64, ops: u64) {
                 m.entry(k.clone()).or_insert(v);
                 pool.push(k);
             } else if what < 60 {
-                let k = if !m.is_empty() && rng.below(2) == 0 {
-                    m.keys().nth(rng.below(m.len() as u64) as usize).unwrap().clone()
-                } else {
-                    k
-                };
+                let k = if !m.is_empty() && rng.below(2) == 0 { m.keys().nth(rng.below(m.len() as u64) as usize).unwrap().clone() } else { k };
                 assert_eq!(r.remove(&k), m.remove(&k), "remove {k:?}");
             } else if what < 68 {
                 assert_eq!(r.get(&k), m.get(&k), "get {k:?}");
@@ -694,7 +687,6 @@ fn mem_report() {
     report("10 per ms, V=[u64;3]", &r, t.elapsed());
 }
 
-
 /// Stream node keys (master IDs, increasing) grow nodes one child at a time; the pool blocks
 /// they leave behind are compacted away (without it, 142 KB of a 162 KB pool sat in free lists
 /// for 1,000 IDs 100 ms apart, 2 bytes per stream entry).
@@ -758,4 +750,3 @@ fn get_mut_indexed_gives_the_slab_index_of_the_value() {
     assert_eq!(r.get_mut_indexed(b"new").map(|(i, v)| (i, *v)), Some((idx, 7)));
     assert!(r.value_at(u32::MAX).is_none());
 }
-

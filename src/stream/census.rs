@@ -225,13 +225,7 @@ impl Census {
     fn compute(s: &mut Stream, full: bool) -> Census {
         let was = Counted { consumers: s.accounted.consumers, pending: s.accounted.pending };
         let cp = s.groups.settle(was, full);
-        Census {
-            entries: s.length,
-            nodes: s.rax_keys() as u64,
-            groups: s.group_count() as u64,
-            consumers: cp.consumers,
-            pending: cp.pending,
-        }
+        Census { entries: s.length, nodes: s.rax_keys() as u64, groups: s.group_count() as u64, consumers: cp.consumers, pending: cp.pending }
     }
 }
 
@@ -352,8 +346,7 @@ mod tests {
                     }
                     14 => {
                         let policy = [RefPolicy::KeepRef, RefPolicy::DelRef, RefPolicy::Acked][r.below(3) as usize];
-                        let strategy =
-                            if r.below(2) == 0 { TrimStrategy::MaxLen(r.below(6)) } else { TrimStrategy::MinId(id) };
+                        let strategy = if r.below(2) == 0 { TrimStrategy::MaxLen(r.below(6)) } else { TrimStrategy::MinId(id) };
                         s.trim_with(&Trim { strategy, approx: r.below(2) == 0, limit: 0 }, policy);
                     }
                     15 => {

@@ -136,9 +136,7 @@ impl Builder {
                 vals.push(v);
             });
             let same = e.numfields == self.master_fields.len()
-                && (0..e.numfields).all(|i| {
-                    same_value(vals.get(i * 2).copied().unwrap_or(Value::Int(0)), self.lp.get(self.master_fields[i]))
-                });
+                && (0..e.numfields).all(|i| same_value(vals.get(i * 2).copied().unwrap_or(Value::Int(0)), self.lp.get(self.master_fields[i])));
             let flags = if same { FLAG_SAMEFIELDS } else { 0 };
             let head = [
                 Value::Int(flags),
@@ -151,9 +149,7 @@ impl Builder {
                 self.lp.try_append_all(head.into_iter().chain(values).chain([lp_count]))
             } else {
                 let lp_count = Value::Int(2 * e.numfields as i64 + 4);
-                self.lp.try_append_all(
-                    head.into_iter().chain([Value::Int(e.numfields as i64)]).chain(vals.iter().copied()).chain([lp_count]),
-                )
+                self.lp.try_append_all(head.into_iter().chain([Value::Int(e.numfields as i64)]).chain(vals.iter().copied()).chain([lp_count]))
             };
             r.map_err(|_| ())?;
             self.live += 1;

@@ -555,9 +555,7 @@ impl Group {
     /// Adds a NACK without owner and outside the time list (loading); false if
     /// the ID is already pending. [`Group::load_finish`] must follow.
     pub fn load_nack(&mut self, id: StreamId, delivery_time: i64, delivery_count: u64) -> bool {
-        self.pel
-            .try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER, link: NIL })
-            .is_ok()
+        self.pel.try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER, link: NIL }).is_ok()
     }
 
     /// Adds a consumer (loading); None if the name exists.

@@ -52,10 +52,7 @@ impl StreamId {
             return None;
         }
         let (hi, lo) = b.split_at(8);
-        Some(StreamId {
-            ms: u64::from_be_bytes(hi.try_into().ok()?),
-            seq: u64::from_be_bytes(lo.try_into().ok()?),
-        })
+        Some(StreamId { ms: u64::from_be_bytes(hi.try_into().ok()?), seq: u64::from_be_bytes(lo.try_into().ok()?) })
     }
 
     /// The successor, or `None` at `MAX` (streamIncrID's C_ERR).
@@ -135,12 +132,7 @@ impl StreamId {
     /// * `allow_auto_seq`: `ms-*` is accepted and reported as [`SeqGiven::Auto`].
     ///
     /// `None` means "Invalid stream ID specified as stream command argument".
-    pub fn parse(
-        arg: &[u8],
-        missing_seq: u64,
-        strict: bool,
-        allow_auto_seq: bool,
-    ) -> Option<(StreamId, SeqGiven)> {
+    pub fn parse(arg: &[u8], missing_seq: u64, strict: bool, allow_auto_seq: bool) -> Option<(StreamId, SeqGiven)> {
         if arg.len() > ID_ARG_LEN_MAX {
             return None;
         }

@@ -199,10 +199,7 @@ impl Idmp {
     /// As a stream that never used IDMP: the default window, no producers, zero
     /// counters (digests and rewrites treat it as absent).
     pub fn is_default(&self) -> bool {
-        (self.duration_s, self.max_entries) == DEFAULT_WINDOW
-            && self.producers.is_empty()
-            && self.iids_added == 0
-            && self.iids_duplicates == 0
+        (self.duration_s, self.max_entries) == DEFAULT_WINDOW && self.producers.is_empty() && self.iids_added == 0 && self.iids_duplicates == 0
     }
 
     pub fn has_producer(&self, pid: &[u8]) -> bool {
@@ -325,8 +322,7 @@ impl Idmp {
     /// Bytes used (MEMORY USAGE).
     pub fn mem_bytes(&self) -> usize {
         let node = std::mem::size_of::<(Box<[u8]>, Producer)>();
-        std::mem::size_of::<Idmp>()
-            + self.producers.iter().map(|(k, p)| node + k.len() + p.mem_bytes()).sum::<usize>()
+        std::mem::size_of::<Idmp>() + self.producers.iter().map(|(k, p)| node + k.len() + p.mem_bytes()).sum::<usize>()
     }
 
     /// Consistency (the loaders' validator): producers non-empty, within max_entries,
@@ -576,10 +572,8 @@ mod tests {
                     }
                 }
                 m.check().unwrap();
-                let got: BTreeMap<Vec<u8>, Vec<(Vec<u8>, StreamId)>> = m
-                    .producers()
-                    .map(|(k, p)| (k.to_vec(), p.entries().map(|(i, id)| (i.to_vec(), id)).collect()))
-                    .collect();
+                let got: BTreeMap<Vec<u8>, Vec<(Vec<u8>, StreamId)>> =
+                    m.producers().map(|(k, p)| (k.to_vec(), p.entries().map(|(i, id)| (i.to_vec(), id)).collect())).collect();
                 assert_eq!(got, model);
                 assert_eq!(m.iids_added, added);
                 assert_eq!(m.iids_tracked(), model.values().map(Vec::len).sum::<usize>());

@@ -33,13 +33,12 @@ pub mod wake;
 pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, ENTRIES_READ_INVALID, NO_OWNER};
 pub use id::{SeqGiven, StreamId};
 pub use idmp::Idmp;
-pub use retention::MaxAge;
 pub use policy::{DelOutcome, RefPolicy};
-
+pub use retention::MaxAge;
 
 use crate::listpack::{Codec, Listpack, Value};
 use crate::rax::{Rax, SeekOp};
-use node::{Master, EntryPos, FLAG_DELETED, FLAG_SAMEFIELDS};
+use node::{EntryPos, Master, FLAG_DELETED, FLAG_SAMEFIELDS};
 
 /// Largest listpack a node may grow to, and largest total size of one entry's
 /// fields and values (STREAM_LISTPACK_MAX_SIZE).
@@ -374,13 +373,7 @@ impl Stream {
 
     /// Appends an entry (streamAppendItem). `fields` is `f1 v1 f2 v2 ...` (even length,
     /// at least one pair). `now_ms` is the wall clock, used for `*`.
-    pub fn append(
-        &mut self,
-        fields: &[&[u8]],
-        spec: IdSpec,
-        now_ms: u64,
-        limits: NodeLimits,
-    ) -> Result<StreamId, AddError> {
+    pub fn append(&mut self, fields: &[&[u8]], spec: IdSpec, now_ms: u64, limits: NodeLimits) -> Result<StreamId, AddError> {
         let id = match spec {
             IdSpec::Explicit(id) => id,
             IdSpec::AutoSeq(ms) => {
@@ -414,11 +407,7 @@ impl Stream {
             return Err(AddError::TooLarge);
         }
 
-        let node_bytes_max = if limits.bytes_max <= 0 || limits.bytes_max as u64 > NODE_BYTES_MAX {
-            NODE_BYTES_MAX
-        } else {
-            limits.bytes_max as u64
-        };
+        let node_bytes_max = if limits.bytes_max <= 0 || limits.bytes_max as u64 > NODE_BYTES_MAX { NODE_BYTES_MAX } else { limits.bytes_max as u64 };
 
         // The tail node's key, in a buffer kept between calls (no allocation per XADD).
         let mut key = TAIL_KEY.take();
@@ -530,8 +519,7 @@ impl Stream {
         // passes over tombstones and stops at the first live entry above `id`. (After
         // XSETID below a deleted ID, a node's entries are not in ID order: a
         // tombstone above `id` may precede it.)
-        let Some((node, flags_off, flags)) = self.range(id, id, false).next_entry().map(|e| (e.node, e.pos.flags_off, e.pos.flags))
-        else {
+        let Some((node, flags_off, flags)) = self.range(id, id, false).next_entry().map(|e| (e.node, e.pos.flags_off, e.pos.flags)) else {
             return false;
         };
         let key = node.to_be_bytes();
@@ -928,7 +916,10 @@ fn append_to_node(lp: &mut Listpack, master_id: StreamId, id: StreamId, fields: 
         let mut p = fields_off;
         let mut same = true;
         for i in 0..numfields {
-            let Some(o) = p else { same = false; break };
+            let Some(o) = p else {
+                same = false;
+                break;
+            };
             if !lp.get(o).eq_bytes(fields[i * 2]) {
                 same = false;
                 break;
@@ -945,11 +936,7 @@ fn append_to_node(lp: &mut Listpack, master_id: StreamId, id: StreamId, fields: 
 fn append_entry(lp: &mut Listpack, flags: i64, id: StreamId, master: StreamId, fields: &[&[u8]]) {
     let numfields = fields.len() / 2;
     let same = flags & FLAG_SAMEFIELDS != 0;
-    let head = [
-        Value::Int(flags),
-        Value::Int(id.ms.wrapping_sub(master.ms) as i64),
-        Value::Int(id.seq.wrapping_sub(master.seq) as i64),
-    ];
+    let head = [Value::Int(flags), Value::Int(id.ms.wrapping_sub(master.ms) as i64), Value::Int(id.seq.wrapping_sub(master.seq) as i64)];
     let pairs = &fields[..numfields * 2];
     // The lp-count closing the entry: its elements other than itself.
     let result = if same {
@@ -1286,8 +1273,8 @@ impl<'a> Iterator for RangeIter<'a> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
-#[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+pub(crate) mod tests;
 #[cfg(test)]
 mod timelist_tests;

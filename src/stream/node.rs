@@ -153,7 +153,13 @@ pub fn entry_within(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: u
     let data_off = p;
     let (p, skipped) = skip_counted(lp, p, elements);
     // An entry cut short by the end of the node (not deep-checked) has the pairs it holds.
-    let numfields = if skipped == elements { numfields } else if same { skipped } else { skipped / 2 };
+    let numfields = if skipped == elements {
+        numfields
+    } else if same {
+        skipped
+    } else {
+        skipped / 2
+    };
     // p is at lp-count.
     let next_off = p.and_then(|o| lp.next(o));
     EntryPos { id: StreamId { ms, seq }, flags, flags_off, data_off, numfields, next_off }
@@ -181,7 +187,11 @@ pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<(usi
         p = lp.prev(p?);
     }
     // A valid node's lp-count is never 0; as the master terminator, 0 ends the walk.
-    if n == 0 { None } else { p.map(|f| (f, n)) }
+    if n == 0 {
+        None
+    } else {
+        p.map(|f| (f, n))
+    }
 }
 
 /// Calls `f(field, value)` for each pair of the entry: exactly `e.numfields`

@@ -152,11 +152,8 @@ fn run_seed(seed: u64, ops: usize) {
                 m.entries.insert(id);
                 if r.below(3) == 0 {
                     let p = random_policy(&mut r);
-                    let strategy = if r.below(2) == 0 {
-                        TrimStrategy::MaxLen(r.below(8))
-                    } else {
-                        TrimStrategy::MinId(StreamId::new(r.below(next_ms + 1), 0))
-                    };
+                    let strategy =
+                        if r.below(2) == 0 { TrimStrategy::MaxLen(r.below(8)) } else { TrimStrategy::MinId(StreamId::new(r.below(next_ms + 1), 0)) };
                     trim_op(&mut s, &mut m, strategy, p, single, &mut r, &what);
                 }
             }
@@ -177,8 +174,7 @@ fn run_seed(seed: u64, ops: usize) {
                         got.push(e.id());
                         true
                     });
-                    let want: Vec<StreamId> =
-                        m.entries.range(start..).copied().take(if count == 0 { usize::MAX } else { count as usize }).collect();
+                    let want: Vec<StreamId> = m.entries.range(start..).copied().take(if count == 0 { usize::MAX } else { count as usize }).collect();
                     assert_eq!(got, want, "{what}: read");
                     if let Some(&last) = want.last() {
                         mg.last_id = last;

@@ -104,7 +104,14 @@ pub struct QueuePolicy {
 
 impl Default for QueuePolicy {
     fn default() -> Self {
-        QueuePolicy { max_deliveries: None, ack_timeout: None, consumer_ttl: None, counters: Counters::default(), ttl_check_at: 0, ttl_scheduled_at: 0 }
+        QueuePolicy {
+            max_deliveries: None,
+            ack_timeout: None,
+            consumer_ttl: None,
+            counters: Counters::default(),
+            ttl_check_at: 0,
+            ttl_scheduled_at: 0,
+        }
     }
 }
 

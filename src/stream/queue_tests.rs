@@ -68,7 +68,11 @@ fn model_due(m: &std::collections::BTreeMap<u64, M>, at: &AckTimeout, now: i64, 
 fn random_operations_and_time_steps_match_the_model() {
     for seed in 1..=60u64 {
         let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let at = AckTimeout { ms: 1 + r.below(50) as i64, backoff: [1.0, 1.5, 2.0][r.below(3) as usize], max_backoff: if r.below(2) == 0 { Some(300) } else { None } };
+        let at = AckTimeout {
+            ms: 1 + r.below(50) as i64,
+            backoff: [1.0, 1.5, 2.0][r.below(3) as usize],
+            max_backoff: if r.below(2) == 0 { Some(300) } else { None },
+        };
         let maxdel = 1 + r.below(4);
         let ttl = 50 + r.below(200) as i64;
         let mut g = Group::new(StreamId::MAX, 0); // every entry delivered by `>` reads: due entries are at or below the last ID
@@ -144,11 +148,7 @@ fn random_operations_and_time_steps_match_the_model() {
                         all.push(c.name.to_vec());
                     }
                     drop(it);
-                    let want: Vec<Vec<u8>> = all
-                        .into_iter()
-                        .filter(|n| now - seen.get(n).copied().unwrap_or(i64::MIN / 2) >= ttl)
-                        .take(8)
-                        .collect();
+                    let want: Vec<Vec<u8>> = all.into_iter().filter(|n| now - seen.get(n).copied().unwrap_or(i64::MIN / 2) >= ttl).take(8).collect();
                     assert_eq!(exp, want, "seed {seed}");
                     for name in exp {
                         let slot = g.find_consumer(&name).unwrap();
@@ -246,13 +246,20 @@ fn policy_groups_forget_deleted_pending_entries() {
             for i in 1..=n {
                 if r.below(3) > 0 {
                     grp.deliver_new(id(i), slot, 0);
-                    if g == b"p" { kept_p.insert(i) } else { kept_plain.insert(i) };
+                    if g == b"p" {
+                        kept_p.insert(i)
+                    } else {
+                        kept_plain.insert(i)
+                    };
                 }
             }
         }
         for step in 0..40 {
             if step == policy_at {
-                s.group_mut(b"p").expect("p").set_policy(Some(QueuePolicy { ack_timeout: Some(AckTimeout { ms: 10, backoff: 1.0, max_backoff: None }), ..Default::default() }));
+                s.group_mut(b"p").expect("p").set_policy(Some(QueuePolicy {
+                    ack_timeout: Some(AckTimeout { ms: 10, backoff: 1.0, max_backoff: None }),
+                    ..Default::default()
+                }));
                 s.forget_missing_pending(b"p");
             }
             match r.below(4) {

@@ -16,14 +16,19 @@ impl Rng {
         z ^ (z >> 31)
     }
     pub(crate) fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
     }
 }
 
 pub(crate) fn seed() -> u64 {
-    let s = std::env::var("XSTREAM_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
+    let s = std::env::var("XSTREAM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
     eprintln!("seed: XSTREAM_SEED={s}");
     s
 }
@@ -117,10 +122,7 @@ fn run_model(seed: u64, ops: usize) {
 /// compaction step (random thresholds) and XS.COMPACT runs now and then.
 pub(crate) fn run_model_with(seed: u64, ops: usize, compact: bool) {
     let mut r = Rng::new(seed);
-    let limits = NodeLimits {
-        entries_max: [0, 1, 2, 3, 5, 10, 100][r.below(7) as usize],
-        bytes_max: [0, 30, 100, 500, 4096][r.below(5) as usize],
-    };
+    let limits = NodeLimits { entries_max: [0, 1, 2, 3, 5, 10, 100][r.below(7) as usize], bytes_max: [0, 30, 100, 500, 4096][r.below(5) as usize] };
     let mut s = Stream::new();
     let mut m = Model::default();
     let mut prev_fields = None;
@@ -140,10 +142,18 @@ pub(crate) fn run_model_with(seed: u64, ops: usize, compact: bool) {
                 let got = s.append(&flat(&f), spec, clock, limits);
                 let want = match spec {
                     IdSpec::Auto => {
-                        if clock > m.last_id.ms { StreamId::new(clock, 0) } else { m.last_id.next().unwrap() }
+                        if clock > m.last_id.ms {
+                            StreamId::new(clock, 0)
+                        } else {
+                            m.last_id.next().unwrap()
+                        }
                     }
                     IdSpec::AutoSeq(ms) => {
-                        if ms == m.last_id.ms { StreamId::new(ms, m.last_id.seq + 1) } else { StreamId::new(ms, 0) }
+                        if ms == m.last_id.ms {
+                            StreamId::new(ms, m.last_id.seq + 1)
+                        } else {
+                            StreamId::new(ms, 0)
+                        }
                     }
                     IdSpec::Explicit(id) => id,
                 };

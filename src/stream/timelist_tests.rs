@@ -93,8 +93,7 @@ fn check(s: &Stream, m: &Model, what: &str) {
     assert_eq!(g.pel().len(), m.list.len(), "{what}: PEL size");
     for name in &m.consumers {
         let slot = g.find_consumer(name.as_bytes()).unwrap_or_else(|| panic!("{what}: consumer {name}"));
-        let mut want: Vec<StreamId> =
-            m.list.iter().filter(|e| e.owner.as_deref() == Some(name.as_str())).map(|e| e.id).collect();
+        let mut want: Vec<StreamId> = m.list.iter().filter(|e| e.owner.as_deref() == Some(name.as_str())).map(|e| e.id).collect();
         want.sort();
         let mut have = Vec::new();
         let mut it = g.consumer(slot).unwrap().pel().iter();
@@ -181,8 +180,7 @@ fn run(seed: u64, steps: usize) {
             }
             // A history re-read of one of the consumer's own entries.
             50..=57 => {
-                let owned: Vec<StreamId> =
-                    m.list.iter().filter(|e| e.owner.as_deref() == Some(who)).map(|e| e.id).collect();
+                let owned: Vec<StreamId> = m.list.iter().filter(|e| e.owner.as_deref() == Some(who)).map(|e| e.id).collect();
                 if let Some(&id) = owned.get(r.below(owned.len() as u64 + 1) as usize) {
                     let mut e = m.take(id).unwrap();
                     e.time = now;

@@ -123,10 +123,7 @@ pub fn validate_node(master_id: StreamId, lp: &Listpack, prev: Option<StreamId>)
         }
         let ms_diff = w.int()?;
         let seq_diff = w.int()?;
-        let id = StreamId {
-            ms: master_id.ms.wrapping_add(ms_diff as u64),
-            seq: master_id.seq.wrapping_add(seq_diff as u64),
-        };
+        let id = StreamId { ms: master_id.ms.wrapping_add(ms_diff as u64), seq: master_id.seq.wrapping_add(seq_diff as u64) };
         last = Some(id);
         let (fields, extra) = if flags & FLAG_SAMEFIELDS != 0 {
             (master_fields, 3)

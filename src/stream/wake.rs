@@ -85,7 +85,15 @@ impl WakeIndex {
         if a == b {
             return;
         }
-        let other = |db: i32| if db == a { b } else if db == b { a } else { db };
+        let other = |db: i32| {
+            if db == a {
+                b
+            } else if db == b {
+                a
+            } else {
+                db
+            }
+        };
         let moved: Vec<(i64, i32, Vec<u8>)> = self.by_due.iter().filter(|(_, db, _)| *db == a || *db == b).cloned().collect();
         // All out, then all in: a key present in both databases must not meet itself.
         for (due, db, key) in &moved {
@@ -140,10 +148,7 @@ mod tests {
         assert_eq!(w.len(), 4);
         assert!(!w.insert(1, b"a", 15), "db 0's a (10) is now db 1's");
         assert!(!w.insert(0, b"b", 35), "db 1's b (30) is now db 0's");
-        assert_eq!(
-            w.pop_due(i64::MAX),
-            vec![(1, b"a".to_vec()), (0, b"a".to_vec()), (0, b"b".to_vec()), (2, b"c".to_vec())]
-        );
+        assert_eq!(w.pop_due(i64::MAX), vec![(1, b"a".to_vec()), (0, b"a".to_vec()), (0, b"b".to_vec()), (2, b"c".to_vec())]);
     }
 
     /// Against a model: a map of the minimum per key.

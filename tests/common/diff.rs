@@ -138,13 +138,7 @@ impl Pair {
     /// Sends `ca` to side A and `cb` to side B. Two servers: the command name gets the same
     /// random spelling on both (written back into `ca`/`cb`), and unless `plain`, the same
     /// random path. Either way the dirty counter must move by the same amount on both sides.
-    pub fn send(
-        &mut self,
-        rng: &mut Rng,
-        ca: &mut [Vec<u8>],
-        cb: &mut [Vec<u8>],
-        plain: bool,
-    ) -> Sent {
+    pub fn send(&mut self, rng: &mut Rng, ca: &mut [Vec<u8>], cb: &mut [Vec<u8>], plain: bool) -> Sent {
         // Two servers: now and then a key of the command is made a built-in stream again on B
         // (RESTORE of A's DUMP): the command then meets it as a takeover server meets a RESTOREd
         // or MIGRATEd stream, and adopts it (a read propagating nothing, a write XS.IMPORT).
@@ -157,16 +151,8 @@ impl Pair {
             let d1 = dirty(&mut self.a);
             let (rb, bb) = self.a.cmd_raw(cb);
             let d2 = dirty(&mut self.a);
-            let problem = (!dirty_matches_cmd(ca, d1 - d0, d2 - d1))
-                .then(|| format!(" [dirty counter: +{} vs +{}]", d1 - d0, d2 - d1));
-            return Sent {
-                ra,
-                ba,
-                rb,
-                bb,
-                tag: "",
-                problem,
-            };
+            let problem = (!dirty_matches_cmd(ca, d1 - d0, d2 - d1)).then(|| format!(" [dirty counter: +{} vs +{}]", d1 - d0, d2 - d1));
+            return Sent { ra, ba, rb, bb, tag: "", problem };
         };
         if !ca.is_empty() {
             let name = spell(rng, &ca[0]);
@@ -208,23 +194,11 @@ impl Pair {
         // Each adoption's XS.IMPORT is one change more on B, on top of what the command counts.
         let adoption_counted = (1..=adopted).any(|k| dirty_matches_cmd(ca, da, db - k));
         let problem = if oa.side != ob.side {
-            Some(format!(
-                "{} [transaction replies differ: A {} / B {}]",
-                via.tag(),
-                escape(&oa.side),
-                escape(&ob.side)
-            ))
+            Some(format!("{} [transaction replies differ: A {} / B {}]", via.tag(), escape(&oa.side), escape(&ob.side)))
         } else {
             (!dirty_matches_cmd(ca, da, db) && !adoption_counted).then(|| format!("{} [dirty counter: +{da} vs +{db}]", via.tag()))
         };
-        Sent {
-            ra: oa.reply,
-            ba: oa.raw,
-            rb: ob.reply,
-            bb: ob.raw,
-            tag: via.tag(),
-            problem,
-        }
+        Sent { ra: oa.reply, ba: oa.raw, rb: ob.reply, bb: ob.raw, tag: via.tag(), problem }
     }
 
     /// Two servers: every argument of `ca` that names a stream on A is replaced on B by A's DUMP
@@ -241,7 +215,11 @@ impl Pair {
             }
             // Not where the sides' IDs differ (`*` IDs on two clocks: the runner maps B's to A's).
             let views = |c: &mut Conn, k: &[u8]| {
-                [c.raw(&[b"XRANGE".as_slice(), k, b"-", b"+"]), c.raw(&[b"XINFO".as_slice(), b"STREAM", k]), c.raw(&[b"XINFO".as_slice(), b"GROUPS", k])]
+                [
+                    c.raw(&[b"XRANGE".as_slice(), k, b"-", b"+"]),
+                    c.raw(&[b"XINFO".as_slice(), b"STREAM", k]),
+                    c.raw(&[b"XINFO".as_slice(), b"GROUPS", k]),
+                ]
             };
             if views(&mut self.a, ka) != views(b, kb) {
                 continue;
@@ -278,11 +256,7 @@ impl Pair {
     /// Picks node limits: entries in 1..`small` (`small_pct` %) or 1..100, bytes 0 (40 %) or
     /// 64..4096.
     pub fn pick_node_limits(rng: &mut Rng, small_pct: u64, small: u64) -> (u64, u64) {
-        let e = if rng.pct(small_pct) {
-            rng.range(1, small)
-        } else {
-            rng.range(1, 100)
-        };
+        let e = if rng.pct(small_pct) { rng.range(1, small) } else { rng.range(1, 100) };
         let b = if rng.pct(40) { 0 } else { rng.range(64, 4096) };
         (e, b)
     }
@@ -291,15 +265,8 @@ impl Pair {
     /// values for the module's own limits.
     pub fn apply_limits(&mut self, book: &mut Book, rng: &mut Rng) {
         let (e, b) = book.limits;
-        let cfg = [
-            "CONFIG",
-            "SET",
-            "stream-node-max-entries",
-            &e.to_string(),
-            "stream-node-max-bytes",
-            &b.to_string(),
-        ]
-        .map(|s| s.as_bytes().to_vec());
+        let cfg =
+            ["CONFIG", "SET", "stream-node-max-entries", &e.to_string(), "stream-node-max-bytes", &b.to_string()].map(|s| s.as_bytes().to_vec());
         book.log_cmd(&cfg);
         set_node_limits(&mut self.a, e, b, self.module);
         if let Some(c) = self.b.as_mut() {
@@ -379,8 +346,7 @@ impl Book {
             diff_count: 0,
             max_diffs: env_usize("XSTREAM_DIFF_MAX", 1).max(1),
             // XSTREAM_DIFF_LOG=path: every side-A command (and CONFIG SET), RESP-encoded.
-            oplog: std::env::var_os("XSTREAM_DIFF_LOG")
-                .map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
+            oplog: std::env::var_os("XSTREAM_DIFF_LOG").map(|p| std::fs::File::create(p).expect("XSTREAM_DIFF_LOG")),
             stats: std::env::var_os("XSTREAM_DIFF_STATS").is_some(),
             hist: BTreeMap::new(),
         }
@@ -404,11 +370,7 @@ impl Book {
 
     /// Records op `i` (side A's command and reply) in the history.
     pub fn op(&mut self, i: usize, ca: &[Vec<u8>], ba: &[u8], width: usize) {
-        self.note(format!(
-            "#{i} {} -> {}",
-            trunc(&fmt_cmd(ca), width),
-            trunc(&escape(ba), width)
-        ));
+        self.note(format!("#{i} {} -> {}", trunc(&fmt_cmd(ca), width), trunc(&escape(ba), width)));
     }
 
     /// One more reply in the histogram (XSTREAM_DIFF_STATS=1).
@@ -420,16 +382,7 @@ impl Book {
     /// (panics with every recorded difference) once `XSTREAM_DIFF_MAX` distinct ones (default
     /// 1) are recorded; identical signatures (command, kind of both replies) are counted once.
     #[allow(clippy::too_many_arguments)]
-    pub fn fail(
-        &mut self,
-        i: usize,
-        ca: &[Vec<u8>],
-        cb: &[Vec<u8>],
-        ba: &[u8],
-        bb: &[u8],
-        norm: Option<(&[u8], &[u8])>,
-        note: &str,
-    ) {
+    pub fn fail(&mut self, i: usize, ca: &[Vec<u8>], cb: &[Vec<u8>], ba: &[u8], bb: &[u8], norm: Option<(&[u8], &[u8])>, note: &str) {
         let class = |x: &[u8]| -> String {
             if x.starts_with(b"-") {
                 trunc(&escape(x), 90)
@@ -437,20 +390,13 @@ impl Book {
                 format!("{} reply", x.first().map(|c| *c as char).unwrap_or('?'))
             }
         };
-        let sub = if ca.len() > 1
-            && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO"))
-        {
+        let sub = if ca.len() > 1 && (ca[0].eq_ignore_ascii_case(b"XGROUP") || ca[0].eq_ignore_ascii_case(b"XINFO")) {
             format!(" {}", String::from_utf8_lossy(&ca[1]).to_uppercase())
         } else {
             String::new()
         };
         let (na, nb) = norm.unwrap_or((ba, bb));
-        let sig = format!(
-            "{}{sub} | A {} | B {}",
-            String::from_utf8_lossy(&ca[0]),
-            class(na),
-            class(nb)
-        );
+        let sig = format!("{}{sub} | A {} | B {}", String::from_utf8_lossy(&ca[0]), class(na), class(nb));
         self.diff_count += 1;
         if self.diffs.iter().any(|(s, _)| *s == sig) {
             return;
@@ -462,31 +408,16 @@ impl Book {
             self.limits.0,
             self.limits.1
         );
-        msg.push_str(&format!(
-            "  A: {}\n  B: {}\n",
-            trunc(&fmt_cmd(ca), 400),
-            trunc(&fmt_cmd(cb), 400)
-        ));
-        msg.push_str(&format!(
-            "  A reply: {}\n  B reply: {}\n",
-            trunc(&escape(ba), 3000),
-            trunc(&escape(bb), 3000)
-        ));
+        msg.push_str(&format!("  A: {}\n  B: {}\n", trunc(&fmt_cmd(ca), 400), trunc(&fmt_cmd(cb), 400)));
+        msg.push_str(&format!("  A reply: {}\n  B reply: {}\n", trunc(&escape(ba), 3000), trunc(&escape(bb), 3000)));
         if na != ba || nb != bb {
-            msg.push_str(&format!(
-                "  A normalised: {}\n  B normalised: {}\n",
-                trunc(&escape(na), 3000),
-                trunc(&escape(nb), 3000)
-            ));
+            msg.push_str(&format!("  A normalised: {}\n  B normalised: {}\n", trunc(&escape(na), 3000), trunc(&escape(nb), 3000)));
         }
         msg.push_str("  recent ops (side A):\n");
         for h in &self.history {
             msg.push_str(&format!("    {h}\n"));
         }
-        msg.push_str(&format!(
-            "  replay: XSTREAM_SEED={} cargo test --release {}\n",
-            self.seed, self.replay
-        ));
+        msg.push_str(&format!("  replay: XSTREAM_SEED={} cargo test --release {}\n", self.seed, self.replay));
         if self.max_diffs > 1 {
             report(&msg);
         }
@@ -521,10 +452,7 @@ impl Book {
 
     /// The line the CI greps.
     pub fn summary(&self, done: usize) {
-        report(&format!(
-            "{}: {done} ops, 0 differences (seed {})",
-            self.label, self.seed
-        ));
+        report(&format!("{}: {done} ops, 0 differences (seed {})", self.label, self.seed));
     }
 }
 
@@ -609,13 +537,7 @@ pub fn next_id_after(rng: &mut Rng, last: (u64, u64), ms_step: u64, seq_max: u64
 /// 7 % an edge ID ([`edge_id`]), 5 % (or no history) a small one with seq below `fresh_seqs`,
 /// else one of the history, 60 % among the last `recent` (more likely still in the stream),
 /// one step off in 3 cases of `off_of`.
-pub fn id_near(
-    rng: &mut Rng,
-    ids: &[(u64, u64)],
-    recent: u64,
-    fresh_seqs: u64,
-    off_of: u64,
-) -> (u64, u64) {
+pub fn id_near(rng: &mut Rng, ids: &[(u64, u64)], recent: u64, fresh_seqs: u64, off_of: u64) -> (u64, u64) {
     if rng.pct(7) {
         return edge_id(rng, ids);
     }
@@ -623,11 +545,7 @@ pub fn id_near(
         return (rng.below(20), rng.below(fresh_seqs));
     }
     let n = ids.len() as u64;
-    let i = if rng.pct(60) {
-        n - 1 - rng.below(n.min(recent))
-    } else {
-        rng.below(n)
-    };
+    let i = if rng.pct(60) { n - 1 - rng.below(n.min(recent)) } else { rng.below(n) };
     let (ms, seq) = ids[i as usize];
     match rng.below(off_of) {
         0 => (ms, seq.saturating_add(1)),
@@ -649,10 +567,7 @@ pub fn on_string_key(toks: &mut [Tok]) {
 /// Keeps the never-created key missing: XADD gets NOMKSTREAM, XGROUP CREATE loses MKSTREAM.
 pub fn never_create(toks: &mut Vec<Tok>) {
     let is = |t: &Tok, w: &[u8]| matches!(t, Tok::Lit(l) if l.eq_ignore_ascii_case(w));
-    if matches!(toks.first(), Some(Tok::Cmd("XADD")))
-        && toks.len() >= 2
-        && !toks.iter().any(|t| is(t, b"NOMKSTREAM"))
-    {
+    if matches!(toks.first(), Some(Tok::Cmd("XADD"))) && toks.len() >= 2 && !toks.iter().any(|t| is(t, b"NOMKSTREAM")) {
         toks.insert(2, lit("NOMKSTREAM"));
     }
     toks.retain(|t| !is(t, b"MKSTREAM"));

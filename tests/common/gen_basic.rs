@@ -78,19 +78,7 @@ struct Gen {
     layout_free: bool,
 }
 
-const FIELD_NAMES: &[&str] = &[
-    "f",
-    "g",
-    "field",
-    "a",
-    "b",
-    "1",
-    "2",
-    "-3",
-    "",
-    "name",
-    "temperature",
-];
+const FIELD_NAMES: &[&str] = &["f", "g", "field", "a", "b", "1", "2", "-3", "", "name", "temperature"];
 const INT_VALUES: &[&str] = &[
     "0",
     "1",
@@ -152,17 +140,7 @@ const BAD_IDS: &[&str] = &[
     "1-2 ",
     "\x001-1",
 ];
-const BAD_COUNTS: &[&str] = &[
-    "abc",
-    "1.0",
-    "9223372036854775808",
-    "-9223372036854775809",
-    "",
-    " 1",
-    "1 ",
-    "0x1",
-    "+1",
-];
+const BAD_COUNTS: &[&str] = &["abc", "1.0", "9223372036854775808", "-9223372036854775809", "", " 1", "1 ", "0x1", "+1"];
 
 impl Gen {
     fn value(&mut self) -> Vec<u8> {
@@ -255,11 +233,7 @@ impl Gen {
                     b"0-0".to_vec()
                 } else {
                     let m = self.rng.below(ms.saturating_add(1));
-                    let s = if m == ms {
-                        self.rng.below(seq.saturating_add(1))
-                    } else {
-                        self.rng.below(10)
-                    };
+                    let s = if m == ms { self.rng.below(seq.saturating_add(1)) } else { self.rng.below(10) };
                     id_b((m, s))
                 }
             }
@@ -277,10 +251,7 @@ impl Gen {
             215..=219 => format!("{U64MAX}-*").into_bytes(),
             220..=239 => format!("{}-{U64MAX}", ms.saturating_add(self.rng.below(2))).into_bytes(),
             240..=279 => self.bad_id(),
-            280..=309 => ms
-                .saturating_add(self.rng.below(3))
-                .to_string()
-                .into_bytes(),
+            280..=309 => ms.saturating_add(self.rng.below(3)).to_string().into_bytes(),
             _ => id_b(self.next_id(last)),
         }
     }
@@ -349,11 +320,7 @@ impl Gen {
         };
         out.push(lit(kw));
         let exact_only = exact_only || self.layout_free;
-        let op = if exact_only {
-            *self.rng.pick(&["", "="])
-        } else {
-            *self.rng.pick(&["", "", "=", "~", "~", "~"])
-        };
+        let op = if exact_only { *self.rng.pick(&["", "="]) } else { *self.rng.pick(&["", "", "=", "~", "~", "~"]) };
         if !op.is_empty() {
             out.push(lit(op));
         }
@@ -377,11 +344,7 @@ impl Gen {
                 0..=79 => fmt_id(self.some_id(k)).into_bytes(),
                 80..=89 => self.some_id(k).0.to_string().into_bytes(),
                 90..=94 => self.bad_id(),
-                _ => self
-                    .rng
-                    .pick(&["0", "0-0", "-", "+", U64MAX])
-                    .as_bytes()
-                    .to_vec(),
+                _ => self.rng.pick(&["0", "0-0", "-", "+", U64MAX]).as_bytes().to_vec(),
             };
             out.push(Tok::Lit(t));
         }
@@ -418,18 +381,11 @@ fn live(c: &mut Conn, key: &[u8]) -> Option<Live> {
     if r.is_error() {
         return None;
     }
-    let id = |name: &str| {
-        r.field(name)
-            .and_then(|v| v.as_bytes().and_then(parse_id))
-            .unwrap_or((0, 0))
-    };
+    let id = |name: &str| r.field(name).and_then(|v| v.as_bytes().and_then(parse_id)).unwrap_or((0, 0));
     Some(Live {
         len: r.field("length").map(|v| v.as_int() as u64).unwrap_or(0),
         last: id("last-generated-id"),
-        entries_added: r
-            .field("entries-added")
-            .map(|v| v.as_int() as u64)
-            .unwrap_or(0),
+        entries_added: r.field("entries-added").map(|v| v.as_int() as u64).unwrap_or(0),
         max_deleted: id("max-deleted-entry-id"),
     })
 }
@@ -493,30 +449,12 @@ impl Runner {
             let i = self.gen.rng.below(EXPLICIT_KEYS as u64) as usize;
             let toks = match self.gen.rng.below(5) {
                 0 => vec![Tok::Cmd("XLEN"), Tok::OtherKey(i)],
-                1 => vec![
-                    Tok::Cmd("XRANGE"),
-                    Tok::OtherKey(i),
-                    lit("-"),
-                    lit("+"),
-                    lit("COUNT"),
-                    lit("3"),
-                ],
+                1 => vec![Tok::Cmd("XRANGE"), Tok::OtherKey(i), lit("-"), lit("+"), lit("COUNT"), lit("3")],
                 2 => vec![Tok::Cmd("XREVRANGE"), Tok::OtherKey(i), lit("+"), lit("-")],
                 3 => vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::OtherKey(i)],
-                _ => vec![
-                    Tok::Cmd("XADD"),
-                    Tok::OtherKey(i),
-                    lit("NOMKSTREAM"),
-                    lit("1-1"),
-                    lit("f"),
-                    lit("v"),
-                ],
+                _ => vec![Tok::Cmd("XADD"), Tok::OtherKey(i), lit("NOMKSTREAM"), lit("1-1"), lit("f"), lit("v")],
             };
-            return Op {
-                toks,
-                kind: Kind::Other,
-                auto: false,
-            };
+            return Op { toks, kind: Kind::Other, auto: false };
         }
         self.gen_key_op(k)
     }
@@ -524,10 +462,7 @@ impl Runner {
     /// One command on explicit-ID pair `k` (or the missing pair).
     fn gen_key_op(&mut self, k: usize) -> Op {
         let missing = k == MISSING_KEY;
-        let mut which = self
-            .gen
-            .rng
-            .weighted(&[450, 40, 180, 60, 35, 40, 60, 20, 3, 5]);
+        let mut which = self.gen.rng.weighted(&[450, 40, 180, 60, 35, 40, 60, 20, 3, 5]);
         if self.gen.keys[k].last.0 == u64::MAX && self.gen.rng.pct(20) {
             which = 8; // the key has exhausted its IDs: usually start it over
         }
@@ -539,9 +474,7 @@ impl Runner {
                 // XADD key [NOMKSTREAM] [trim] id field value ...
                 let star_ok = k == FUTURE_KEY && {
                     let ka = self.key_a(k);
-                    live(&mut self.pair.a, &ka)
-                        .map(|l| l.last.0 > crate::common::groups::now_ms() as u64 + 86_400_000)
-                        .unwrap_or(false)
+                    live(&mut self.pair.a, &ka).map(|l| l.last.0 > crate::common::groups::now_ms() as u64 + 86_400_000).unwrap_or(false)
                 };
                 let want_trim = self.gen.rng.pct(18);
                 let len = if want_trim {
@@ -554,11 +487,7 @@ impl Runner {
                 toks.push(Tok::Cmd("XADD"));
                 toks.push(key);
                 if missing || g.rng.pct(8) {
-                    toks.push(lit(if g.rng.pct(90) {
-                        "NOMKSTREAM"
-                    } else {
-                        "nomkstream"
-                    }));
+                    toks.push(lit(if g.rng.pct(90) { "NOMKSTREAM" } else { "nomkstream" }));
                 }
                 if want_trim {
                     let t = g.trim_clause(k, len, false);
@@ -583,10 +512,7 @@ impl Runner {
                 let mut b = g.range_bound(k);
                 if g.rng.pct(65) {
                     // Mostly well-ordered intervals.
-                    if let (Some(x), Some(y)) = (
-                        parse_id(a.strip_prefix(b"(").unwrap_or(&a)),
-                        parse_id(b.strip_prefix(b"(").unwrap_or(&b)),
-                    ) {
+                    if let (Some(x), Some(y)) = (parse_id(a.strip_prefix(b"(").unwrap_or(&a)), parse_id(b.strip_prefix(b"(").unwrap_or(&b))) {
                         if x > y {
                             std::mem::swap(&mut a, &mut b);
                         }
@@ -663,16 +589,11 @@ impl Runner {
                     20..=49 => fmt_id(g.next_id(last)).into_bytes(),
                     50..=64 => fmt_id(g.some_id(k)).into_bytes(),
                     65..=69 => g.bad_id(),
-                    70..=74 => last
-                        .0
-                        .saturating_add(g.rng.below(2))
-                        .to_string()
-                        .into_bytes(),
+                    70..=74 => last.0.saturating_add(g.rng.below(2)).to_string().into_bytes(),
                     75..=79 => b"0-0".to_vec(),
                     80..=82 => format!("{U64MAX}-{U64MAX}").into_bytes(),
                     83..=85 => b"*".to_vec(),
-                    _ => fmt_id((last.0.saturating_add(g.rng.range(1, 1000)), g.rng.below(3)))
-                        .into_bytes(),
+                    _ => fmt_id((last.0.saturating_add(g.rng.range(1, 1000)), g.rng.below(3))).into_bytes(),
                 };
                 toks = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
                 let mut opts: Vec<Vec<Tok>> = Vec::new();
@@ -685,14 +606,7 @@ impl Runner {
                         8 => g.rng.pick(BAD_COUNTS).to_string(),
                         _ => added.saturating_add(g.rng.below(1000)).to_string(),
                     };
-                    opts.push(vec![
-                        lit(if g.rng.pct(90) {
-                            "ENTRIESADDED"
-                        } else {
-                            "entriesadded"
-                        }),
-                        lit(n),
-                    ]);
+                    opts.push(vec![lit(if g.rng.pct(90) { "ENTRIESADDED" } else { "entriesadded" }), lit(n)]);
                 }
                 if g.rng.pct(30) {
                     let m: Vec<u8> = match g.rng.below(10) {
@@ -704,14 +618,7 @@ impl Runner {
                         8 => b"0-0".to_vec(),
                         _ => format!("{U64MAX}-{U64MAX}").into_bytes(),
                     };
-                    opts.push(vec![
-                        lit(if g.rng.pct(90) {
-                            "MAXDELETEDID"
-                        } else {
-                            "maxdeletedid"
-                        }),
-                        Tok::Lit(m),
-                    ]);
+                    opts.push(vec![lit(if g.rng.pct(90) { "MAXDELETEDID" } else { "maxdeletedid" }), Tok::Lit(m)]);
                 }
                 if opts.len() == 2 && g.rng.pct(30) {
                     opts.swap(0, 1);
@@ -739,13 +646,7 @@ impl Runner {
                     89..=90 => vec![Tok::Cmd("XINFO"), lit("FOO"), key],
                     91..=92 => vec![Tok::Cmd("XINFO"), lit("HELP")],
                     93 => vec![Tok::Cmd("XINFO"), lit("help")],
-                    94..=95 => vec![
-                        Tok::Cmd("XINFO"),
-                        lit("STREAM"),
-                        key,
-                        lit("FULL"),
-                        lit("COUNT"),
-                    ],
+                    94..=95 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL"), lit("COUNT")],
                     96 => vec![Tok::Cmd("XINFO"), lit("HELP"), lit("x")],
                     _ => vec![Tok::Cmd("XINFO"), lit(""), key],
                 };
@@ -781,11 +682,7 @@ impl Runner {
         if missing {
             never_create(&mut toks);
         }
-        Op {
-            toks,
-            kind,
-            auto: false,
-        }
+        Op { toks, kind, auto: false }
     }
 
     /// One command on the auto-ID pair.
@@ -810,9 +707,7 @@ impl Runner {
                 }
                 match g.rng.below(100) {
                     0..=9 => t.extend([lit("MAXLEN"), lit(g.rng.below(50).to_string())]),
-                    10..=19 => {
-                        t.extend([lit("MAXLEN"), lit("="), lit(g.rng.below(200).to_string())])
-                    }
+                    10..=19 => t.extend([lit("MAXLEN"), lit("="), lit(g.rng.below(200).to_string())]),
                     20..=24 => {
                         t.extend([lit("MINID"), lit("=")]);
                         t.push(aid(g, false));
@@ -880,11 +775,7 @@ impl Runner {
                 vec![lit("DEL"), key]
             }
         };
-        Op {
-            toks,
-            kind,
-            auto: true,
-        }
+        Op { toks, kind, auto: true }
     }
 
     /// Updates the model from side A's reply.
@@ -939,14 +830,10 @@ fn loosen_names(ca: &[Vec<u8>], rb: &mut Reply, bb: &mut Vec<u8>) {
     if !(bb.starts_with(b"-") || is_help) {
         return;
     }
-    let t = String::from_utf8_lossy(bb)
-        .replace("'xs.", "'x")
-        .replace("XS.INFO", "XINFO");
+    let t = String::from_utf8_lossy(bb).replace("'xs.", "'x").replace("XS.INFO", "XINFO");
     *bb = t.into_bytes();
     match rb {
-        Reply::Error(e) | Reply::Simple(e) => {
-            *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO")
-        }
+        Reply::Error(e) | Reply::Simple(e) => *e = e.replace("'xs.", "'x").replace("XS.INFO", "XINFO"),
         Reply::Array(v) => {
             for x in v.iter_mut() {
                 if let Reply::Simple(e) = x {
@@ -989,12 +876,7 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     let rng = Rng::from_env(o.what);
     let seed = rng.seed();
     let mut r = Runner {
-        gen: Gen {
-            rng,
-            keys: vec![KeyState::default(); NKEYS],
-            auto_count: 0,
-            layout_free: o.layout_free,
-        },
+        gen: Gen { rng, keys: vec![KeyState::default(); NKEYS], auto_count: 0, layout_free: o.layout_free },
         pair,
         book: Book::new(o.label, o.replay, seed, HISTORY),
         auto: AutoIds::default(),
@@ -1019,22 +901,13 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         let mut ca = r.render(&op, 0);
         let mut cb = r.render(&op, 1);
         r.book.log_cmd(&ca);
-        let Sent {
-            ra,
-            ba,
-            mut rb,
-            mut bb,
-            tag,
-            problem,
-        } = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, false);
+        let Sent { ra, ba, mut rb, mut bb, tag, problem } = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, false);
         if r.pair.loose_names {
             loosen_names(&ca, &mut rb, &mut bb);
         }
         if op.auto {
             auto_ops += 1;
-            let same = if matches!(op.kind, Kind::Add(_))
-                && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_)))
-            {
+            let same = if matches!(op.kind, Kind::Add(_)) && matches!((&ra, &rb), (Reply::Bulk(_), Reply::Bulk(_))) {
                 // `*` on both sides: compare the shape (both IDs, increasing); the pair is recorded.
                 looks_like_id(ra.as_bytes().unwrap()) && looks_like_id(rb.as_bytes().unwrap())
             } else {
@@ -1051,25 +924,12 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
                 xb.map_bulks(&|b: &[u8]| map.get(b).cloned());
                 let ids = |x: &Reply| -> String {
                     match x {
-                        Reply::Array(v) => v
-                            .iter()
-                            .map(|e| e.as_array()[0].text())
-                            .collect::<Vec<_>>()
-                            .join(" "),
+                        Reply::Array(v) => v.iter().map(|e| e.as_array()[0].text()).collect::<Vec<_>>().join(" "),
                         o => o.to_string(),
                     }
                 };
-                let pairs: Vec<String> = (0..r.gen.auto_count)
-                    .rev()
-                    .take(12)
-                    .map(|j| {
-                        format!(
-                            "{}={}",
-                            escape(&r.auto.ids[0][j]),
-                            escape(&r.auto.ids[1][j])
-                        )
-                    })
-                    .collect();
+                let pairs: Vec<String> =
+                    (0..r.gen.auto_count).rev().take(12).map(|j| format!("{}={}", escape(&r.auto.ids[0][j]), escape(&r.auto.ids[1][j]))).collect();
                 let note = format!(
                     "{tag} [auto-ID pair: compared after renaming IDs]\n  A stream ids: {}\n  B stream ids (renamed): {}\n  last id pairs (A=B): {}",
                     ids(&xa),
@@ -1111,15 +971,8 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     }
     // A final full comparison of every pair (also catches divergence that no op looked at).
     for k in 0..NKEYS {
-        for toks in [
-            vec![Tok::Cmd("XRANGE"), Tok::Key(k), lit("-"), lit("+")],
-            vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k)],
-        ] {
-            let op = Op {
-                toks,
-                kind: Kind::Other,
-                auto: k == AUTO_KEY,
-            };
+        for toks in [vec![Tok::Cmd("XRANGE"), Tok::Key(k), lit("-"), lit("+")], vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k)]] {
+            let op = Op { toks, kind: Kind::Other, auto: k == AUTO_KEY };
             let mut ca = r.render(&op, 0);
             let mut cb = r.render(&op, 1);
             let x = r.pair.send(&mut r.gen.rng, &mut ca, &mut cb, true);
@@ -1131,8 +984,7 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
                 x.ba == x.bb
             };
             if !same {
-                r.book
-                    .fail(usize::MAX, &ca, &cb, &x.ba, &x.bb, None, " [final check]");
+                r.book.fail(usize::MAX, &ca, &cb, &x.ba, &x.bb, None, " [final check]");
             }
             done += 1;
         }
@@ -1141,9 +993,7 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     let lens: Vec<String> = (0..NKEYS)
         .map(|k| {
             let ka = r.key_a(k);
-            live(&mut r.pair.a, &ka)
-                .map(|l| l.len.to_string())
-                .unwrap_or_else(|| "-".into())
+            live(&mut r.pair.a, &ka).map(|l| l.len.to_string()).unwrap_or_else(|| "-".into())
         })
         .collect();
     report(&format!(
@@ -1162,15 +1012,10 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
 /// either message depending on what failed before. Either answer is accepted from both sides
 /// (the rest of the reply, a script's ` script: ...` suffix, must be equal).
 fn stale_errno_case(ca: &[Vec<u8>], ba: &[u8], bb: &[u8]) -> bool {
-    const EDOM: &[u8] =
-        b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
+    const EDOM: &[u8] = b"-ERR The ID specified in XADD is equal or smaller than the target stream top item";
     const ERANGE: &[u8] = b"-ERR Elements are too large to be stored";
     let is_add = ca.first().is_some_and(|c| c.eq_ignore_ascii_case(b"XADD"));
     let auto_seq = ca.iter().any(|a| a.ends_with(b"-*"));
-    let rest = |x: &[u8]| {
-        [EDOM, ERANGE]
-            .iter()
-            .find_map(|m| x.strip_prefix(*m).map(|r| r.to_vec()))
-    };
+    let rest = |x: &[u8]| [EDOM, ERANGE].iter().find_map(|m| x.strip_prefix(*m).map(|r| r.to_vec()));
     is_add && auto_seq && matches!((rest(ba), rest(bb)), (Some(x), Some(y)) if x == y)
 }

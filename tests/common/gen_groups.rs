@@ -46,50 +46,13 @@ const CHECK_EVERY: usize = 60;
 const GROUPS: &[&str] = &["g1", "g2", "g3"];
 /// Odd names: empty, case, spaces, a NUL byte and CR LF (Redis formats error texts with `%s`
 /// and turns CR/LF into spaces), long.
-const ODD_GROUPS: &[&str] = &[
-    "",
-    "G1",
-    "nogroup",
-    "g1 ",
-    "g\x00x",
-    "g\r\nx",
-    "a-very-long-group-name-0123456789-0123456789-0123456789",
-];
+const ODD_GROUPS: &[&str] = &["", "G1", "nogroup", "g1 ", "g\x00x", "g\r\nx", "a-very-long-group-name-0123456789-0123456789-0123456789"];
 const CONSUMERS: &[&str] = &["alice", "bob", "carol", "dead-letter"];
-const ODD_CONSUMERS: &[&str] = &[
-    "",
-    "Alice",
-    "x",
-    "c\x00d",
-    "c\r\nd",
-    "consumer-with-a-rather-long-name-0123456789abcdef",
-];
-const BAD_IDS: &[&str] = &[
-    "abc",
-    "1-",
-    "-1",
-    "1-2-3",
-    "1.5",
-    "18446744073709551616-0",
-    "0-18446744073709551616",
-    "",
-    "*",
-    " 1",
-    "0x10",
-    "1-a",
-    "99999999999999999999",
-];
+const ODD_CONSUMERS: &[&str] = &["", "Alice", "x", "c\x00d", "c\r\nd", "consumer-with-a-rather-long-name-0123456789abcdef"];
+const BAD_IDS: &[&str] =
+    &["abc", "1-", "-1", "1-2-3", "1.5", "18446744073709551616-0", "0-18446744073709551616", "", "*", " 1", "0x10", "1-a", "99999999999999999999"];
 const BAD_INTS: &[&str] = &["abc", "1.0", "", " 1", "9223372036854775808", "0x1"];
-const MIN_IDLES: &[&str] = &[
-    "0",
-    "0",
-    "0",
-    "0",
-    "3600000",
-    "3600000",
-    "10000000000000",
-    "-1",
-];
+const MIN_IDLES: &[&str] = &["0", "0", "0", "0", "3600000", "3600000", "10000000000000", "-1"];
 
 #[derive(Clone, Debug, PartialEq)]
 enum Kind {
@@ -151,9 +114,7 @@ impl Runner {
     fn a_entries_added(&mut self, k: usize) -> u64 {
         let key = self.key_name(0, k);
         let r = self.pair.a.cmd(&[b"XINFO".as_slice(), b"STREAM", &key]);
-        r.field("entries-added")
-            .map(|v| v.as_int() as u64)
-            .unwrap_or(0)
+        r.field("entries-added").map(|v| v.as_int() as u64).unwrap_or(0)
     }
 
     /// PEL IDs of group `g` (optionally of one consumer), per side A.
@@ -273,11 +234,7 @@ impl Runner {
             self.keys[k].fields.clone()
         } else {
             let n = *self.rng.pick(&[1usize, 1, 2, 2, 3]);
-            (0..n)
-                .map(|i| {
-                    format!("{}{}", *self.rng.pick(&["f", "name", "x", "order"]), i).into_bytes()
-                })
-                .collect()
+            (0..n).map(|i| format!("{}{}", *self.rng.pick(&["f", "name", "x", "order"]), i).into_bytes()).collect()
         };
         self.keys[k].fields = names.clone();
         let mut out = Vec::new();
@@ -408,7 +365,14 @@ impl Runner {
         }
         // MAXCOUNT (8.10) where every key is a stream (and has the group): then the call is the
         // same reads one stream at a time, which is how a side without MAXCOUNT runs it.
-        let g_arg = if group { match &toks[2] { Tok::Lit(g) => Some(g.clone()), _ => None } } else { None };
+        let g_arg = if group {
+            match &toks[2] {
+                Tok::Lit(g) => Some(g.clone()),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let all_valid = keys.iter().all(|kt| match kt {
             Tok::Key(k) if *k < NPAIRS => {
                 let km = &self.keys[*k];
@@ -456,10 +420,7 @@ impl Runner {
             .collect();
         toks.extend(keys);
         toks.extend(ids);
-        Op {
-            toks,
-            kind: Kind::Other,
-        }
+        Op { toks, kind: Kind::Other }
     }
 
     fn gen_key_op(&mut self, k: usize) -> Op {
@@ -472,14 +433,7 @@ impl Runner {
                 let g = self.rng.pick(GROUPS).as_bytes().to_vec();
                 let id = if self.rng.pct(50) { "$" } else { "0" };
                 Op {
-                    toks: vec![
-                        Tok::Cmd("XGROUP"),
-                        lit("CREATE"),
-                        Tok::Key(k),
-                        Tok::Lit(g.clone()),
-                        lit(id),
-                        lit("MKSTREAM"),
-                    ],
+                    toks: vec![Tok::Cmd("XGROUP"), lit("CREATE"), Tok::Key(k), Tok::Lit(g.clone()), lit(id), lit("MKSTREAM")],
                     kind: Kind::GroupCreate(k, g, true),
                 }
             };
@@ -517,11 +471,7 @@ impl Runner {
                 let c = self.consumer();
                 let mut t = vec![Tok::Cmd("XREADGROUP")];
                 let mut opts: Vec<Vec<Tok>> = Vec::new();
-                opts.push(vec![
-                    lit(if self.rng.pct(95) { "GROUP" } else { "group" }),
-                    Tok::Lit(g.clone()),
-                    Tok::Lit(c.clone()),
-                ]);
+                opts.push(vec![lit(if self.rng.pct(95) { "GROUP" } else { "group" }), Tok::Lit(g.clone()), Tok::Lit(c.clone())]);
                 if self.rng.pct(55) {
                     opts.push(vec![lit("COUNT"), Tok::Lit(self.small_count())]);
                 }
@@ -565,23 +515,10 @@ impl Runner {
                     }
                     3 => {
                         // GROUP without consumer
-                        t = vec![
-                            Tok::Cmd("XREADGROUP"),
-                            lit("GROUP"),
-                            Tok::Lit(g),
-                            lit("STREAMS"),
-                            key,
-                            Tok::Lit(id),
-                        ];
+                        t = vec![Tok::Cmd("XREADGROUP"), lit("GROUP"), Tok::Lit(g), lit("STREAMS"), key, Tok::Lit(id)];
                     }
                     4 => t.extend([lit("JUNK"), lit("STREAMS"), key, Tok::Lit(id)]),
-                    5 => t.extend([
-                        lit("STREAMS"),
-                        key.clone(),
-                        key,
-                        Tok::Lit(id.clone()),
-                        Tok::Lit(id),
-                    ]),
+                    5 => t.extend([lit("STREAMS"), key.clone(), key, Tok::Lit(id.clone()), Tok::Lit(id)]),
                     _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
                 }
                 t
@@ -615,11 +552,7 @@ impl Runner {
                     key,
                     Tok::Lit(g),
                     Tok::Lit(c),
-                    lit(if self.rng.pct(97) {
-                        self.rng.pick(MIN_IDLES).as_bytes().to_vec()
-                    } else {
-                        self.bad_int()
-                    }),
+                    lit(if self.rng.pct(97) { self.rng.pick(MIN_IDLES).as_bytes().to_vec() } else { self.bad_int() }),
                 ];
                 let start = match self.rng.below(100) {
                     0..=34 => b"0-0".to_vec(),
@@ -671,11 +604,7 @@ impl Runner {
                 } else {
                     if self.rng.pct(25) {
                         t.push(lit("IDLE"));
-                        t.push(lit(if self.rng.pct(95) {
-                            self.rng.pick(MIN_IDLES).as_bytes().to_vec()
-                        } else {
-                            self.bad_int()
-                        }));
+                        t.push(lit(if self.rng.pct(95) { self.rng.pick(MIN_IDLES).as_bytes().to_vec() } else { self.bad_int() }));
                     }
                     let s = self.range_start(km, &[]);
                     let e = self.range_end(km);
@@ -729,13 +658,7 @@ impl Runner {
                     92..=93 => vec![Tok::Cmd("XINFO"), lit("HELP")],
                     94 => vec![Tok::Cmd("XINFO"), lit("GROUPS")],
                     95 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key],
-                    96 => vec![
-                        Tok::Cmd("XINFO"),
-                        lit("STREAM"),
-                        key,
-                        lit("FULL"),
-                        lit("COUNT"),
-                    ],
+                    96 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FULL"), lit("COUNT")],
                     97 => vec![Tok::Cmd("XINFO"), lit("STREAM"), key, lit("FOO")],
                     98 => vec![Tok::Cmd("XINFO"), lit("GROUPS"), key, lit("x")],
                     _ => vec![Tok::Cmd("XINFO"), lit("NOPE"), key],
@@ -782,11 +705,7 @@ impl Runner {
                 };
                 let mut t = vec![Tok::Cmd("XSETID"), key, Tok::Lit(id.clone())];
                 if self.rng.pct(35) {
-                    let added = if k < NPAIRS {
-                        self.a_entries_added(k)
-                    } else {
-                        0
-                    };
+                    let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
                     let n = match self.rng.below(10) {
                         0..=5 => (added + self.rng.below(4)).to_string(),
                         6 => added.saturating_sub(1).to_string(),
@@ -837,14 +756,7 @@ impl Runner {
                     _ => b"0-0".to_vec(),
                 };
                 match self.rng.below(100) {
-                    0 => t.extend([
-                        lit("GROUP"),
-                        lit("g1"),
-                        lit("c"),
-                        lit("STREAMS"),
-                        key,
-                        Tok::Lit(id),
-                    ]),
+                    0 => t.extend([lit("GROUP"), lit("g1"), lit("c"), lit("STREAMS"), key, Tok::Lit(id)]),
                     1 => t.extend([lit("NOACK"), lit("STREAMS"), key, Tok::Lit(id)]),
                     2 => t.extend([lit("STREAMS"), key]),
                     _ => t.extend([lit("STREAMS"), key, Tok::Lit(id)]),
@@ -863,25 +775,13 @@ impl Runner {
                 3 => vec![Tok::Cmd("XACK"), key, lit("g1")],
                 4 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice")],
                 5 => vec![Tok::Cmd("XCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
-                6 => vec![
-                    Tok::Cmd("XAUTOCLAIM"),
-                    key,
-                    lit("g1"),
-                    lit("alice"),
-                    lit("0"),
-                ],
+                6 => vec![Tok::Cmd("XAUTOCLAIM"), key, lit("g1"), lit("alice"), lit("0")],
                 7 => vec![Tok::Cmd("XPENDING"), key],
                 8 => vec![Tok::Cmd("XGROUP")],
                 9 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key],
                 10 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key, lit("g1"), lit("x")],
                 11 => vec![Tok::Cmd("XINFO")],
-                12 => vec![
-                    Tok::Cmd("XINFO"),
-                    lit("CONSUMERS"),
-                    key,
-                    lit("g1"),
-                    lit("x"),
-                ],
+                12 => vec![Tok::Cmd("XINFO"), lit("CONSUMERS"), key, lit("g1"), lit("x")],
                 13 => vec![Tok::Cmd("XREAD"), lit("STREAMS")],
                 14 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1")],
                 _ => vec![Tok::Cmd("XPENDING"), key, lit("g1"), lit("-"), lit("+")],
@@ -978,10 +878,7 @@ impl Runner {
         };
         t.push(Tok::Lit(id));
         t.extend(self.fields(km));
-        Op {
-            toks: t,
-            kind: Kind::Add(k),
-        }
+        Op { toks: t, kind: Kind::Add(k) }
     }
 
     fn op_xclaim(&mut self, k: usize) -> Vec<Tok> {
@@ -989,18 +886,8 @@ impl Runner {
         let g = self.group(km);
         let c = self.consumer();
         let pel = self.a_pel(km, &g, None);
-        let minidle = if self.rng.pct(97) {
-            self.rng.pick(MIN_IDLES).as_bytes().to_vec()
-        } else {
-            self.bad_int()
-        };
-        let mut t = vec![
-            Tok::Cmd("XCLAIM"),
-            Tok::Key(k),
-            Tok::Lit(g),
-            Tok::Lit(c),
-            Tok::Lit(minidle),
-        ];
+        let minidle = if self.rng.pct(97) { self.rng.pick(MIN_IDLES).as_bytes().to_vec() } else { self.bad_int() };
+        let mut t = vec![Tok::Cmd("XCLAIM"), Tok::Key(k), Tok::Lit(g), Tok::Lit(c), Tok::Lit(minidle)];
         let n = match self.rng.below(10) {
             0..=5 => 1,
             6..=8 => self.rng.range(2, 4),
@@ -1051,11 +938,7 @@ impl Runner {
             opts.push(vec![lit(if self.rng.pct(90) { "FORCE" } else { "force" })]);
         }
         if self.rng.pct(30) {
-            opts.push(vec![lit(if self.rng.pct(90) {
-                "JUSTID"
-            } else {
-                "justid"
-            })]);
+            opts.push(vec![lit(if self.rng.pct(90) { "JUSTID" } else { "justid" })]);
         }
         if self.rng.pct(12) {
             let v = match self.rng.below(10) {
@@ -1070,13 +953,7 @@ impl Runner {
             opts.push(vec![lit("LASTID"), Tok::Lit(v)]);
         }
         if self.rng.pct(3) {
-            opts.push(vec![lit(*self.rng.pick(&[
-                "FOO",
-                "IDLE",
-                "TIME",
-                "LASTID",
-                "RETRYCOUNT",
-            ]))]);
+            opts.push(vec![lit(*self.rng.pick(&["FOO", "IDLE", "TIME", "LASTID", "RETRYCOUNT"]))]);
         }
         // Shuffle a little.
         for i in (1..opts.len()).rev() {
@@ -1090,11 +967,7 @@ impl Runner {
     }
 
     fn entries_read_arg(&mut self, k: usize) -> Vec<u8> {
-        let added = if k < NPAIRS {
-            self.a_entries_added(k)
-        } else {
-            0
-        };
+        let added = if k < NPAIRS { self.a_entries_added(k) } else { 0 };
         match self.rng.below(100) {
             0..=14 => b"0".to_vec(),
             15..=44 => added.to_string().into_bytes(),
@@ -1135,11 +1008,7 @@ impl Runner {
         };
         // CREATE: usually a new name, sometimes an existing one (BUSYGROUP).
         let g: Vec<u8> = if self.rng.pct(75) {
-            let free: Vec<&str> = GROUPS
-                .iter()
-                .copied()
-                .filter(|g| !self.keys[km].groups.iter().any(|x| x == g.as_bytes()))
-                .collect();
+            let free: Vec<&str> = GROUPS.iter().copied().filter(|g| !self.keys[km].groups.iter().any(|x| x == g.as_bytes())).collect();
             if free.is_empty() {
                 self.group(km)
             } else {
@@ -1149,13 +1018,7 @@ impl Runner {
             self.group(km)
         };
         let id = self.group_id_arg(km);
-        let mut t = vec![
-            Tok::Cmd("XGROUP"),
-            case(&mut self.rng, "CREATE"),
-            key,
-            Tok::Lit(g.clone()),
-            Tok::Lit(id),
-        ];
+        let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATE"), key, Tok::Lit(g.clone()), Tok::Lit(id)];
         let mk = self.rng.pct(20);
         let mut opts: Vec<Vec<Tok>> = Vec::new();
         if mk {
@@ -1166,11 +1029,7 @@ impl Runner {
             opts.push(vec![lit("ENTRIESREAD"), Tok::Lit(er)]);
         }
         if self.rng.pct(3) {
-            opts.push(vec![lit(*self.rng.pick(&[
-                "FOO",
-                "ENTRIESREAD",
-                "MKSTREAM",
-            ]))]);
+            opts.push(vec![lit(*self.rng.pick(&["FOO", "ENTRIESREAD", "MKSTREAM"]))]);
         }
         if opts.len() > 1 && self.rng.pct(40) {
             opts.swap(0, 1);
@@ -1202,13 +1061,7 @@ impl Runner {
             1 => {
                 let g = self.group(km);
                 let id = self.group_id_arg(km);
-                let mut t = vec![
-                    Tok::Cmd("XGROUP"),
-                    case(&mut self.rng, "SETID"),
-                    key,
-                    Tok::Lit(g),
-                    Tok::Lit(id),
-                ];
+                let mut t = vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "SETID"), key, Tok::Lit(g), Tok::Lit(id)];
                 if self.rng.pct(45) {
                     let er = self.entries_read_arg(km);
                     t.extend([lit("ENTRIESREAD"), Tok::Lit(er)]);
@@ -1220,89 +1073,28 @@ impl Runner {
             }
             2 => {
                 let g = self.group(km);
-                (
-                    vec![
-                        Tok::Cmd("XGROUP"),
-                        case(&mut self.rng, "DESTROY"),
-                        key,
-                        Tok::Lit(g.clone()),
-                    ],
-                    Kind::GroupDestroy(k, g),
-                )
+                (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DESTROY"), key, Tok::Lit(g.clone())], Kind::GroupDestroy(k, g))
             }
             3 => {
                 let g = self.group(km);
                 let c = self.consumer();
-                (
-                    vec![
-                        Tok::Cmd("XGROUP"),
-                        case(&mut self.rng, "CREATECONSUMER"),
-                        key,
-                        Tok::Lit(g),
-                        Tok::Lit(c),
-                    ],
-                    Kind::Other,
-                )
+                (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "CREATECONSUMER"), key, Tok::Lit(g), Tok::Lit(c)], Kind::Other)
             }
             4 => {
                 let g = self.group(km);
                 let c = self.consumer();
-                (
-                    vec![
-                        Tok::Cmd("XGROUP"),
-                        case(&mut self.rng, "DELCONSUMER"),
-                        key,
-                        Tok::Lit(g),
-                        Tok::Lit(c),
-                    ],
-                    Kind::Other,
-                )
+                (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "DELCONSUMER"), key, Tok::Lit(g), Tok::Lit(c)], Kind::Other)
             }
-            5 => (
-                vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "HELP")],
-                Kind::Other,
-            ),
-            6 => (
-                vec![
-                    Tok::Cmd("XGROUP"),
-                    lit(*self.rng.pick(&["FOO", "CREATEX", "HELP"])),
-                    key,
-                    lit("g1"),
-                ],
-                Kind::Other,
-            ),
+            5 => (vec![Tok::Cmd("XGROUP"), case(&mut self.rng, "HELP")], Kind::Other),
+            6 => (vec![Tok::Cmd("XGROUP"), lit(*self.rng.pick(&["FOO", "CREATEX", "HELP"])), key, lit("g1")], Kind::Other),
             _ => {
                 let t = match self.rng.below(6) {
                     0 => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g1")],
                     1 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1")],
                     2 => vec![Tok::Cmd("XGROUP"), lit("DESTROY"), key],
-                    3 => vec![
-                        Tok::Cmd("XGROUP"),
-                        lit("CREATECONSUMER"),
-                        key,
-                        lit("g1"),
-                        lit("a"),
-                        lit("b"),
-                    ],
-                    4 => vec![
-                        Tok::Cmd("XGROUP"),
-                        lit("SETID"),
-                        key,
-                        lit("g1"),
-                        lit("0"),
-                        lit("ENTRIESREAD"),
-                    ],
-                    _ => vec![
-                        Tok::Cmd("XGROUP"),
-                        lit("CREATE"),
-                        key,
-                        lit("g9"),
-                        lit("0"),
-                        lit("MKSTREAM"),
-                        lit("ENTRIESREAD"),
-                        lit("1"),
-                        lit("X"),
-                    ],
+                    3 => vec![Tok::Cmd("XGROUP"), lit("CREATECONSUMER"), key, lit("g1"), lit("a"), lit("b")],
+                    4 => vec![Tok::Cmd("XGROUP"), lit("SETID"), key, lit("g1"), lit("0"), lit("ENTRIESREAD")],
+                    _ => vec![Tok::Cmd("XGROUP"), lit("CREATE"), key, lit("g9"), lit("0"), lit("MKSTREAM"), lit("ENTRIESREAD"), lit("1"), lit("X")],
                 };
                 (t, Kind::Other)
             }
@@ -1333,10 +1125,7 @@ impl Runner {
             // Not when refused (a restricted ACL user's DEL): the key is still there.
             Kind::Del(k) if !ra.is_error() => {
                 let ids = std::mem::take(&mut self.keys[*k].ids);
-                self.keys[*k] = KeyModel {
-                    ids,
-                    ..Default::default()
-                };
+                self.keys[*k] = KeyModel { ids, ..Default::default() };
             }
             Kind::GroupCreate(k, g, mk) => {
                 if ok {
@@ -1368,27 +1157,16 @@ impl Runner {
         let mut cb = self.pair.render(toks, 1, &[]);
         self.book.log_cmd(&ca);
         // The periodic checks go plainly; the ops may go through MULTI/EVAL/FCALL (two servers).
-        let x = self
-            .pair
-            .send(&mut self.rng, &mut ca, &mut cb, !note.is_empty());
+        let x = self.pair.send(&mut self.rng, &mut ca, &mut cb, !note.is_empty());
         let (ra, ba, bb) = (x.ra, x.ba, x.bb);
         let note = format!("{note}{}", x.tag);
         let now = now_ms();
         let na = self.norm.normalize(&ca, &ba, 0, now);
         let nb = self.norm.normalize(&cb, &bb, 1, now);
         if na != nb {
-            self.book
-                .fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &note);
+            self.book.fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &note);
         } else if let Some(p) = x.problem {
-            self.book.fail(
-                i,
-                &ca,
-                &cb,
-                &ba,
-                &bb,
-                Some((&na, &nb)),
-                &format!("{note}{p}"),
-            );
+            self.book.fail(i, &ca, &cb, &ba, &bb, Some((&na, &nb)), &format!("{note}{p}"));
         }
         self.count_events(&ca, &ba, &na);
         if self.book.stats {
@@ -1419,7 +1197,8 @@ impl Runner {
         let mut out = Vec::new();
         let read = matches!(toks.first(), Some(Tok::Cmd("XREAD" | "XREADGROUP")));
         for (side, args) in [(0, &ca), (1, &cb)] {
-            let native = if read { self.maxcount_native || (side == 1 && (self.pair.module || self.pair.two_servers())) } else { self.delex_native[side] };
+            let native =
+                if read { self.maxcount_native || (side == 1 && (self.pair.module || self.pair.two_servers())) } else { self.delex_native[side] };
             let c = self.pair.conn(side);
             out.push(match (native, read) {
                 (true, _) => c.cmd(args),
@@ -1444,10 +1223,7 @@ impl Runner {
     /// the end): `[id, nil]` entries, XAUTOCLAIM deleted IDs, lag unknown, old delivery times...
     fn count_events(&mut self, ca: &[Vec<u8>], ba: &[u8], na: &[u8]) {
         let name = ca[0].to_ascii_uppercase();
-        let sub = ca
-            .get(1)
-            .map(|a| a.to_ascii_uppercase())
-            .unwrap_or_default();
+        let sub = ca.get(1).map(|a| a.to_ascii_uppercase()).unwrap_or_default();
         let n = Node::parse(ba);
         let mut ev: Vec<&'static str> = Vec::new();
         if n.is_error() {
@@ -1460,14 +1236,9 @@ impl Runner {
                 let mut entries = 0;
                 let mut walk = |x: &Node| {
                     // An entry is [id, fields] or [id, nil].
-                    if x.t == b'*'
-                        && x.kids.len() == 2
-                        && x.kids[0].str_bytes().map(looks_like_id).unwrap_or(false)
-                    {
+                    if x.t == b'*' && x.kids.len() == 2 && x.kids[0].str_bytes().map(looks_like_id).unwrap_or(false) {
                         entries += 1;
-                        if matches!(x.kids[1].t, b'_')
-                            || (x.kids[1].t == b'*' && x.kids[1].head == b"-1")
-                        {
+                        if matches!(x.kids[1].t, b'_') || (x.kids[1].t == b'*' && x.kids[1].head == b"-1") {
                             nil_entries += 1;
                         }
                     }
@@ -1480,11 +1251,7 @@ impl Runner {
                 }
                 visit(&n, &mut walk);
                 if entries > 0 {
-                    ev.push(if hist {
-                        "XREADGROUP history with entries"
-                    } else {
-                        "XREADGROUP > with entries"
-                    });
+                    ev.push(if hist { "XREADGROUP history with entries" } else { "XREADGROUP > with entries" });
                 }
                 if nil_entries > 0 {
                     ev.push("XREADGROUP history with [id, nil]");
@@ -1525,11 +1292,7 @@ impl Runner {
             b"XINFO" if sub == b"GROUPS" => {
                 for g in &n.kids {
                     if let Some(l) = g.field("lag") {
-                        ev.push(if l.int().is_some() {
-                            "XINFO GROUPS lag known"
-                        } else {
-                            "XINFO GROUPS lag nil"
-                        });
+                        ev.push(if l.int().is_some() { "XINFO GROUPS lag known" } else { "XINFO GROUPS lag nil" });
                     }
                 }
             }
@@ -1567,14 +1330,7 @@ impl Runner {
     fn full_check(&mut self, i: usize) {
         for k in 0..NKEYS {
             for toks in [
-                vec![
-                    Tok::Cmd("XINFO"),
-                    lit("STREAM"),
-                    Tok::Key(k),
-                    lit("FULL"),
-                    lit("COUNT"),
-                    lit("0"),
-                ],
+                vec![Tok::Cmd("XINFO"), lit("STREAM"), Tok::Key(k), lit("FULL"), lit("COUNT"), lit("0")],
                 vec![Tok::Cmd("XINFO"), lit("GROUPS"), Tok::Key(k)],
             ] {
                 self.exec(i, &toks, " [periodic XINFO check]");
@@ -1590,17 +1346,8 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
     let rng = Rng::from_env(o.what);
     let seed = rng.seed();
     // One server: side B's key names become side A's in replies (`No such key 'm0'`).
-    let key_pairs = if pair.two_servers() {
-        Vec::new()
-    } else {
-        (0..NKEYS)
-            .map(|k| (pair.key(1, k), pair.key(0, k)))
-            .collect()
-    };
-    let norm = Normalizer {
-        key_pairs,
-        loose_names: pair.loose_names,
-    };
+    let key_pairs = if pair.two_servers() { Vec::new() } else { (0..NKEYS).map(|k| (pair.key(1, k), pair.key(0, k))).collect() };
+    let norm = Normalizer { key_pairs, loose_names: pair.loose_names };
     let mut r = Runner {
         rng,
         keys: vec![KeyModel::default(); NKEYS],

@@ -17,10 +17,7 @@ pub const DAY_MS: i64 = 86_400_000;
 pub const HOUR_MS: i64 = 3_600_000;
 
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// One RESP value with its exact wire form.
@@ -56,12 +53,7 @@ impl Node {
         let head = b[start..end].to_vec();
         *i = end + 2;
         let num = || -> i64 { std::str::from_utf8(&head).unwrap().parse().unwrap() };
-        let mut node = Node {
-            t,
-            head: head.clone(),
-            blob: None,
-            kids: Vec::new(),
-        };
+        let mut node = Node { t, head: head.clone(), blob: None, kids: Vec::new() };
         match t {
             b'$' | b'!' | b'=' => {
                 let n = num();
@@ -385,25 +377,13 @@ pub struct Normalizer {
 
 impl Normalizer {
     /// Normalises side `side`'s reply `raw` to `cmd` (that side's command line).
-    pub fn normalize<A: AsRef<[u8]>>(
-        &self,
-        cmd: &[A],
-        raw: &[u8],
-        side: usize,
-        now: i64,
-    ) -> Vec<u8> {
+    pub fn normalize<A: AsRef<[u8]>>(&self, cmd: &[A], raw: &[u8], side: usize, now: i64) -> Vec<u8> {
         let mut n = Node::parse(raw);
         norm_clock(&mut n, clock_kind(cmd), now);
         if side == 1 {
             let name = cmd.first().map(|a| upper(a.as_ref())).unwrap_or_default();
-            let reads = matches!(
-                name.as_slice(),
-                b"XREAD" | b"XREADGROUP" | b"XS.READ" | b"XS.READGROUP"
-            );
-            let is_help = cmd
-                .get(1)
-                .map(|a| a.as_ref().eq_ignore_ascii_case(b"HELP"))
-                .unwrap_or(false);
+            let reads = matches!(name.as_slice(), b"XREAD" | b"XREADGROUP" | b"XS.READ" | b"XS.READGROUP");
+            let is_help = cmd.get(1).map(|a| a.as_ref().eq_ignore_ascii_case(b"HELP")).unwrap_or(false);
             let pairs = &self.key_pairs;
             let loose = self.loose_names;
             if reads {
@@ -473,12 +453,7 @@ fn set_str(x: &mut Node, s: Vec<u8>) {
 /// `Try XS.GROUP HELP.`, `XS.INFO <subcommand>` in HELP replies, `'xs.group|foo'`.
 pub fn loosen(s: &[u8]) -> Vec<u8> {
     let mut s = replace_bytes(s, b"'xs.", b"'x");
-    for (f, t) in [
-        (&b"XS.INFO"[..], &b"XINFO"[..]),
-        (b"XS.GROUP", b"XGROUP"),
-        (b"xs.info|", b"xinfo|"),
-        (b"xs.group|", b"xgroup|"),
-    ] {
+    for (f, t) in [(&b"XS.INFO"[..], &b"XINFO"[..]), (b"XS.GROUP", b"XGROUP"), (b"xs.info|", b"xinfo|"), (b"xs.group|", b"xgroup|")] {
         s = replace_bytes(&s, f, t);
     }
     s

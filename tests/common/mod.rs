@@ -10,10 +10,10 @@
 
 #![allow(dead_code)]
 
-/// Exact RESP trees and clock normalisation for the consumer-group tests.
-pub mod groups;
 /// The random differentials' runners: where the two sides live, the bookkeeping of a run.
 pub mod diff;
+/// Exact RESP trees and clock normalisation for the consumer-group tests.
+pub mod groups;
 /// How a command reaches a server: plainly, inside MULTI/EXEC, EVAL or FCALL.
 pub mod via;
 
@@ -156,17 +156,9 @@ fn free_port() -> u16 {
 }
 
 fn make_temp_dir() -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
     let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!(
-        "xstream-test-{}-{}-{}",
-        std::process::id(),
-        n,
-        nanos
-    ));
+    let dir = std::env::temp_dir().join(format!("xstream-test-{}-{}-{}", std::process::id(), n, nanos));
     fs::create_dir_all(&dir).expect("create temp dir");
     dir
 }
@@ -208,11 +200,7 @@ impl ServerBuilder {
         self
     }
     pub fn start(self) -> Server {
-        let src = if self.no_module {
-            None
-        } else {
-            Some(self.module.clone().unwrap_or_else(require_module))
-        };
+        let src = if self.no_module { None } else { Some(self.module.clone().unwrap_or_else(require_module)) };
         let dir = make_temp_dir();
         // Copy the .so into the server's own dir: the original may be rebuilt (overwritten)
         // while this server runs, and a loaded .so must never change under the server.
@@ -224,14 +212,7 @@ impl ServerBuilder {
             }
             dst
         });
-        let mut s = Server {
-            child: None,
-            port: 0,
-            dir,
-            module,
-            builder: self,
-            log: PathBuf::new(),
-        };
+        let mut s = Server { child: None, port: 0, dir, module, builder: self, log: PathBuf::new() };
         s.log = s.dir.join("redis.log");
         s.spawn_with_retries(None);
         s
@@ -250,12 +231,7 @@ pub struct Server {
 
 impl Server {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder {
-            args: Vec::new(),
-            module: None,
-            module_args: Vec::new(),
-            no_module: false,
-        }
+        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false }
     }
     /// A server with the default module and default arguments.
     pub fn start() -> Server {
@@ -289,11 +265,7 @@ impl Server {
                 return;
             }
             if t0.elapsed() > timeout {
-                panic!(
-                    "replica on port {} never linked up:\n{info}\n--- log ---\n{}",
-                    self.port,
-                    self.log_tail(60)
-                );
+                panic!("replica on port {} never linked up:\n{info}\n--- log ---\n{}", self.port, self.log_tail(60));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -349,17 +321,9 @@ impl Server {
                 .current_dir(&self.dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::from(
-                    fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(self.dir.join("stderr.log"))
-                        .unwrap(),
-                ))
+                .stderr(Stdio::from(fs::OpenOptions::new().create(true).append(true).open(self.dir.join("stderr.log")).unwrap()))
                 .spawn()
-                .unwrap_or_else(|e| {
-                    panic!("cannot spawn redis-server (installed? `make deps`): {e}")
-                });
+                .unwrap_or_else(|e| panic!("cannot spawn redis-server (installed? `make deps`): {e}"));
             self.child = Some(child);
             match self.wait_ready() {
                 Ok(()) => return,
@@ -371,8 +335,7 @@ impl Server {
                         port = free_port();
                         continue;
                     }
-                    let stderr =
-                        fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
+                    let stderr = fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
                     panic!(
                         "redis-server did not start ({why}); args: {:?}\n--- log ---\n{}\n--- stderr ---\n{}",
                         self.command_line(),
@@ -560,13 +523,8 @@ impl Drop for Server {
 /// when, with allocator_may_return_null=1, it returns NULL for an impossible size: that is the
 /// production behaviour the option asks for (Redis's ztrymalloc of a corrupted RESTORE payload's
 /// string length, answered with an error).
-pub const SANITIZER_MARKERS: &[&str] = &[
-    "ERROR: AddressSanitizer",
-    "ERROR: LeakSanitizer",
-    "ERROR: ThreadSanitizer",
-    "WARNING: ThreadSanitizer",
-    ": runtime error: ",
-];
+pub const SANITIZER_MARKERS: &[&str] =
+    &["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "ERROR: ThreadSanitizer", "WARNING: ThreadSanitizer", ": runtime error: "];
 
 /// Extra server arguments when `XSTREAM_SANITIZER` names the server's instrumentation (set by
 /// make test-asan / test-ubsan): `crash-memcheck-enabled no`, because after a report
@@ -638,11 +596,7 @@ pub fn check_sanitizer_reports(dir: &Path, what: &str) -> Option<String> {
         return None;
     }
     let test = std::thread::current().name().unwrap_or("?").to_string();
-    let msg = found
-        .iter()
-        .map(|(f, r)| format!("--- {} ---\n{r}", f.display()))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let msg = found.iter().map(|(f, r)| format!("--- {} ---\n{r}", f.display())).collect::<Vec<_>>().join("\n");
     let msg = format!("SANITIZER REPORT from {what} (test {test}, dir {}):\n{msg}", dir.display());
     if let Some(file) = mode.strip_prefix("collect:") {
         if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file) {
@@ -710,9 +664,7 @@ impl Reply {
     pub fn text(&self) -> String {
         match self {
             Reply::Bulk(b) | Reply::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
-            Reply::Simple(s) | Reply::Error(s) | Reply::Double(s) | Reply::BigNumber(s) => {
-                s.clone()
-            }
+            Reply::Simple(s) | Reply::Error(s) | Reply::Double(s) | Reply::BigNumber(s) => s.clone(),
             Reply::Int(i) => i.to_string(),
             other => panic!("expected a string reply, got {other}"),
         }
@@ -726,14 +678,8 @@ impl Reply {
     /// Looks up `name` in a map reply or a flat RESP2 `[k, v, k, v...]` array.
     pub fn field(&self, name: &str) -> Option<&Reply> {
         match self {
-            Reply::Map(kv) => kv
-                .iter()
-                .find(|(k, _)| k.as_bytes() == Some(name.as_bytes()))
-                .map(|(_, v)| v),
-            Reply::Array(v) => v
-                .chunks(2)
-                .find(|c| c.len() == 2 && c[0].as_bytes() == Some(name.as_bytes()))
-                .map(|c| &c[1]),
+            Reply::Map(kv) => kv.iter().find(|(k, _)| k.as_bytes() == Some(name.as_bytes())).map(|(_, v)| v),
+            Reply::Array(v) => v.chunks(2).find(|c| c.len() == 2 && c[0].as_bytes() == Some(name.as_bytes())).map(|c| &c[1]),
             _ => None,
         }
     }
@@ -745,9 +691,7 @@ impl Reply {
                     *b = n;
                 }
             }
-            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
-                v.iter_mut().for_each(|r| r.map_bulks(f))
-            }
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => v.iter_mut().for_each(|r| r.map_bulks(f)),
             Reply::Map(kv) => kv.iter_mut().for_each(|(k, v)| {
                 k.map_bulks(f);
                 v.map_bulks(f)
@@ -854,10 +798,7 @@ pub fn fmt_cmd<A: AsRef<[u8]>>(args: &[A]) -> String {
     args.iter()
         .map(|a| {
             let a = a.as_ref();
-            if !a.is_empty()
-                && a.iter()
-                    .all(|&c| c.is_ascii_graphic() && c != b'"' && c != b'\\')
-            {
+            if !a.is_empty() && a.iter().all(|&c| c.is_ascii_graphic() && c != b'"' && c != b'\\') {
                 String::from_utf8_lossy(a).into_owned()
             } else {
                 format!("\"{}\"", escape(a))
@@ -888,12 +829,7 @@ impl Conn {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(READ_TIMEOUT))?;
         let r = BufReader::with_capacity(1 << 16, s.try_clone()?);
-        Ok(Conn {
-            port,
-            w: s,
-            r,
-            pushes: Vec::new(),
-        })
+        Ok(Conn { port, w: s, r, pushes: Vec::new() })
     }
     pub fn port(&self) -> u16 {
         self.port
@@ -964,13 +900,7 @@ impl Conn {
 
     /// Sends a command and returns its parsed reply (panics on I/O errors: server gone?).
     pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Reply {
-        self.try_cmd(args).unwrap_or_else(|e| {
-            panic!(
-                "{} on port {}: I/O error {e} (server crashed?)",
-                fmt_cmd(args),
-                self.port
-            )
-        })
+        self.try_cmd(args).unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
     }
     /// `cmd_str("XADD k * a 1")`: arguments split on single spaces.
     pub fn cmd_str(&mut self, line: &str) -> Reply {
@@ -979,30 +909,15 @@ impl Conn {
     }
     /// The exact reply bytes.
     pub fn raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
-        self.try_raw(args).unwrap_or_else(|e| {
-            panic!(
-                "{} on port {}: I/O error {e} (server crashed?)",
-                fmt_cmd(args),
-                self.port
-            )
-        })
+        self.try_raw(args).unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
     }
     pub fn cmd_raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> (Reply, Vec<u8>) {
-        self.try_cmd_raw(args).unwrap_or_else(|e| {
-            panic!(
-                "{} on port {}: I/O error {e} (server crashed?)",
-                fmt_cmd(args),
-                self.port
-            )
-        })
+        self.try_cmd_raw(args).unwrap_or_else(|e| panic!("{} on port {}: I/O error {e} (server crashed?)", fmt_cmd(args), self.port))
     }
     /// Switches this connection to RESP3 (`HELLO 3`); returns the server's hello map.
     pub fn hello3(&mut self) -> Reply {
         let r = self.cmd(&["HELLO", "3"]);
-        assert!(
-            matches!(r, Reply::Map(_)),
-            "HELLO 3 did not return a map: {r}"
-        );
+        assert!(matches!(r, Reply::Map(_)), "HELLO 3 did not return a map: {r}");
         r
     }
     pub fn hello2(&mut self) -> Reply {
@@ -1018,24 +933,17 @@ fn read_line(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<Stri
     let start = raw.len();
     let n = r.read_until(b'\n', raw)?;
     if n == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
     }
     let line = &raw[start..];
     if line.len() < 2 || line[line.len() - 2] != b'\r' {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("bad line {:?}", escape(line)),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad line {:?}", escape(line))));
     }
     Ok(String::from_utf8_lossy(&line[..line.len() - 2]).into_owned())
 }
 
 fn parse_num<T: std::str::FromStr>(s: &str) -> io::Result<T> {
-    s.parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("bad number {s:?}")))
+    s.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("bad number {s:?}")))
 }
 
 fn read_blob(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>, len: usize) -> io::Result<Vec<u8>> {
@@ -1043,10 +951,7 @@ fn read_blob(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>, len: usize) -> io:
     r.read_exact(&mut buf)?;
     raw.extend_from_slice(&buf);
     if &buf[len..] != b"\r\n" {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "blob not terminated by CRLF",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "blob not terminated by CRLF"));
     }
     buf.truncate(len);
     Ok(buf)
@@ -1075,10 +980,7 @@ fn read_value(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<Rep
             let n: usize = parse_num(rest)?;
             let b = read_blob(r, raw, n)?;
             if b.len() >= 4 && b[3] == b':' {
-                Reply::Verbatim(
-                    String::from_utf8_lossy(&b[..3]).into_owned(),
-                    b[4..].to_vec(),
-                )
+                Reply::Verbatim(String::from_utf8_lossy(&b[..3]).into_owned(), b[4..].to_vec())
             } else {
                 Reply::Verbatim(String::new(), b)
             }
@@ -1117,12 +1019,7 @@ fn read_value(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<Rep
         "," => Reply::Double(rest.to_string()),
         "#" => Reply::Bool(rest == "t"),
         "(" => Reply::BigNumber(rest.to_string()),
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unknown RESP type {line:?}"),
-            ))
-        }
+        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown RESP type {line:?}"))),
     })
 }
 
@@ -1155,11 +1052,7 @@ impl Rng {
             }
             _ => {
                 let mut h = DefaultHasher::new();
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos()
-                    .hash(&mut h);
+                SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos().hash(&mut h);
                 std::process::id().hash(&mut h);
                 what.hash(&mut h);
                 h.finish() % 1_000_000_000_000
@@ -1230,11 +1123,7 @@ fn crc64_table() -> &'static [u64; 256] {
         for (i, slot) in t.iter_mut().enumerate() {
             let mut c = i as u64;
             for _ in 0..8 {
-                c = if c & 1 == 1 {
-                    (c >> 1) ^ CRC64_JONES_REFLECTED
-                } else {
-                    c >> 1
-                };
+                c = if c & 1 == 1 { (c >> 1) ^ CRC64_JONES_REFLECTED } else { c >> 1 };
             }
             *slot = c;
         }
@@ -1288,33 +1177,11 @@ pub fn set_node_limits(c: &mut Conn, entries: u64, bytes: u64, module: bool) {
     let module = module && !takeover;
     let e = entries.to_string();
     let b = bytes.to_string();
-    let r = c.cmd(&[
-        "CONFIG",
-        "SET",
-        "stream-node-max-entries",
-        &e,
-        "stream-node-max-bytes",
-        &b,
-    ]);
-    assert_eq!(
-        r,
-        Reply::Simple("OK".into()),
-        "CONFIG SET stream-node-max-*: {r}"
-    );
+    let r = c.cmd(&["CONFIG", "SET", "stream-node-max-entries", &e, "stream-node-max-bytes", &b]);
+    assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET stream-node-max-*: {r}");
     if module {
-        let r = c.cmd(&[
-            "CONFIG",
-            "SET",
-            "xstream.node-max-entries",
-            &e,
-            "xstream.node-max-bytes",
-            &b,
-        ]);
-        assert_eq!(
-            r,
-            Reply::Simple("OK".into()),
-            "CONFIG SET xstream.node-max-* {e} {b}: {r}"
-        );
+        let r = c.cmd(&["CONFIG", "SET", "xstream.node-max-entries", &e, "xstream.node-max-bytes", &b]);
+        assert_eq!(r, Reply::Simple("OK".into()), "CONFIG SET xstream.node-max-* {e} {b}: {r}");
     }
 }
 
@@ -1432,13 +1299,7 @@ pub fn random_value(rng: &mut Rng) -> Vec<u8> {
 /// sequence whatever the server answers, so it can be applied to a built-in stream and to a
 /// module stream and the results compared. Adds (with reused field sets), deletes, trims
 /// (`=` and `~`, LIMIT), XSETID with ENTRIESADDED / MAXDELETEDID. Returns the IDs it added.
-pub fn explicit_workload(
-    c: &mut Conn,
-    rng: &mut Rng,
-    module: bool,
-    key: &str,
-    ops: usize,
-) -> Vec<(u64, u64)> {
+pub fn explicit_workload(c: &mut Conn, rng: &mut Rng, module: bool, key: &str, ops: usize) -> Vec<(u64, u64)> {
     let add = xcmd(module, "XADD");
     let mut last = (rng.range(1, 1000), 0u64);
     let mut ids: Vec<(u64, u64)> = Vec::new();
@@ -1455,22 +1316,10 @@ pub fn explicit_workload(
                 if rng.pct(8) {
                     let n = (added / 2).max(1);
                     let t = match rng.below(3) {
-                        0 => vec![
-                            "MAXLEN".to_string(),
-                            "~".to_string(),
-                            rng.range(n / 2, n * 2).to_string(),
-                        ],
-                        1 => vec![
-                            "MAXLEN".to_string(),
-                            "=".to_string(),
-                            rng.range(n / 2, n * 2).to_string(),
-                        ],
+                        0 => vec!["MAXLEN".to_string(), "~".to_string(), rng.range(n / 2, n * 2).to_string()],
+                        1 => vec!["MAXLEN".to_string(), "=".to_string(), rng.range(n / 2, n * 2).to_string()],
                         _ => {
-                            let id = if ids.is_empty() {
-                                (0, 0)
-                            } else {
-                                ids[rng.below(ids.len() as u64) as usize]
-                            };
+                            let id = if ids.is_empty() { (0, 0) } else { ids[rng.below(ids.len() as u64) as usize] };
                             vec!["MINID".to_string(), "~".to_string(), fmt_id(id)]
                         }
                     };
@@ -1480,19 +1329,11 @@ pub fn explicit_workload(
                         args.push(rng.range(0, 50).to_string().into_bytes());
                     }
                 }
-                last = if rng.pct(50) {
-                    (last.0, last.1 + rng.range(1, 3))
-                } else {
-                    (last.0 + rng.range(1, 3), rng.below(3))
-                };
+                last = if rng.pct(50) { (last.0, last.1 + rng.range(1, 3)) } else { (last.0 + rng.range(1, 3), rng.below(3)) };
                 args.push(fmt_id(last).into_bytes());
                 if !rng.pct(60) {
                     let n = *rng.pick(&[1usize, 1, 2, 3, 5]);
-                    fields = (0..n)
-                        .map(|i| {
-                            format!("{}{}", *rng.pick(&["f", "g", "name", "x"]), i % 2).into_bytes()
-                        })
-                        .collect();
+                    fields = (0..n).map(|i| format!("{}{}", *rng.pick(&["f", "g", "name", "x"]), i % 2).into_bytes()).collect();
                 }
                 for f in &fields {
                     args.push(f.clone());
@@ -1505,11 +1346,7 @@ pub fn explicit_workload(
                 args.push(xcmd(module, "XDEL").into_bytes());
                 args.push(key.as_bytes().to_vec());
                 for _ in 0..rng.range(1, 4) {
-                    let id = if ids.is_empty() {
-                        (1, 1)
-                    } else {
-                        ids[rng.below(ids.len() as u64) as usize]
-                    };
+                    let id = if ids.is_empty() { (1, 1) } else { ids[rng.below(ids.len() as u64) as usize] };
                     args.push(fmt_id(id).into_bytes());
                 }
             }
@@ -1518,24 +1355,12 @@ pub fn explicit_workload(
                 args.push(key.as_bytes().to_vec());
                 if rng.pct(50) {
                     args.push(b"MAXLEN".to_vec());
-                    args.push(if rng.pct(50) {
-                        b"~".to_vec()
-                    } else {
-                        b"=".to_vec()
-                    });
+                    args.push(if rng.pct(50) { b"~".to_vec() } else { b"=".to_vec() });
                     args.push(rng.range(added / 3, added + 1).to_string().into_bytes());
                 } else {
                     args.push(b"MINID".to_vec());
-                    args.push(if rng.pct(50) {
-                        b"~".to_vec()
-                    } else {
-                        b"=".to_vec()
-                    });
-                    let id = if ids.is_empty() {
-                        (0, 0)
-                    } else {
-                        ids[rng.below((ids.len() as u64 / 4).max(1)) as usize]
-                    };
+                    args.push(if rng.pct(50) { b"~".to_vec() } else { b"=".to_vec() });
+                    let id = if ids.is_empty() { (0, 0) } else { ids[rng.below((ids.len() as u64 / 4).max(1)) as usize] };
                     args.push(fmt_id(id).into_bytes());
                 }
             }
@@ -1549,11 +1374,7 @@ pub fn explicit_workload(
                 added += rng.below(3);
                 args.push((added + 1000).to_string().into_bytes());
                 args.push(b"MAXDELETEDID".to_vec());
-                let md = if ids.is_empty() {
-                    (0, 0)
-                } else {
-                    ids[rng.below(ids.len() as u64) as usize]
-                };
+                let md = if ids.is_empty() { (0, 0) } else { ids[rng.below(ids.len() as u64) as usize] };
                 args.push(fmt_id(md).into_bytes());
             }
             _ => {
@@ -1655,8 +1476,7 @@ pub fn dirty_matches(builtin: i64, module: i64) -> bool {
 /// replicas keep the references (docs/hosts.md, "Differences ... the module does not copy").
 pub fn dirty_matches_cmd(cmd: &[Vec<u8>], builtin: i64, module: i64) -> bool {
     let is = |i: usize, w: &str| cmd.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()));
-    dirty_matches(builtin, module)
-        || (builtin == 0 && module == 1 && is(0, "XDELEX") && (1..cmd.len()).any(|i| is(i, "DELREF")))
+    dirty_matches(builtin, module) || (builtin == 0 && module == 1 && is(0, "XDELEX") && (1..cmd.len()).any(|i| is(i, "DELREF")))
 }
 
 /// The server's dirty counter (`rdb_changes_since_last_save` of INFO persistence): what

@@ -35,12 +35,9 @@ impl Twin {
         let margs = module_args(args);
         let rm = match self.m.try_cmd_raw(&margs) {
             Ok((r, _)) => r,
-            Err(e) => panic!(
-                "module side: {} -> I/O error {e}; server alive: {}\n{}",
-                trunc(&fmt_cmd(&margs), 200),
-                self.s.is_alive(),
-                self.s.log_tail(40)
-            ),
+            Err(e) => {
+                panic!("module side: {} -> I/O error {e}; server alive: {}\n{}", trunc(&fmt_cmd(&margs), 200), self.s.is_alive(), self.s.log_tail(40))
+            }
         };
         (rb, normalize(rm))
     }
@@ -122,10 +119,7 @@ pub fn normalize(mut r: Reply) -> Reply {
 
 pub fn used_memory(c: &mut Conn) -> i64 {
     let info = c.cmd(&["INFO", "memory"]).text();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO memory")
+    info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse().ok()).expect("used_memory in INFO memory")
 }
 
 /// Masks XPENDING extended entries' idle time ([id, consumer, idle, count]).
@@ -168,4 +162,3 @@ pub fn mask_times(r: &mut Reply) {
         _ => {}
     }
 }
-

@@ -178,12 +178,7 @@ pub fn node_to_reply(n: &Node) -> Reply {
         b'*' => Reply::Array(n.kids.iter().map(node_to_reply).collect()),
         b'~' => Reply::Set(n.kids.iter().map(node_to_reply).collect()),
         b'>' => Reply::Push(n.kids.iter().map(node_to_reply).collect()),
-        b'%' => Reply::Map(
-            n.kids
-                .chunks(2)
-                .map(|p| (node_to_reply(&p[0]), node_to_reply(&p[1])))
-                .collect(),
-        ),
+        b'%' => Reply::Map(n.kids.chunks(2).map(|p| (node_to_reply(&p[0]), node_to_reply(&p[1]))).collect()),
         _ => Reply::Nil,
     }
 }
@@ -203,11 +198,7 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
     match via {
         Via::Plain | Via::User => {
             let (reply, raw) = c.cmd_raw(args);
-            Outcome {
-                reply,
-                raw,
-                side: Vec::new(),
-            }
+            Outcome { reply, raw, side: Vec::new() }
         }
         Via::Multi => {
             let mut side = c.raw(&["MULTI"]);
@@ -217,17 +208,9 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
                 Reply::Array(_) => {
                     let n = Node::parse(&raw);
                     assert_eq!(n.kids.len(), 1, "EXEC of one command: {exec}");
-                    Outcome {
-                        reply: node_to_reply(&n.kids[0]),
-                        raw: n.kids[0].to_bytes(),
-                        side,
-                    }
+                    Outcome { reply: node_to_reply(&n.kids[0]), raw: n.kids[0].to_bytes(), side }
                 }
-                other => Outcome {
-                    reply: other,
-                    raw,
-                    side,
-                },
+                other => Outcome { reply: other, raw, side },
             }
         }
         Via::Paused => {
@@ -246,11 +229,7 @@ pub fn exec_via(c: &mut Conn, via: Via, args: &[Vec<u8>]) -> Outcome {
             };
             full.extend(args.iter().cloned());
             let (reply, raw) = c.cmd_raw(&full);
-            Outcome {
-                reply,
-                raw,
-                side: Vec::new(),
-            }
+            Outcome { reply, raw, side: Vec::new() }
         }
     }
 }
@@ -277,15 +256,6 @@ pub fn spell(rng: &mut Rng, name: &[u8]) -> Vec<u8> {
     match rng.below(100) {
         0..=79 => name.to_vec(),
         80..=89 => name.to_ascii_lowercase(),
-        _ => name
-            .iter()
-            .map(|c| {
-                if rng.pct(50) {
-                    c.to_ascii_lowercase()
-                } else {
-                    c.to_ascii_uppercase()
-                }
-            })
-            .collect(),
+        _ => name.iter().map(|c| if rng.pct(50) { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() }).collect(),
     }
 }
