@@ -8,6 +8,8 @@
 //! meaning of 0 ("no cap"). Configs are not replicated: whatever they change in
 //! the data is propagated as explicit commands (approximate trims go out exact).
 
+#![forbid(unsafe_code)]
+
 use crate::stream::{NodeLimits, NODE_BYTES_DEFAULT, NODE_ENTRIES_DEFAULT};
 use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
 use redis_module::{RedisError, RedisString};
@@ -153,7 +155,7 @@ pub fn compact_deleted() -> u8 {
 }
 
 /// `xstream.compression`: `off` (default), `lz4` or `zstd`: sealed nodes (every node but the
-/// tail, which takes appends) are compressed by the background step (src/ffi/pack_timer.rs).
+/// tail, which takes appends) are compressed by the background step (src/jobs/pack.rs).
 /// Kept per thread in the core (`stream::set_codec`); configs are set on the main thread.
 /// Nodes packed before a change keep their codec (each node carries its own) and stay packed
 /// (readable) until a write rewrites them.

@@ -1,6 +1,8 @@
 //! The one error type of the command layer, and the one place that turns it
 //! into the built-in's error strings.
 
+#![forbid(unsafe_code)]
+
 use std::borrow::Cow;
 
 /// A command error; [`Error::message`] is the exact reply text.

@@ -17,6 +17,8 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod ffi;
+pub mod jobs;
+pub mod ops;
 
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisString, Status};
@@ -50,7 +52,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }
-    if let Err(e) = ffi::idmp_expiry::start(ctx) {
+    jobs::init();
+    if let Err(e) = ffi::keyspace::start(ctx) {
         ctx.log_warning(&format!("xstream: {e}"));
         return Status::Err;
     }

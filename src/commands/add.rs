@@ -16,8 +16,9 @@
 use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
-use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy, Trimmed};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name};
+use crate::ops::trim::{compact_touched, exact_threshold, policy_threshold, policy_word};
+use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
 const ARGS_INLINE: usize = 16;
@@ -195,34 +196,6 @@ pub fn default_approx_limit() -> i64 {
     }
 }
 
-/// The argument that replaces an approximate threshold when propagating: the
-/// resulting length (MAXLEN) or first entry ID, tombstones included (MINID).
-pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
-    match t.strategy {
-        TrimStrategy::MaxLen(_) => s.length.to_string().into_bytes(),
-        TrimStrategy::MinId(_) => s.edge_id(true, false).to_bytes(),
-    }
-}
-
-/// The keyword of a policy, for propagation.
-pub fn policy_word(p: RefPolicy) -> &'static [u8] {
-    match p {
-        RefPolicy::KeepRef => b"KEEPREF",
-        RefPolicy::DelRef => b"DELREF",
-        RefPolicy::Acked => b"ACKED",
-    }
-}
-
-/// The exact trim clause that repeats a DELREF / ACKED trim on any node layout:
-/// `MINID = <first ID not examined>`, or `MAXLEN = 0` when every entry was
-/// examined (Stream::trim_with).
-pub fn policy_threshold(done: &Trimmed) -> (&'static [u8], Vec<u8>) {
-    match done.examined_below {
-        Some(id) => (b"MINID", id.to_bytes()),
-        None => (b"MAXLEN", b"0".to_vec()),
-    }
-}
-
 pub fn run(c: &Ctx) -> Result<()> {
     let (args, idpos) = parse_add_or_trim(c, true)?;
     let field_pos = idpos + 1;
@@ -304,7 +277,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         Ok(id) => {
             if s.pack_queue.len() > queued {
                 // A node was sealed: compressed later by the background step.
-                crate::ffi::pack_timer::note_ctx(c, c.arg(1));
+                crate::ops::due::sealed(c, Name::Arg(1));
             }
             id
         }
@@ -321,7 +294,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         let m = s.idmp_mut();
         m.record(pid, iid, id);
         let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
-        super::idmp::note_due(c, 1, m, due);
+        crate::ops::due::idmp_recorded(c, Name::Arg(1), m, due);
     }
     // Delayed delivery: recorded when the due time is still to come on the primary;
     // from the primary or the AOF whenever it is given (the primary sends 0 otherwise).
@@ -353,7 +326,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         if done.deleted > 0 {
             // After the threshold: the first node holds the trim's tombstones.
             let first = s.first_id;
-            super::compact_touched(s, &[first]);
+            compact_touched(s, &[first]);
         }
         trimmed = Some(done);
     }
@@ -372,12 +345,12 @@ pub fn run(c: &Ctx) -> Result<()> {
                     _ => exact_threshold(s, &t),
                 });
                 let first = s.first_id;
-                super::compact_touched(s, &[first]);
+                compact_touched(s, &[first]);
             }
         }
     }
     if s.max_age.is_some() {
-        crate::ffi::age_timer::note_write(c, 1, s);
+        crate::ops::due::aging_written(c, Name::Arg(1), s);
     }
 
     // Propagation: the concrete ID instead of `*` / `ms-*`, and an approximate

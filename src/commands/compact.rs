@@ -39,7 +39,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     let done = s.compact_all(limit, crate::config::limits());
-    super::count_compaction(&done);
+    crate::ops::trim::count_compaction(&done);
     if done.nodes_rewritten > 0 {
         c.replicate_verbatim();
     }

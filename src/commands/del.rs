@@ -24,7 +24,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     let deleted = s.delete_ids(&ids);
     if deleted > 0 {
-        super::compact_touched(s, &ids);
+        crate::ops::trim::compact_touched(s, &ids);
         c.signal_modified(1);
         c.notify(c"xdel", 1);
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_deleted, deleted as u64);

@@ -119,7 +119,7 @@ pub fn run_delex(c: &Ctx) -> Result<()> {
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     let out = s.delete_ex(&ids, a.policy);
     if out.deleted > 0 {
-        super::compact_touched(s, &ids);
+        crate::ops::trim::compact_touched(s, &ids);
     }
     reply_outcome(c, &out);
     after(c, &out, 0);
@@ -144,7 +144,7 @@ pub fn run_ackdel(c: &Ctx) -> Result<()> {
         return Ok(());
     };
     if out.deleted > 0 {
-        super::compact_touched(s, &ids);
+        crate::ops::trim::compact_touched(s, &ids);
     }
     reply_outcome(c, &out);
     let acks = out.replies.iter().filter(|&&r| r != -1).count() as u64;

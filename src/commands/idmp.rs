@@ -4,7 +4,7 @@
 //! - `XS.IDMPRECORD key pid iid stream-id` (XIDMPRECORD, internal: AOF rewrite)
 //! - `XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]` (ours, internal): the time-driven
 //!   expiry as an explicit command. Only the primary's timer decides to run it
-//!   (src/ffi/idmp_expiry.rs); replicas and AOF replay apply it as received and never
+//!   (src/jobs/idmp.rs); replicas and AOF replay apply it as received and never
 //!   expire on their own clock. `now-ms` is the primary's clock; the cutoff is
 //!   `now-ms - duration*1000` with the stream's own (replicated) duration, so the same
 //!   state and arguments remove the same iids everywhere.
@@ -13,25 +13,15 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::{Ctx, KeyKind, Name};
 use crate::stream::idmp::{self, Recorded};
 use crate::stream::StreamId;
-
-/// An iid was recorded in key argument `key_i` whose stream state is `m`, due at
-/// `due_ms`: registered with the expiry index unless the index already holds the key
-/// for that time or earlier (one comparison on the common path).
-pub fn note_due(c: &Ctx, key_i: usize, m: &mut idmp::Idmp, due_ms: u64) {
-    if m.indexed_due_ms == 0 || due_ms < m.indexed_due_ms {
-        crate::ffi::idmp_expiry::register(c, key_i, due_ms);
-        m.indexed_due_ms = due_ms;
-    }
-}
 
 /// XS.CFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] [MAXAGE ms [EXACT]]
 ///
 /// MAXAGE (ours, issue 17, docs/retention.md) stores a retention age (0 removes it);
 /// the trimming it asks for is the primary's (on writes and by its timer,
-/// src/ffi/age_timer.rs), propagated as explicit trims.
+/// src/jobs/age.rs), propagated as explicit trims.
 ///
 /// Propagates itself verbatim only when a value changed (which also clears the
 /// producers); the same values change nothing, are not dirty, go nowhere.
@@ -118,7 +108,7 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
             // Trimmed by the timer from its next tick (on a primary).
             if let Some(a) = s.max_age.as_mut() {
                 let now = c.now_ms();
-                crate::ffi::age_timer::register(c, 1, now);
+                crate::ops::due::aging(c, Name::Arg(1), now);
                 a.indexed_due_ms = now;
             }
         }
@@ -197,7 +187,7 @@ pub fn run_idmprecord(c: &Ctx) -> Result<()> {
         Recorded::Conflict(_) => return Err(Error::Err("IID already exists for this producer with a different stream ID")),
         Recorded::New => {
             let due = id.ms.saturating_add(u64::from(m.duration_s) * 1000);
-            note_due(c, 1, m, due);
+            crate::ops::due::idmp_recorded(c, Name::Arg(1), m, due);
             c.signal_modified(1);
             c.replicate_verbatim();
         }
@@ -206,23 +196,13 @@ pub fn run_idmprecord(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// What an expiry pass on one key did.
-pub struct ExpireOutcome {
-    pub removed: u64,
-    /// Resume here (the work limit was reached).
-    pub resume_from: Option<Vec<u8>>,
-    /// When the oldest remaining iid becomes due (None: nothing left).
-    pub next_due_ms: Option<u64>,
-}
-
-/// Parses `key now-ms LIMIT work [FROM pid]` (arguments 1..) and runs the pass.
-/// None when the key holds no stream of ours (the timer drops its index entry).
-pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
+/// XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]: the pass of src/ops/idmp.rs.
+fn parse_idmpexpire(c: &Ctx) -> Result<(u64, Option<u64>, Option<&[u8]>)> {
     let now_ms = parse_ll(c.arg(2))?;
     if now_ms < 0 {
         return Err(Error::NotInteger);
     }
-    let mut work: Option<i64> = None;
+    let mut work: Option<u64> = None;
     let mut from: Option<&[u8]> = None;
     let mut i = 3;
     while i < c.argc() {
@@ -232,7 +212,7 @@ pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
             if n < 1 {
                 return Err(Error::Err("The LIMIT argument must be >= 1."));
             }
-            work = Some(n);
+            work = Some(n as u64);
         } else if is_kw(c.arg(i), "FROM") && moreargs > 0 && from.is_none() {
             from = Some(c.arg(i + 1));
         } else {
@@ -240,25 +220,7 @@ pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
         }
         i += 2;
     }
-    let mut key = c.key(1, true);
-    if key.kind() != KeyKind::Stream {
-        return Ok(None);
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
-    let Some(m) = s.idmp.as_deref_mut() else {
-        return Ok(Some(ExpireOutcome { removed: 0, resume_from: None, next_due_ms: None }));
-    };
-    let Some(cutoff) = m.cutoff_ms(now_ms as u64) else {
-        return Ok(Some(ExpireOutcome { removed: 0, resume_from: None, next_due_ms: m.due_ms() }));
-    };
-    let e = m.expire(cutoff, from, work.unwrap_or(i64::MAX) as u64);
-    let next_due_ms = if e.resume_from.is_some() { None } else { m.due_ms() };
-    // What the primary's timer indexes next for this key (see note_due).
-    m.indexed_due_ms = if e.resume_from.is_some() { now_ms as u64 } else { next_due_ms.unwrap_or(0) };
-    if e.removed > 0 {
-        c.signal_modified(1);
-    }
-    Ok(Some(ExpireOutcome { removed: e.removed, resume_from: e.resume_from, next_due_ms }))
+    Ok((now_ms as u64, work, from))
 }
 
 /// XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]
@@ -267,14 +229,12 @@ pub fn expire_key(c: &Ctx) -> Result<Option<ExpireOutcome>> {
 /// stream of ours answers `[0, nil, nil]`. Propagated verbatim when it removed
 /// something.
 pub fn run_idmpexpire(c: &Ctx) -> Result<()> {
-    let out = expire_key(c)?;
+    let (now_ms, work, from) = parse_idmpexpire(c)?;
+    let out = crate::ops::idmp::expire(c, Name::Arg(1), now_ms, work, from);
     let (removed, resume, due) = match out {
         Some(o) => (o.removed, o.resume_from, o.next_due_ms),
         None => (0, None, None),
     };
-    if removed > 0 {
-        c.replicate_verbatim();
-    }
     c.reply_array(3);
     c.reply_int(removed as i64);
     match resume {

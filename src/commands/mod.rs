@@ -6,8 +6,10 @@
 //! and the built-in's (`xadd`) when the takeover filter brought a standard name
 //! (`Ctx::reply_wrong_arity`, `Ctx::command_name`).
 
-use crate::ffi::register::{Command, KeyAt};
-use redis_module::raw;
+// The entry points command_entry! defines are ffi's unsafe code (src/ffi/register.rs).
+#![deny(unsafe_code)]
+
+use crate::ffi::register::{Command, KeyAt, RO, RO_ACCESS, RW_DELETE, RW_INSERT, RW_UPDATE};
 
 pub mod ack;
 pub mod add;
@@ -71,12 +73,6 @@ command_entry!(xs_scan, keyspace::run_scan);
 command_entry!(xs_debug_panic, debug::run_panic);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_double_free, debug::run_double_free);
-
-const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
-const RW_INSERT: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT;
-const RW_DELETE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE;
-const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
-const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
 
 const fn key1(flags: u32) -> Option<KeyAt> {
     Some(KeyAt { pos: 1, flags, after_streams: false })
@@ -201,29 +197,4 @@ pub fn is_kw(arg: &[u8], kw: &str) -> bool {
 /// getLongLongFromObject: the strict integer form over the whole argument.
 pub fn parse_ll(arg: &[u8]) -> crate::error::Result<i64> {
     crate::stream::id::string2ll(arg).ok_or(crate::error::Error::NotInteger)
-}
-
-/// The on-write compaction step (`xstream.compact-deleted`): after a write deleted
-/// entries, each node holding one of `ids` (or the node an ID would be in) is
-/// rewritten if its share of deleted entries passed the threshold, and merged with
-/// its neighbours where they fit. At most three nodes are read per ID.
-pub fn compact_touched(s: &mut crate::stream::Stream, ids: &[crate::stream::StreamId]) {
-    let pct = crate::config::compact_deleted();
-    if pct == 0 {
-        return;
-    }
-    let limits = crate::config::limits();
-    let mut total = crate::stream::compact::Compacted::default();
-    for &id in ids {
-        total.add(s.compact_at(id, pct, limits));
-    }
-    count_compaction(&total);
-}
-
-/// INFO xstream's compaction counters.
-pub fn count_compaction(d: &crate::stream::compact::Compacted) {
-    use crate::ffi::stats::{bump, EVENTS};
-    bump(&EVENTS.nodes_compacted, d.nodes_rewritten);
-    bump(&EVENTS.nodes_merged, d.nodes_merged);
-    bump(&EVENTS.compacted_bytes_freed, d.bytes_freed);
 }

@@ -16,7 +16,7 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name};
 use crate::stream::queue::{AckTimeout, Dead, DeadLetter, QueuePolicy, Reason, BACKOFF_MAX, MS_MAX};
 use crate::stream::{IdSpec, Stream, StreamId};
 
@@ -184,7 +184,7 @@ pub fn run_setpolicy(c: &Ctx) -> Result<()> {
     if ttl.is_some() {
         // The primary's expiry timer looks at the group now, then when due.
         let now = c.now_ms() as i64;
-        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(2), c.arg(3), now);
+        crate::ops::due::consumer_ttl(c, Name::Arg(2), Name::Arg(3), now);
     }
     // Blocked `>` readers of this group may have entries due now.
     c.signal_ready(2);
@@ -272,66 +272,6 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
     dl.flush(c);
     c.reply_int(n as i64);
     Ok(())
-}
-
-/// Consumers of group `g` (key argument `key_arg`, group argument `group_arg`) idle
-/// past the policy's CONSUMERTTL are deleted (never `reader`, the consumer reading
-/// now); their pending entries stay pending, unowned (as XS.NACK FAIL leaves them),
-/// for the next `>` reader. Propagated as `XS.NACK key group FAIL IDS n ...` then
-/// `XS.GROUP DELCONSUMER key group name` (which then drops nothing). At most
-/// TTL_EXPIRY_MAX consumers per call; the O(consumers) scan runs only once the
-/// earliest possible expiry has come. Returns when the group must be looked at
-/// again (None: no CONSUMERTTL, or registered for that already). Called by `>` reads and by the primary's timer
-/// (src/ffi/ttl_timer.rs).
-pub fn expire_consumers(c: &Ctx, s: &mut Stream, g: &[u8], key_arg: usize, group_arg: usize, reader: Option<&[u8]>, now: i64) -> Option<i64> {
-    const TTL_EXPIRY_MAX: usize = 16;
-    let grp = s.group_mut(g)?;
-    let ttl = grp.policy()?.consumer_ttl?;
-    let names = grp.take_expired_consumers(now, TTL_EXPIRY_MAX);
-    let db = crate::ffi::blocking::selected_db(c);
-    let mut released = false;
-    for name in names {
-        // Not the reader, nor a consumer blocked in a read (it is waiting, not gone: the
-        // next scan looks again).
-        if Some(&name[..]) == reader || crate::ffi::blocking::consumer_waiting(db, c.arg(key_arg), g, &name) {
-            continue;
-        }
-        let Some(slot) = grp.find_consumer(&name) else { continue };
-        let ids: Vec<StreamId> = match grp.consumer(slot) {
-            Some(cons) => {
-                let mut v = Vec::with_capacity(cons.pel().len());
-                let mut it = cons.pel().iter();
-                while let Some((k, _)) = it.next() {
-                    v.push(StreamId::from_be_bytes(k).unwrap_or_default());
-                }
-                v
-            }
-            None => continue,
-        };
-        for &id in &ids {
-            grp.nack_entry(id, crate::stream::NackCount::Fail, false);
-        }
-        released |= !ids.is_empty();
-        if !ids.is_empty() {
-            let texts: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
-            let n = ids.len().to_string();
-            let mut args: Vec<Arg> = vec![Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(b"FAIL"), Arg::New(b"IDS"), Arg::New(n.as_bytes())];
-            args.extend(texts.iter().map(|t| Arg::New(t)));
-            c.replicate(c"XS.NACK", &args);
-        }
-        grp.delete_consumer(&name);
-        c.replicate(c"XS.GROUP", &[Arg::New(b"DELCONSUMER"), Arg::Orig(key_arg), Arg::Orig(group_arg), Arg::New(&name)]);
-        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.consumers_expired, 1);
-    }
-    if released {
-        // Blocked `>` readers of the group have entries to take now.
-        c.signal_ready(key_arg);
-    }
-    let at = grp.policy().map_or(i64::MAX, |p| p.ttl_check_at);
-    // A consumer seen now (the reader) expires at now + ttl at the earliest.
-    let next = at.min(now.saturating_add(ttl));
-    // Registered already for a time still to come: nothing to do (the common case of a read).
-    grp.ttl_schedule_needed(now, next).then_some(next)
 }
 
 /// Entries taken out of a group for its dead-letter target during one command. Each is a
@@ -508,7 +448,7 @@ fn append_copy(c: &Ctx, src: &mut Stream, dlq: &[u8], key_arg: usize, argv: &[Ve
     let queued = st.pack_queue.len();
     let id = st.append(&fields, IdSpec::Auto, c.now_ms(), crate::config::limits()).ok()?;
     if st.pack_queue.len() > queued {
-        crate::ffi::pack_timer::note_ctx(c, dlq);
+        crate::ops::due::sealed(c, Name::Bytes(dlq));
     }
     drop(other);
     c.added_to_named(dlq);

@@ -13,13 +13,13 @@
 //! group's pending entries idle for at least min-idle-time, oldest delivery first,
 //! then reads new entries; every entry of such a reply has 4 elements
 //! ([`serve_claimed`]). A blocked CLAIM reader also wakes when an entry becomes
-//! claimable (src/ffi/claim_wake.rs).
+//! claimable (src/jobs/wake.rs).
 
 use super::claim::{propagate_group_id, propagate_xclaim};
 use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
+use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name, Word};
 use crate::stream::group::DeliveryTime;
 use crate::stream::{Nack, StreamId};
 
@@ -620,7 +620,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             .collect();
         let registration = group_arg.map(|ga| crate::ffi::blocking::Registration {
             id: crate::ffi::blocking::next_id(),
-            db: crate::ffi::blocking::selected_db(c),
+            db: c.selected_db(),
             keys: (streams_arg..streams_arg + streams_count).map(|i| c.arg(i).to_vec()).collect(),
             consumer: Some((c.arg(ga).to_vec(), c.arg(ga + 1).to_vec())),
             key_gone: std::cell::Cell::new(false),
@@ -643,7 +643,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             group_arg,
             claim,
             deadline_ms: (timeout > 0).then(|| now.saturating_add(timeout)),
-            db: crate::ffi::blocking::selected_db(c),
+            db: c.selected_db(),
             registration,
         };
         // Computed before the state moves into the blocked client.
@@ -654,7 +654,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         }
         if let Some(due) = wake {
             let names = (streams_arg..streams_arg + streams_count).map(|i| c.arg(i));
-            crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), names, due);
+            crate::ops::due::wake_readers(c, c.selected_db(), names, due);
         }
         return Ok(());
     }
@@ -709,7 +709,7 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     // Queue policies (issue 16): MAXDELIVERIES dead letters, CONSUMERTTL expiry.
     let mut dl = super::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg);
     if !r.history && !c.must_obey() {
-        expire_consumers(c, s, g, r);
+        expire_consumers(c, s, r);
     }
     let result = serve_group_policy(c, s, g, r, slot, consumer_name, budget, &mut dl);
     if let Some(d) = dl {
@@ -718,11 +718,12 @@ fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, 
     result
 }
 
-/// CONSUMERTTL on a `>` read of group `g` (src/commands/queue.rs), then the group
+/// CONSUMERTTL on a `>` read (src/ops/consumers.rs), then the group
 /// registered for the primary's expiry timer at its next possible expiry.
-fn expire_consumers(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead) {
-    if let Some(next) = super::queue::expire_consumers(c, s, g, r.key_idx, r.group_arg, Some(c.arg(r.group_arg + 1)), r.now) {
-        crate::ffi::ttl_timer::schedule(c.raw(), crate::ffi::blocking::selected_db(c), c.arg(r.key_idx), g, next);
+fn expire_consumers(c: &Ctx, s: &mut crate::stream::Stream, r: &GroupRead) {
+    let (key, group) = (Name::Arg(r.key_idx), Name::Arg(r.group_arg));
+    if let Some(next) = crate::ops::consumers::expire(c, s, key, group, Some(c.arg(r.group_arg + 1)), r.now) {
+        crate::ops::due::consumer_ttl(c, key, group, next);
     }
 }
 
@@ -905,7 +906,7 @@ fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: 
     wake_at_next_scheduled(c, s, g, key_idx);
     let capped = ids.len() >= crate::stream::delay::PASS_OVER_MAX;
     if capped {
-        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), now);
+        crate::ops::due::wake_readers(c, c.selected_db(), std::iter::once(c.arg(key_idx)), now);
     }
     capped
 }
@@ -913,7 +914,7 @@ fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: 
 /// Readers blocked on the key re-run when the group's earliest scheduled entry is due.
 fn wake_at_next_scheduled(c: &Ctx, s: &crate::stream::Stream, g: &[u8], key_idx: usize) {
     if let Some(due) = s.group(g).and_then(|grp| grp.next_scheduled()) {
-        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), due);
+        crate::ops::due::wake_readers(c, c.selected_db(), std::iter::once(c.arg(key_idx)), due);
     }
 }
 
@@ -1223,7 +1224,7 @@ fn purge_over_limit(
     };
     d.flush(c);
     if capped {
-        crate::ffi::claim_wake::schedule(c.raw(), crate::ffi::blocking::selected_db(c), std::iter::once(c.arg(key_idx)), now);
+        crate::ops::due::wake_readers(c, c.selected_db(), std::iter::once(c.arg(key_idx)), now);
     }
     capped
 }
@@ -1375,11 +1376,11 @@ fn policy_reader(c: &Ctx, st: &BlockState) -> bool {
     })
 }
 
-/// Registers a blocked CLAIM reader's keys for its next wake-up (src/ffi/claim_wake.rs).
+/// Registers a blocked CLAIM reader's keys for its next wake-up (src/jobs/wake.rs).
 fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
     if let Some(due) = claim_wake_at(c, st, now) {
         let names = (0..st.from.len()).map(|k| c.arg(st.streams_arg + k));
-        crate::ffi::claim_wake::schedule(c.raw(), st.db, names, due);
+        crate::ops::due::wake_readers(c, st.db, names, due);
     }
 }
 

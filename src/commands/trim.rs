@@ -3,9 +3,10 @@
 //! MAXAGE ms (ours, issue 17): MINID at `now - ms` on the server clock, propagated as
 //! `MINID = <id>`.
 
-use super::add::{exact_threshold, parse_add_or_trim, policy_threshold, policy_word};
+use super::add::parse_add_or_trim;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ops::trim::{compact_touched, exact_threshold, policy_threshold, policy_word};
 use crate::stream::RefPolicy;
 
 pub fn run(c: &Ctx) -> Result<()> {
@@ -50,7 +51,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.signal_modified(1);
         // After the threshold above was computed: the first node holds the trim's tombstones.
         let first = s.first_id;
-        super::compact_touched(s, &[first]);
+        compact_touched(s, &[first]);
     }
     c.reply_int(deleted as i64);
     Ok(())

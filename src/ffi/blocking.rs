@@ -327,12 +327,6 @@ pub fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The selected db of the command's client.
-pub fn selected_db(c: &Ctx) -> i32 {
-    // SAFETY: valid command ctx.
-    unsafe { api!(RedisModule_GetSelectedDb)(c.raw()) }
-}
-
 unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
     // SAFETY: Redis passes the blocked command's arguments with the callback's ctx.
     let c = unsafe { Ctx::new(ctx, argv, argc) };

@@ -72,6 +72,25 @@ pub enum Arg<'a> {
     Word(Word),
 }
 
+/// A name a write refers to (a key, a group): an argument of the running command, passed on
+/// by reference when propagated, or bytes the module holds (a timer's key, a dead-letter
+/// key), created as a string where Redis needs one. Writes shared by commands and
+/// time-driven jobs (src/ops) take names, never argv positions alone.
+#[derive(Clone, Copy, Debug)]
+pub enum Name<'a> {
+    Arg(usize),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> From<Name<'a>> for Arg<'a> {
+    fn from(n: Name<'a>) -> Self {
+        match n {
+            Name::Arg(i) => Arg::Orig(i),
+            Name::Bytes(b) => Arg::New(b),
+        }
+    }
+}
+
 /// Constant arguments of propagated commands, kept as strings for the module's
 /// lifetime so that propagating a delivery (XCLAIM ... TIME ... RETRYCOUNT ...)
 /// creates only the strings that vary.
@@ -154,8 +173,100 @@ impl Ctx {
         c
     }
 
-    pub fn raw(&self) -> *mut raw::RedisModuleCtx {
+    /// The context of a callback that is not a command (a timer, a server or keyspace
+    /// event): no arguments; keys are opened by name.
+    ///
+    /// # Safety
+    /// `ctx` is the context Redis passed to the running callback, valid for its duration.
+    pub(super) unsafe fn for_callback(ctx: *mut raw::RedisModuleCtx) -> Self {
+        // SAFETY: forwarded from the caller's contract; no argv (argc 0: never read).
+        unsafe { Ctx::new(ctx, ptr::null_mut(), 0) }
+    }
+
+    pub(super) fn raw(&self) -> *mut raw::RedisModuleCtx {
         self.ctx
+    }
+
+    /// The database the context's client has selected.
+    pub fn selected_db(&self) -> i32 {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_GetSelectedDb)(self.ctx) }
+    }
+
+    /// Selects database `db` for the context's client (a callback's temporary client):
+    /// false if it does not exist.
+    pub fn select_db(&self, db: i32) -> bool {
+        // SAFETY: valid ctx; SelectDb fails for a database that does not exist.
+        unsafe { api!(RedisModule_SelectDb)(self.ctx, db) == raw::REDISMODULE_OK as c_int }
+    }
+
+    /// The bytes of a name.
+    pub fn name_bytes<'s>(&'s self, n: Name<'s>) -> &'s [u8] {
+        match n {
+            Name::Arg(i) => self.arg(i),
+            Name::Bytes(b) => b,
+        }
+    }
+
+    /// Opens a key by name: an argument as [`Ctx::key`] opens it (adoption included), bytes
+    /// as [`Ctx::open_key_named`].
+    pub fn open(&self, n: Name<'_>, write: bool) -> Key<'_> {
+        match n {
+            Name::Arg(i) => self.key(i, write),
+            Name::Bytes(b) => self.open_key_named(b, write),
+        }
+    }
+
+    /// Runs `f` with the string of a name (created and freed here for bytes).
+    fn with_string(&self, n: Name<'_>, f: impl FnOnce(*mut raw::RedisModuleString)) {
+        match n {
+            Name::Arg(i) => f(self.arg_string(i)),
+            Name::Bytes(b) => {
+                // SAFETY: a string from a valid buffer, NULL ctx: ours, freed below; Redis
+                // takes its own reference where it keeps one.
+                let s = unsafe { api!(RedisModule_CreateString)(ptr::null_mut(), b.as_ptr().cast(), b.len()) };
+                f(s);
+                // SAFETY: created above.
+                unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), s) };
+            }
+        }
+    }
+
+    /// Keyspace event of class `t` (streams) on a key by name.
+    pub fn notify_name(&self, event: &CStr, n: Name<'_>) {
+        self.with_string(n, |s| {
+            // SAFETY: valid ctx, NUL-terminated event, live string.
+            unsafe { api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_STREAM as c_int, event.as_ptr(), s) };
+        });
+    }
+
+    /// signalModifiedKey on a key by name.
+    pub fn signal_modified_name(&self, n: Name<'_>) {
+        // SAFETY: valid ctx and live string.
+        self.with_string(n, |s| unsafe {
+            api!(RedisModule_SignalModifiedKey)(self.ctx, s);
+        });
+    }
+
+    /// Blocked readers of a key by name may be served (SignalKeyAsReady, in the selected DB).
+    pub fn signal_ready_name(&self, n: Name<'_>) {
+        // SAFETY: valid ctx and live string.
+        self.with_string(n, |s| unsafe {
+            api!(RedisModule_SignalKeyAsReady)(self.ctx, s);
+        });
+    }
+
+    /// Whether the server acts on time-driven work now: a primary that is not loading, with
+    /// clients not paused. A replica (or a loading server) leaves its clock alone and waits
+    /// for what its primary propagates. While clients are paused (`CLIENT PAUSE`, the
+    /// FAILOVER and Cluster manual failover pauses) nothing may be propagated: Redis asserts
+    /// it in `propagatePendingCommands` and aborts, as a timer's trim, expiry or wake-up
+    /// would make it (found with a MAXAGE stream, a replica and `CLIENT PAUSE 3000 WRITE`).
+    /// Redis pauses its own key expiry then; the module's time-driven work waits the same
+    /// way, and a failover that follows leaves it to the new primary.
+    pub fn acts_on_time(&self) -> bool {
+        let f = self.flags();
+        f & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && f & raw::REDISMODULE_CTX_FLAGS_LOADING == 0 && !paused()
     }
 
     pub fn argc(&self) -> usize {
@@ -764,6 +875,13 @@ impl Ctx {
         // SAFETY: valid ctx and key argument.
         unsafe { api!(RedisModule_SignalModifiedKey)(self.ctx, self.arg_string(i)) };
     }
+}
+
+/// Clients are paused (RM_AvoidReplicaTraffic: `CLIENT PAUSE` WRITE or ALL, a FAILOVER or a
+/// Cluster manual failover in progress): nothing may be propagated now.
+pub fn paused() -> bool {
+    // SAFETY: no arguments; reads the server's pause state (main thread).
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
 }
 
 /// The answer of `TYPE` for a key.

@@ -34,7 +34,7 @@
 //!
 //! This file also owns the module's one subscription to the loading event (a
 //! module has one callback per event): its ENDED subevent runs adoption
-//! (adopt.rs) in takeover mode.
+//! (adopt.rs) in takeover mode, then tells the time-driven jobs (timer.rs).
 
 use super::{api, fence};
 use crate::rdb::Check;
@@ -112,9 +112,7 @@ unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisM
             refresh(ctx);
         } else if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
             super::adopt::loading_ended(ctx);
-            super::idmp_expiry::loading_ended(ctx);
-            super::age_timer::loading_ended(ctx);
-            super::ttl_timer::arm_after_loading(ctx);
+            super::timer::loading_ended(ctx);
         }
     })
 }

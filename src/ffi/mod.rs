@@ -10,28 +10,25 @@
 //! - `takeover`: the command filter serving the standard names.
 //! - `host`: which server the module runs in (for `xstream.compat host`).
 //! - `adopt`: built-in streams become ours in takeover mode (end of loading, on the fly).
-//! - `pack_timer`: compression of sealed nodes off the append path (one timer, bounded work per tick).
-//! - `age_timer`: the primary's retention by age of idle streams (MAXAGE; index by due time, one timer).
-//! - `idmp_expiry`: the primary's time-driven IDMP expiry (index by due time, one timer).
+//! - `timer`: time-driven work, the mechanism: indexes by due time with one timer each, over
+//!   `trait Job` (the jobs themselves are in src/jobs).
+//! - `keyspace`: the one keyspace subscription (a stream arrives under a new name).
+//! - `stats`: INFO xstream.
 //! - `loading`: what `rdb_load` checks (`sanitize-dump-payload`, RESTORE always deep); the loading event.
 
 pub mod adopt;
-pub mod age_timer;
 pub mod alloc;
 pub mod blocking;
-pub mod claim_wake;
 pub mod ctx;
 pub mod docs;
 pub mod fence;
 pub mod host;
-pub mod idmp_expiry;
+pub mod keyspace;
 pub mod loading;
-pub mod pack_timer;
 pub mod register;
 pub mod stats;
 pub mod takeover;
 pub mod timer;
-pub mod ttl_timer;
 pub mod types;
 
 /// Calls a module API function pointer, panicking (inside the fence) if the

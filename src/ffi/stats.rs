@@ -202,8 +202,10 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("nodes_compacted", e(&EVENTS.nodes_compacted)),
             ("nodes_merged", e(&EVENTS.nodes_merged)),
             ("compacted_bytes_freed", e(&EVENTS.compacted_bytes_freed)),
-            ("compression_queued_keys", super::pack_timer::queued_keys() as i64),
         ];
+        // The time-driven jobs' fields (compression_queued_keys), last.
+        let mut jobs = Vec::new();
+        super::timer::info(&mut jobs);
         // SAFETY: ctx is the INFO context Redis passed to this callback; a NULL section name
         // is the module's own section (`# xstream`).
         unsafe { super::api!(RedisModule_InfoAddSection)(ctx, ptr::null()) };
@@ -212,7 +214,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             // SAFETY: as above; the strings outlive the call (Redis copies them).
             unsafe { super::api!(RedisModule_InfoAddFieldCString)(ctx, n.as_ptr(), v.as_ptr()) };
         }
-        for &(name, value) in ints {
+        for &(name, value) in ints.iter().chain(&jobs) {
             let n = cstring(name);
             // SAFETY: as above.
             unsafe { super::api!(RedisModule_InfoAddFieldLongLong)(ctx, n.as_ptr(), value) };

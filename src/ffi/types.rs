@@ -105,27 +105,40 @@ impl RdbOut for IoOut {
     }
 }
 
+/// The (db, key) a running `rdb_load` loads, when the server tells the loader (7.0+: not for
+/// every load path).
+///
+/// # Safety
+/// `io` is the IO handle of the running rdb_load callback.
+unsafe fn key_of_io(io: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
+    // SAFETY: optional API (7.0+), looked up without panicking; the handle is the callback's.
+    let (Some(name_of), Some(db_of)) = (unsafe { raw::RedisModule_GetKeyNameFromIO }, unsafe { raw::RedisModule_GetDbIdFromIO }) else {
+        return None;
+    };
+    // SAFETY: the IO handle of the running callback; the name (if any) lives as long as it.
+    let (name, db) = unsafe { (name_of(io), db_of(io)) };
+    if name.is_null() || db < 0 {
+        return None;
+    }
+    // SAFETY: a live string of the callback (checked non-null); copied.
+    Some((db, unsafe { super::ctx::string_bytes(name.cast_mut()) }.to_vec()))
+}
+
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     fence::guard("rdb_load", ptr::null_mut(), || {
         // SAFETY: `rdb` is this callback's IO handle.
         let check = unsafe { super::loading::check_for(rdb) };
         match rdb::load(encver, &mut IoIn(rdb), check) {
             Ok(s) => {
-                if s.idmp.as_ref().is_some_and(|m| m.pids_tracked() > 0) {
-                    // Indexed for expiry at the end of the load (RESTORE: by its keyspace event).
-                    super::idmp_expiry::LOADED_IIDS.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                if s.max_age.is_some() {
-                    // Indexed for retention at the end of the load (RESTORE: by its keyspace event).
-                    super::age_timer::LOADED_RETAINED.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
                 let mut s = Box::new(s);
                 if crate::stream::compression() {
                     s.pack_sealed();
                 }
                 super::stats::born(&mut s);
+                // The time-driven jobs index what they need (by name when the server says it).
                 // SAFETY: `rdb` is this callback's IO handle.
-                unsafe { super::ttl_timer::register_loaded(rdb, &s) };
+                let at = unsafe { key_of_io(rdb) };
+                super::timer::rdb_value(at.as_ref().map(|(db, k)| (*db, k.as_slice())), &s);
                 Box::into_raw(s).cast()
             }
             Err(e) => {

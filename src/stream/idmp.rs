@@ -155,7 +155,7 @@ pub struct Idmp {
     tracked: usize,
     /// The expiry index holds this stream for this due time or earlier (0: not known
     /// to be indexed). Kept by the command layer so that an IDMP add registers with the
-    /// index only when its due time is earlier (src/ffi/idmp_expiry.rs). Not persisted.
+    /// index only when its due time is earlier (src/jobs/idmp.rs). Not persisted.
     pub indexed_due_ms: u64,
 }
 

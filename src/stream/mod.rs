@@ -426,7 +426,7 @@ impl Stream {
             // node passed the listpack check, and it is an integer in a valid node.)
             if full || lp.try_replace(count_off, Value::Int(count.wrapping_add(1))).is_err() {
                 // Sealed: the node will not grow again. Compressed later, off the append
-                // path, by the background step (src/ffi/pack_timer.rs).
+                // path, by the background step (src/jobs/pack.rs).
                 lp.shrink_to_fit();
                 if compression() {
                     self.pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));

@@ -3,7 +3,7 @@
 //! A reader blocked with `CLAIM min-idle` must re-run when a pending entry of one
 //! of its streams becomes claimable, although nothing writes to the key then. Each
 //! of its keys is registered with that time; the index keeps the earliest per key,
-//! and its owner (src/ffi/claim_wake.rs) arms ONE timer for [`WakeIndex::earliest`]
+//! and its owner (src/ffi/timer.rs) arms ONE timer for [`WakeIndex::earliest`]
 //! and signals the keys [`WakeIndex::pop_due`] returns. Entries are never removed
 //! when their readers leave: a stale one costs one spurious signal when reached.
 //!

@@ -1,0 +1,93 @@
+//! Retention by age on the primary (issue 17, docs/retention.md): trims streams that carry a
+//! MAXAGE and that nobody writes to (XS.ADD trims the streams it writes).
+//!
+//! [`AGE`] indexes a stream for the time its oldest entry (EXACT) or its first node (whole
+//! nodes) ages out (`Stream::age_due_ms`): when XS.CFGSET sets a MAXAGE, when XS.ADD writes to
+//! a retained stream not indexed yet, when a stream arrives under a new name, and at the end of
+//! a load that brought retained streams. A stream with nothing left to age leaves the index
+//! until it is written again. Only a primary acts; the work is bounded per tick (KEYS_PER_TICK
+//! keys, ENTRIES_PER_TICK entries), each pass propagated as an exact XS.TRIM
+//! (src/ops/trim.rs `by_age`).
+
+use crate::ffi::ctx::{Ctx, Name};
+use crate::ffi::timer::{scan_streams, Job};
+use crate::ops::due::AGE;
+use crate::stream::Stream;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Keys visited per timer tick at most.
+const KEYS_PER_TICK: usize = 64;
+/// Entries removed per tick at most (spread over its keys; whole nodes).
+const ENTRIES_PER_TICK: i64 = 10_000;
+
+/// A load brought streams with a MAXAGE (set by rdb_load, read at the end of loading).
+static LOADED: AtomicBool = AtomicBool::new(false);
+
+fn clamp(due: u64) -> i64 {
+    i64::try_from(due).unwrap_or(i64::MAX)
+}
+
+/// When something in `s` ages out, marked as indexed for then.
+fn index_due(s: &mut Stream) -> Option<u64> {
+    let due = s.age_due_ms()?;
+    if let Some(a) = s.max_age.as_mut() {
+        a.indexed_due_ms = due;
+    }
+    Some(due)
+}
+
+pub struct Age;
+
+impl Job for Age {
+    fn name(&self) -> &'static str {
+        "retention timer"
+    }
+
+    fn tick(&self, c: &Ctx) {
+        let now = c.now_ms() as i64;
+        if !c.acts_on_time() {
+            AGE.rearm(c, now + super::REPLICA_RECHECK_MS);
+            return;
+        }
+        let home = c.selected_db();
+        let mut budget = ENTRIES_PER_TICK;
+        for _ in 0..KEYS_PER_TICK {
+            if budget <= 0 {
+                break;
+            }
+            let Some((db, key)) = AGE.pop_due(now, 1).pop() else { break };
+            if !c.select_db(db) {
+                continue;
+            }
+            let (removed, next) = crate::ops::trim::by_age(c, Name::Bytes(&key), now.max(0) as u64, budget);
+            budget = budget.saturating_sub(removed.max(1) as i64);
+            if let Some(due) = next {
+                AGE.put(db, &key, clamp(due));
+            }
+        }
+        c.select_db(home);
+        AGE.rearm(c, now + super::CONTINUE_MS);
+    }
+
+    fn arrived(&self, c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {
+        if let Some(due) = index_due(s) {
+            AGE.schedule(c, db, key, clamp(due));
+        }
+    }
+
+    fn loaded_value(&self, _at: Option<(i32, &[u8])>, s: &Stream) {
+        if s.max_age.is_some() {
+            // Indexed at the end of the load (RESTORE: when its keyspace event arrives).
+            LOADED.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn loading_ended(&self, c: &Ctx) {
+        if !LOADED.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        for (db, name, due) in scan_streams(c, |s| index_due(s).map(clamp)) {
+            AGE.schedule(c, db, &name, due);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Time-driven expiry of idempotency records (REDIS8.md §5.4, docs/redis8.md "IDMP expiry").
+//!
+//! [`IDMP`] indexes the streams that hold records by the time their oldest one expires: a key
+//! is added when a record is written (XS.ADD IDMP / IDMPAUTO, XS.IDMPRECORD), when a stream
+//! arrives under a new name (RENAME, MOVE, COPY, RESTORE), and once at the end of a load that
+//! brought records (RDB, full sync). A key deleted, renamed away or replaced is dropped when
+//! reached. Only a primary acts: a replica never expires a record on its own clock (it would
+//! answer a replicated IDMP XADD differently from its primary). The work is bounded per tick
+//! (KEYS_PER_TICK keys, WORK_PER_TICK producers visited + records removed), and each pass that
+//! removed records is propagated as `XS.IDMPEXPIRE key now-ms LIMIT n [FROM pid]`
+//! (src/ops/idmp.rs). The index is rebuilt, not persisted: replicas keep theirs up to date
+//! through the replicated records, so a promoted replica expires from its first tick.
+
+use crate::ffi::ctx::{Ctx, Name};
+use crate::ffi::timer::{scan_streams, Job};
+use crate::ops::due::IDMP;
+use crate::stream::Stream;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Keys expired per timer tick at most.
+const KEYS_PER_TICK: usize = 32;
+/// Producers visited + records removed per tick at most (spread over its keys).
+const WORK_PER_TICK: u64 = 2000;
+
+/// Where to resume a stream's walk (the previous pass hit its work limit): its producer.
+static RESUME: Mutex<Option<HashMap<(i32, Vec<u8>), Vec<u8>>>> = Mutex::new(None);
+
+/// A load brought streams with records (set by rdb_load, read at the end of loading).
+static LOADED: AtomicBool = AtomicBool::new(false);
+
+fn resume() -> MutexGuard<'static, Option<HashMap<(i32, Vec<u8>), Vec<u8>>>> {
+    RESUME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn due_ms(s: &Stream) -> Option<u64> {
+    s.idmp.as_ref().and_then(|m| m.due_ms())
+}
+
+fn clamp(due: u64) -> i64 {
+    i64::try_from(due).unwrap_or(i64::MAX)
+}
+
+pub struct IdmpExpiry;
+
+impl Job for IdmpExpiry {
+    fn name(&self) -> &'static str {
+        "idmp expiry timer"
+    }
+
+    fn tick(&self, c: &Ctx) {
+        let now = c.now_ms() as i64;
+        if !c.acts_on_time() {
+            IDMP.rearm(c, now + super::REPLICA_RECHECK_MS);
+            return;
+        }
+        let home = c.selected_db();
+        let mut work_left = WORK_PER_TICK;
+        for _ in 0..KEYS_PER_TICK {
+            if work_left == 0 {
+                break;
+            }
+            let Some((db, key)) = IDMP.pop_due(now, 1).pop() else { break };
+            let from = resume().as_mut().and_then(|m| m.remove(&(db, key.clone())));
+            if !c.select_db(db) {
+                continue;
+            }
+            let Some(o) = crate::ops::idmp::expire(c, Name::Bytes(&key), now.max(0) as u64, Some(work_left), from.as_deref()) else {
+                continue;
+            };
+            work_left = work_left.saturating_sub(o.removed.max(1));
+            match (o.resume_from, o.next_due_ms) {
+                (Some(pid), _) => {
+                    resume().get_or_insert_with(HashMap::new).insert((db, key.clone()), pid);
+                    IDMP.put(db, &key, now);
+                }
+                (None, Some(due)) => IDMP.put(db, &key, clamp(due)),
+                (None, None) => {}
+            }
+        }
+        c.select_db(home);
+        IDMP.rearm(c, now + super::CONTINUE_MS);
+    }
+
+    fn arrived(&self, c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {
+        if let Some(due) = due_ms(s) {
+            IDMP.schedule(c, db, key, clamp(due));
+        }
+    }
+
+    fn loaded_value(&self, _at: Option<(i32, &[u8])>, s: &Stream) {
+        if s.idmp.as_ref().is_some_and(|m| m.pids_tracked() > 0) {
+            // Indexed at the end of the load (RESTORE: when its keyspace event arrives).
+            LOADED.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn loading_ended(&self, c: &Ctx) {
+        if !LOADED.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        for (db, name, due) in scan_streams(c, |s| due_ms(s).map(clamp)) {
+            IDMP.schedule(c, db, &name, due);
+        }
+    }
+}

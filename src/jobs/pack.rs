@@ -1,0 +1,64 @@
+//! Compression of sealed nodes off the append path (issue 18, `xstream.compression`).
+//!
+//! XS.ADD seals a full node without compressing it: the node goes on its stream's `pack_queue`
+//! and the stream's (db, key) into [`PACK`]; this job then compresses queued nodes, a bounded
+//! amount per tick (NODES_PER_TICK nodes or TICK_BUDGET of time), oldest stream first. The
+//! node layout is not replicated: every server (primary or replica) runs this with its own
+//! setting, and nothing is propagated or signalled (the content does not change). Keys are
+//! looked up by name when the step runs: a key deleted, renamed, moved, swapped or flushed
+//! meanwhile is skipped when it is not ours or has nothing queued (a renamed stream is queued
+//! again under its new name when it arrives, or at its next seal).
+
+use crate::ffi::ctx::Ctx;
+use crate::ffi::timer::Job;
+use crate::ops::due::PACK;
+use crate::stream::Stream;
+use std::time::{Duration, Instant};
+
+/// Nodes compressed per tick at most.
+const NODES_PER_TICK: usize = 256;
+/// Time spent per tick at most (checked between nodes: a 4 KB node takes a few µs).
+const TICK_BUDGET: Duration = Duration::from_micros(1000);
+
+pub struct Pack;
+
+impl Job for Pack {
+    fn name(&self) -> &'static str {
+        "compression timer"
+    }
+
+    fn tick(&self, c: &Ctx) {
+        let start = Instant::now();
+        let home = c.selected_db();
+        let mut left = NODES_PER_TICK;
+        while left > 0 && start.elapsed() < TICK_BUDGET {
+            let Some((db, key)) = PACK.pop() else { break };
+            if !c.select_db(db) {
+                continue;
+            }
+            // Opened for reading: no expiry deletion, no keyspace side effect (the value is
+            // our own memory, changed in layout only).
+            let mut k = c.open_key_named(&key, false);
+            let Some(s) = k.stream_mut() else { continue };
+            let taken = s.pack_queued(left, || start.elapsed() < TICK_BUDGET);
+            let more = !s.pack_queue.is_empty();
+            drop(k);
+            left = left.saturating_sub(taken.max(1));
+            if more {
+                PACK.push_back((db, key));
+            }
+        }
+        c.select_db(home);
+        PACK.rearm(c);
+    }
+
+    fn arrived(&self, c: &Ctx, db: i32, key: &[u8], _s: &mut Stream) {
+        if crate::stream::compression() {
+            PACK.note(c, db, key);
+        }
+    }
+
+    fn info(&self, out: &mut Vec<(&'static str, i64)>) {
+        out.push(("compression_queued_keys", PACK.len() as i64));
+    }
+}
