@@ -1,0 +1,334 @@
+//! Blocked readers: their state (impl Waiter), their wake-up times, and serving them when
+//! a key they wait on is signalled.
+
+use super::*;
+
+/// What a blocked reader waits for (the built-in's c->bpop for streams).
+#[derive(Debug)]
+pub struct BlockState {
+    pub(super) streams_arg: usize,
+    /// Per key argument: what it waits after (`$` resolved when blocking).
+    pub(super) from: Vec<ReadFrom>,
+    pub(super) count: u64,
+    /// MAXCOUNT / MAXSIZE (0: not given).
+    pub(super) maxcount: u64,
+    pub(super) maxsize: u64,
+    pub(super) noack: bool,
+    pub(super) group_arg: Option<usize>,
+    /// CLAIM min-idle-time (ms).
+    pub(super) claim: Option<i64>,
+    /// When the block times out (unix ms); None for BLOCK 0.
+    pub(super) deadline_ms: Option<i64>,
+    /// The client's db when it blocked.
+    pub(super) db: i32,
+    /// Group readers are registered so that a deleted key releases them.
+    pub(super) registration: Option<crate::ffi::blocking::Registration>,
+}
+
+impl crate::ffi::blocking::Waiter for BlockState {
+    fn serve(&self, c: &Ctx, ready_key: &[u8]) -> bool {
+        let served = serve_blocked(c, self, ready_key);
+        if !served {
+            // A CLAIM reader woken too early (or by a write that served someone
+            // else) waits for its next claimable entry again.
+            schedule_claim_wake(c, self, c.now_ms() as i64);
+        }
+        served
+    }
+
+    fn release(&self, c: &Ctx, key_gone: bool) {
+        if !key_gone {
+            // Timeout or CLIENT UNBLOCK: a null reply, as XREAD's.
+            c.reply_null_array();
+        } else if crate::config::level() < Level::V7_2 {
+            c.reply_error("UNBLOCKED the stream key no longer exists");
+        } else {
+            // 7.2 re-executes the command: it now fails on the key that went away.
+            c.reply_error(&reexec_error(c, self).message());
+        }
+    }
+
+    fn registration(&self) -> Option<&crate::ffi::blocking::Registration> {
+        self.registration.as_ref()
+    }
+}
+
+/// The first pass of a command Redis 7.2 re-executes for a blocked reader: the
+/// error for the first key that fails (another type: WRONGTYPE; for XREADGROUP,
+/// no stream or no group: NOGROUP), if any.
+pub(super) fn reexec_check(c: &Ctx, st: &BlockState) -> Option<Error> {
+    let g = st.group_arg.map(|g| c.arg(g));
+    for k in 0..st.from.len() {
+        let key_idx = st.streams_arg + k;
+        let key = c.key(key_idx, false);
+        if key.kind() == KeyKind::Other {
+            return Some(key.wrong_type());
+        }
+        if let Some(g) = g {
+            if key.stream().and_then(|s| s.group(g)).is_none() {
+                return Some(nogroup_read(c.arg(key_idx), g));
+            }
+        }
+    }
+    None
+}
+
+/// The error a blocked group reader gets when its key goes away (7.2+).
+pub(super) fn reexec_error(c: &Ctx, st: &BlockState) -> Error {
+    reexec_check(c, st).unwrap_or_else(|| nogroup_read(c.arg(st.streams_arg), st.group_arg.map_or(&[][..], |g| c.arg(g))))
+}
+
+/// Redis 7.2 serves a blocked reader by running its command again (with `$`
+/// resolved when it blocked): the keys are checked, every stream with something
+/// new is served in argument order, and a reader with nothing to read stays
+/// blocked. Returns false to keep it blocked.
+pub(super) fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
+    // The built-in re-executes through processCommand, whose cluster check comes first (a key
+    // deleted by MIGRATE while its slot migrates: -ASK).
+    if let Some(redirect) = c.cluster_redirect(st.streams_arg..st.streams_arg + st.from.len()) {
+        c.reply_error(&redirect);
+        return true;
+    }
+    if let Some(e) = reexec_check(c, st) {
+        c.reply_error(&e.message());
+        return true;
+    }
+    let gname = st.group_arg.map(|g| (c.arg(g), g));
+    let resp3 = c.is_resp3();
+    let now = c.now_ms() as i64;
+    let mut served = 0usize;
+    let mut budget = Budget::new(st.maxcount, st.maxsize, resp3);
+    for (k, rf) in st.from.iter().enumerate() {
+        if budget.exhausted() {
+            break;
+        }
+        let key_idx = st.streams_arg + k;
+        let mut key = c.key(key_idx, gname.is_some());
+        let Some(s) = key.stream_mut() else { continue };
+        let gt = match (gname, *rf) {
+            (Some((g, ga)), _) => {
+                if group_consumer(c, s, g, ga, key_idx, st.noack, false, now).is_err() {
+                    continue;
+                }
+                match s.group(g) {
+                    Some(grp) => grp.last_id,
+                    None => continue,
+                }
+            }
+            (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
+            (None, ReadFrom::New) => continue,
+        };
+        let mut gt = gt;
+        let mut capped = false;
+        let mut purge_capped = false;
+        if let Some((g, ga)) = gname {
+            purge_capped = purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
+            capped = pass_over_delayed(c, s, g, key_idx, ga, now);
+            gt = s.group(g).map_or(gt, |grp| grp.last_id);
+        }
+        let has_new = !capped && s.length > 0 && s.last_valid_id() > gt;
+        let claimable = match (gname, st.claim) {
+            (Some((g, _)), Some(min_idle)) => (!purge_capped && claimable_now(s, g, min_idle, now)) || scheduled_now(s, g, now),
+            (Some((g, _)), None) => (!purge_capped && !st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
+            _ => false,
+        };
+        if !has_new && !claimable {
+            continue;
+        }
+        served += 1;
+        stream_header(c, resp3, served, key_idx);
+        budget.add_stream(c.arg(key_idx));
+        let start = gt.next().unwrap_or(StreamId::MIN);
+        let count = budget.stream_count(st.count);
+        match gname {
+            Some((g, ga)) => {
+                let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: false, claim: st.claim, now };
+                if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
+                    // Cannot happen (the group was just found); keep the reply well formed.
+                    c.reply_error(&e.message());
+                }
+            }
+            None => reply_range_budget(c, s, start, count, &mut budget),
+        }
+    }
+    if served == 0 {
+        return false;
+    }
+    close_streams(c, resp3, served);
+    true
+}
+
+/// When a CLAIM reader about to block (or staying blocked) must re-run (§4.5):
+/// min-idle after the oldest delivery among the first live pending entries of its
+/// streams, or min-idle from now when they have none. None without CLAIM, or when
+/// the block times out first.
+pub(super) fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let at = claim_or_due_wake_at(c, st, now);
+    let sched = scheduled_wake_at(c, st, now);
+    match (at, sched) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// When a blocked `>` reader must re-run for its groups' scheduled entries (delayed
+/// delivery): the earliest due time in their schedules; None without one, or when
+/// the block times out first.
+pub(super) fn scheduled_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let g = c.arg(st.group_arg?);
+    let mut due: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        if let Some(d) = key.stream().and_then(|s| s.group(g)).and_then(|grp| grp.next_scheduled()) {
+            due = Some(due.map_or(d, |o: i64| o.min(d)));
+        }
+    }
+    let due = due?.max(now);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+pub(super) fn claim_or_due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    let ga = st.group_arg?;
+    let Some(min_idle) = st.claim else { return due_wake_at(c, st, now) };
+    let g = c.arg(ga);
+    let mut oldest: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        if let Some(n) = key.stream().and_then(|s| s.claim_first_live(g)) {
+            oldest = Some(oldest.map_or(n.delivery_time, |o| o.min(n.delivery_time)));
+        }
+    }
+    let due = oldest.unwrap_or(now).saturating_add(min_idle);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+/// When a `>` reader (without CLAIM) of groups whose policy redelivers must re-run:
+/// the earliest due time of its groups (issue 16). None without such a group, with
+/// NOACK, or when the block times out first.
+pub(super) fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
+    if st.noack {
+        return None;
+    }
+    let g = c.arg(st.group_arg?);
+    let mut due: Option<i64> = None;
+    for k in 0..st.from.len() {
+        let key = c.key(st.streams_arg + k, false);
+        let next = key.stream().and_then(|s| s.group(g).and_then(|grp| grp.next_due(now, |id| s.contains(id))));
+        if let Some(d) = next {
+            due = Some(due.map_or(d, |o: i64| o.min(d)));
+        }
+    }
+    let due = due?.max(now);
+    match st.deadline_ms {
+        Some(d) if due > d => None,
+        _ => Some(due),
+    }
+}
+
+/// Whether a blocked group reader has a group whose policy redelivers (served
+/// by re-running, as CLAIM readers).
+pub(super) fn policy_reader(c: &Ctx, st: &BlockState) -> bool {
+    let Some(ga) = st.group_arg else { return false };
+    let g = c.arg(ga);
+    (0..st.from.len()).any(|k| {
+        c.key(st.streams_arg + k, false)
+            .stream()
+            .is_some_and(|s| redelivers(s, g) || s.delayed.is_some() || s.group(g).is_some_and(|grp| grp.schedule().is_some()))
+    })
+}
+
+/// Registers a blocked CLAIM reader's keys for its next wake-up (src/jobs/wake.rs).
+pub(super) fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
+    if let Some(due) = claim_wake_at(c, st, now) {
+        let names = (0..st.from.len()).map(|k| c.arg(st.streams_arg + k));
+        crate::ops::due::wake_readers(c, st.db, names, due);
+    }
+}
+
+/// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
+/// Returns false to keep it blocked.
+pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
+    // CLAIM (8.4) readers re-run their command whatever the level: they may be
+    // served from any of their streams, whichever key woke them.
+    if st.claim.is_some() || policy_reader(c, st) {
+        // At compat 7.0, a group reader whose key went away is told so in 7.0's words
+        // on every host (a 7.0 host releases it through `release` with the same text).
+        if crate::config::level() < Level::V7_2 {
+            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            if k.is_some_and(|k| c.key(st.streams_arg + k, false).stream().is_none()) {
+                c.reply_error("UNBLOCKED the stream key no longer exists");
+                return true;
+            }
+        }
+        return serve_reexecuted(c, st);
+    }
+    if crate::config::level() >= Level::V7_2 {
+        // Redis serves a module-blocked client whatever the signalled key now holds;
+        // the built-in XREAD ignores a key that is not a stream (its XREADGROUP is
+        // woken, and fails: UNBLOCK_DELETED).
+        if st.group_arg.is_none() {
+            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            if k.is_some_and(|k| c.key(st.streams_arg + k, false).kind() != KeyKind::Stream) {
+                return false;
+            }
+        }
+        return serve_reexecuted(c, st);
+    }
+    // 7.0: only the signalled key is served; its first occurrence wins, as in blockForKeys.
+    let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
+    let key_idx = st.streams_arg + k;
+    let gname = st.group_arg.map(|g| c.arg(g));
+    let mut key = c.key(key_idx, gname.is_some());
+    let Some(s) = key.stream_mut() else {
+        // A group reader woken because its key went away (7.2 servers with
+        // `compat 7.0`): 7.0's answer.
+        if gname.is_some() {
+            c.reply_error("UNBLOCKED the stream key no longer exists");
+            return true;
+        }
+        return false;
+    };
+    let gt = match (gname, st.from[k]) {
+        (Some(g), _) => match s.group(g) {
+            Some(grp) => grp.last_id,
+            None => {
+                c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
+                return true;
+            }
+        },
+        (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
+        (None, ReadFrom::New) => return false,
+    };
+    if s.last_id <= gt {
+        return false;
+    }
+    let start = gt.next().unwrap_or(StreamId::MIN);
+    if c.is_resp3() {
+        c.reply_map(1);
+    } else {
+        c.reply_array(1);
+        c.reply_array(2);
+    }
+    c.reply_bulk(ready_key);
+    let mut budget = Budget::new(st.maxcount, st.maxsize, c.is_resp3());
+    budget.add_stream(ready_key);
+    let count = budget.stream_count(st.count);
+    match (gname, st.group_arg) {
+        (Some(g), Some(ga)) => {
+            let now = c.now_ms() as i64;
+            let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: true, claim: None, now };
+            if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
+                // Cannot happen (the group was just found); keep the reply well formed.
+                c.reply_error(&e.message());
+            }
+        }
+        _ => reply_range_budget(c, s, start, count, &mut budget),
+    }
+    true
+}
