@@ -62,12 +62,25 @@ export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
 .PHONY: all build deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
-        hooks asan-server test-asan test-asan-short ubsan-server test-ubsan
+        hooks asan-server test-asan test-asan-short ubsan-server test-ubsan lint
 
 all: build
 
 build:
 	$(CARGO) build --profile dist
+
+# The habits as checks (ARCHITECTURE.md, "Invariants"): the layout (rustfmt.toml), clippy with the
+# lints of Cargo.toml's [lints] as errors (no unwrap / expect outside tests, a SAFETY line on every
+# unsafe block, unsafe_op_in_unsafe_fn), for the module as shipped and with the test hooks, then
+# tests/lint.sh (the arrows between the layers, no unsafe outside src/ffi, file sizes) and its self-test
+# (an upward import and an unwrap() in a copy of the tree must fail). About a minute on a new
+# machine, seconds after; .ci/run runs it first.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --lib -- -D warnings
+	$(CARGO) clippy --release --lib --features test-hooks -- -D warnings
+	tests/lint.sh
+	tests/lint.sh --self-test
 
 deps:
 	@missing=""; \

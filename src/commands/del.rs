@@ -27,7 +27,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         crate::ops::trim::compact_touched(s, &ids);
         c.signal_modified(1);
         c.notify(c"xdel", 1);
-        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_deleted, deleted as u64);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_deleted, deleted);
         c.replicate_verbatim();
         // The built-in counts one change per entry deleted.
         c.add_dirty(deleted - 1);

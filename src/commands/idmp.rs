@@ -196,8 +196,11 @@ pub fn run_idmprecord(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// The arguments of XS.IDMPEXPIRE: now-ms, LIMIT, FROM.
+type ExpireArgs<'a> = (u64, Option<u64>, Option<&'a [u8]>);
+
 /// XS.IDMPEXPIRE key now-ms LIMIT work [FROM pid]: the pass of src/ops/idmp.rs.
-fn parse_idmpexpire(c: &Ctx) -> Result<(u64, Option<u64>, Option<&[u8]>)> {
+fn parse_idmpexpire(c: &Ctx) -> Result<ExpireArgs<'_>> {
     let now_ms = parse_ll(c.arg(2))?;
     if now_ms < 0 {
         return Err(Error::NotInteger);

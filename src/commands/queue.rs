@@ -279,6 +279,9 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
 /// once it is there is the entry acknowledged in the source group; an append that fails (the
 /// dead-letter stream's IDs exhausted, an entry too large) leaves the entry pending, and the
 /// command counts it as not moved. [`DeadLetters::flush`] propagates what was done.
+/// A dead letter's copy: its ID and fields in the dead-letter stream.
+type Copied = (StreamId, Vec<Vec<u8>>);
+
 pub struct DeadLetters {
     key_arg: usize,
     group_arg: usize,
@@ -286,7 +289,7 @@ pub struct DeadLetters {
     /// Whether the target key can take entries (None: not looked at yet).
     usable: Option<bool>,
     /// Each entry taken, with its copy's ID and fields in the dead-letter stream (None: DROP).
-    taken: Vec<(Dead, Option<(StreamId, Vec<Vec<u8>>)>)>,
+    taken: Vec<(Dead, Option<Copied>)>,
 }
 
 impl DeadLetters {

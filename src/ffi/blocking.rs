@@ -42,7 +42,9 @@ type Waiters = HashMap<(i32, Vec<u8>), BTreeMap<u64, (usize, usize)>>;
 static GROUP_WAITERS: Mutex<Option<Waiters>> = Mutex::new(None);
 /// The (group, consumer) each blocked group reader reads as, by (db, key): registration id ->
 /// names (CONSUMERTTL does not expire a consumer while it waits).
-static WAITING_CONSUMERS: Mutex<Option<HashMap<DbKey, BTreeMap<u64, (Vec<u8>, Vec<u8>)>>>> = Mutex::new(None);
+static WAITING_CONSUMERS: Mutex<Option<HashMap<DbKey, Readers>>> = Mutex::new(None);
+/// A key's blocked group readers: registration id -> (group, consumer).
+type Readers = BTreeMap<u64, (Vec<u8>, Vec<u8>)>;
 /// Keys whose waiters must be checked before the event loop sleeps.
 static PENDING: Mutex<Option<HashSet<DbKey>>> = Mutex::new(None);
 

@@ -512,11 +512,7 @@ pub fn extend_twin_doc(name: &str, d: &mut Doc) {
                 add_maxage_strategy(d);
             }
         }
-        "xs.cfgset" => {
-            if !has(d, "MAXAGE") {
-                d.args.push(maxage_block());
-            }
-        }
+        "xs.cfgset" if !has(d, "MAXAGE") => d.args.push(maxage_block()),
         _ => {}
     }
 }

@@ -131,7 +131,7 @@ pub fn stream_key_positions(args: &[&[u8]]) -> Option<std::ops::Range<usize>> {
     }
     let sp = streams_pos?;
     let num = args.len() - sp - 1;
-    if num == 0 || num % 2 != 0 {
+    if num == 0 || !num.is_multiple_of(2) {
         return None;
     }
     Some(sp + 1..sp + 1 + num / 2)

@@ -9,6 +9,7 @@
 //!   (`Key`'s Drop) -> [`account`], O(groups the write touched) (src/stream/census.rs);
 //! - freed: the type's `free` callback (DEL, overwrite, expiry, FLUSHALL, also from the lazyfree
 //!   thread: everything here is atomic) -> [`freed`].
+//!
 //! Each stream remembers what it was last accounted as (`Stream::accounted`), so a value freed
 //! after changes nobody accounted removes exactly what it had added.
 //! `bytes` is what the module has allocated through RedisModule_Alloc and not freed (streams and

@@ -419,12 +419,12 @@ pub unsafe fn check_standard_acl(ctx: *mut raw::RedisModuleCtx, argv: &[*mut raw
     if std_name.is_null() {
         return Ok(());
     }
+    let user_name: String;
+    let user: *mut raw::RedisModuleUser;
     // SAFETY: a command context of a client with a user (the caller excludes the
     // primary and AOF clients, whose user is NULL); the user name and the module
     // user are freed here; std_name is module-owned (ACLCheckCommandPermissions
     // only reads the vector); errno is this thread's, read right after the call.
-    let user_name: String;
-    let user: *mut raw::RedisModuleUser;
     unsafe {
         let name = api!(RedisModule_GetCurrentUserName)(ctx);
         if name.is_null() {

@@ -295,7 +295,7 @@ pub fn arrived(c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {
 }
 
 /// A load ended (loading event context `ctx`): every job hears.
-pub fn loading_ended(ctx: *mut raw::RedisModuleCtx) {
+pub(super) fn loading_ended(ctx: *mut raw::RedisModuleCtx) {
     // SAFETY: the event callback's context, valid during the callback.
     let c = unsafe { Ctx::for_callback(ctx) };
     for j in jobs() {

@@ -25,12 +25,14 @@ const KEYS_PER_TICK: usize = 32;
 const WORK_PER_TICK: u64 = 2000;
 
 /// Where to resume a stream's walk (the previous pass hit its work limit): its producer.
-static RESUME: Mutex<Option<HashMap<(i32, Vec<u8>), Vec<u8>>>> = Mutex::new(None);
+static RESUME: Mutex<Option<Resume>> = Mutex::new(None);
+/// (db, key) -> the producer to resume from.
+type Resume = HashMap<(i32, Vec<u8>), Vec<u8>>;
 
 /// A load brought streams with records (set by rdb_load, read at the end of loading).
 static LOADED: AtomicBool = AtomicBool::new(false);
 
-fn resume() -> MutexGuard<'static, Option<HashMap<(i32, Vec<u8>), Vec<u8>>>> {
+fn resume() -> MutexGuard<'static, Option<Resume>> {
     RESUME.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -869,6 +869,7 @@ impl Stream {
     /// `start`, at most `count` (0 = all). Each one still in the stream counts as a
     /// new delivery; `emit(id, entry)` gets None for entries deleted meanwhile, and
     /// answers whether to go on (the entries after are then not touched).
+    #[expect(clippy::too_many_arguments, reason = "the read's own parameters, each a scalar; a struct would only rename them")]
     pub fn read_group_history(
         &mut self,
         gname: &[u8],

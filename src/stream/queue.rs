@@ -88,7 +88,7 @@ pub struct Counters {
 
 /// A group's policy. At least one of the three parts is set (a policy with none
 /// is removed from the group).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueuePolicy {
     pub max_deliveries: Option<(u64, DeadLetter)>,
     pub ack_timeout: Option<AckTimeout>,
@@ -100,19 +100,6 @@ pub struct QueuePolicy {
     /// CONSUMERTTL: the earliest time the group is registered at in the primary's
     /// expiry index (0: unknown); runtime only.
     pub ttl_scheduled_at: i64,
-}
-
-impl Default for QueuePolicy {
-    fn default() -> Self {
-        QueuePolicy {
-            max_deliveries: None,
-            ack_timeout: None,
-            consumer_ttl: None,
-            counters: Counters::default(),
-            ttl_check_at: 0,
-            ttl_scheduled_at: 0,
-        }
-    }
 }
 
 impl QueuePolicy {

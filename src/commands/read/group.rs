@@ -151,7 +151,7 @@ pub(super) fn serve_group_policy(
                 propagate_claim_ids(c, key_idx, group_arg, &ids, now, run.first().map_or(1, |x| x.1), grp.last_id, None);
             }
         }
-        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_redelivered, n as u64);
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_redelivered, n);
         // 7.0 counts every stream served; 7.4 only those that propagated something,
         // which a history read never does.
         if crate::config::level() < Level::V7_4 {
@@ -203,8 +203,8 @@ pub(super) fn serve_group_policy(
     if let Some(grp) = s.group_mut(g) {
         grp.count_deliveries(claimed + n, claimed_only);
     }
-    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, (n + scheduled) as u64);
-    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed_only as u64);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_delivered, n + scheduled);
+    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, claimed_only);
     let Some(grp) = s.group_mut(g) else { return Ok(()) };
     if !delivered.is_empty() {
         // 7.2's active-time: the last time entries went into this consumer's PEL.
@@ -462,6 +462,7 @@ pub(super) fn claimable_now(s: &crate::stream::Stream, g: &[u8], min_idle: i64, 
 /// now RETRYCOUNT n FORCE JUSTID LASTID <group last ID, unchanged by claims>`,
 /// one command per run of entries with the same new count (the built-in sends one
 /// XCLAIM per entry; in order, so the replica's time list ends the same).
+#[expect(clippy::too_many_arguments, reason = "one stream of a group read: the stream, the group, the consumer, the read, the budget")]
 pub(super) fn serve_claimed(
     c: &Ctx,
     s: &mut crate::stream::Stream,
