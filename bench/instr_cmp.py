@@ -12,11 +12,12 @@ together, so a ratio is what a client pays per command in CPU work).
 
 A module may be given as `path:xstream.compression=lz4` (the server starts with that config);
 its rows then include "(no timer)": the same count less the background compression step's
-instructions (src/ffi/pack_timer.rs), i.e. what the commands themselves cost.
+instructions (src/jobs/pack.rs), i.e. what the commands themselves cost.
 
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
-claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), builtin_add (XADD, as a yardstick).
+claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
+a stream of 10 entries per op), builtin_add (XADD, as a yardstick).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -43,7 +44,7 @@ FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
 
 def prepare(r, name, ops):
     r.flushall()
-    if name in ("readack", "claim"):
+    if name in ("readack", "claim", "range"):
         pipe = r.pipeline(transaction=False)
         for i in range(ops * 10):
             pipe.execute_command("XS.ADD", "s", "*", "f", "v")
@@ -99,6 +100,9 @@ def run(r, name, ops):
     elif name == "maxage_inline_add":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "MAXAGE", "~", "60000", "*", "f", "v")
+    elif name == "range":
+        for _ in range(ops):
+            pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
     elif name == "add5":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "*", *FIVE)
@@ -124,7 +128,7 @@ def timer_ir(path):
     """Instructions spent in the background compression step (inclusive), from a dump."""
     out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path], capture_output=True, text=True).stdout
     for line in out.splitlines():
-        if "pack_timer::tick" in line:
+        if "pack_timer::tick" in line or "jobs::pack::Pack as" in line:
             m = re.match(r"\s*([\d,]+)", line)
             if m:
                 return int(m.group(1).replace(",", ""))
@@ -181,7 +185,7 @@ def main():
     ap.add_argument("--ops", type=int, default=5000)
     ap.add_argument("--workload", action="append")
     a = ap.parse_args()
-    workloads = a.workload or ["add", "add5", "readack", "builtin_add"]
+    workloads = a.workload or ["add", "add5", "readack", "range", "builtin_add"]
     results = [measure(a.server, m, workloads, a.ops) for m in a.module]
     print(f"{'workload':<12}" + "".join(f"{os.path.basename(os.path.dirname(os.path.dirname(m)))[:18]:>20}" for m in a.module) + "     B/A")
     rows = list(workloads) + [k for k in results[-1] if k not in workloads]

@@ -93,69 +93,31 @@ pub(super) fn serve_reexecuted(c: &Ctx, st: &BlockState) -> bool {
         c.reply_error(&e.message());
         return true;
     }
-    let gname = st.group_arg.map(|g| (c.arg(g), g));
-    let resp3 = c.is_resp3();
-    let now = c.now_ms() as i64;
-    let mut served = 0usize;
-    let mut budget = Budget::new(st.maxcount, st.maxsize, resp3);
-    for (k, rf) in st.from.iter().enumerate() {
-        if budget.exhausted() {
-            break;
-        }
-        let key_idx = st.streams_arg + k;
-        let mut key = c.key(key_idx, gname.is_some());
-        let Some(s) = key.stream_mut() else { continue };
-        let gt = match (gname, *rf) {
-            (Some((g, ga)), _) => {
-                if group_consumer(c, s, g, ga, key_idx, st.noack, false, now).is_err() {
-                    continue;
-                }
-                match s.group(g) {
-                    Some(grp) => grp.last_id,
-                    None => continue,
-                }
-            }
-            (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
-            (None, ReadFrom::New) => continue,
-        };
-        let mut gt = gt;
-        let mut capped = false;
-        let mut purge_capped = false;
-        if let Some((g, ga)) = gname {
-            purge_capped = purge_over_limit(c, s, g, key_idx, ga, st.claim, st.noack, now, st.count);
-            capped = pass_over_delayed(c, s, g, key_idx, ga, now);
-            gt = s.group(g).map_or(gt, |grp| grp.last_id);
-        }
-        let has_new = !capped && s.length > 0 && s.last_valid_id() > gt;
-        let claimable = match (gname, st.claim) {
-            (Some((g, _)), Some(min_idle)) => (!purge_capped && claimable_now(s, g, min_idle, now)) || scheduled_now(s, g, now),
-            (Some((g, _)), None) => (!purge_capped && !st.noack && redelivers(s, g) && due_now(s, g, now)) || scheduled_now(s, g, now),
-            _ => false,
-        };
-        if !has_new && !claimable {
-            continue;
-        }
-        served += 1;
-        stream_header(c, resp3, served, key_idx);
-        budget.add_stream(c.arg(key_idx));
-        let start = gt.next().unwrap_or(StreamId::MIN);
-        let count = budget.stream_count(st.count);
-        match gname {
-            Some((g, ga)) => {
-                let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: false, claim: st.claim, now };
-                if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
-                    // Cannot happen (the group was just found); keep the reply well formed.
-                    c.reply_error(&e.message());
-                }
-            }
-            None => reply_range_budget(c, s, start, count, &mut budget),
-        }
+    replied(c, serve(c, &read_of(c, st, Pass::Reexecuted)))
+}
+
+/// The read a blocked reader asks for, served as `pass`.
+fn read_of<'a>(c: &Ctx, st: &'a BlockState, pass: Pass) -> Read<'a> {
+    Read {
+        pass,
+        streams_arg: st.streams_arg,
+        from: &st.from,
+        group_arg: st.group_arg,
+        noack: st.noack,
+        claim: st.claim,
+        count: st.count,
+        maxcount: st.maxcount,
+        maxsize: st.maxsize,
+        now: c.now_ms() as i64,
     }
-    if served == 0 {
-        return false;
-    }
-    close_streams(c, resp3, served);
-    true
+}
+
+/// A blocked reader's outcome: served or told an error (true), or left blocked (false).
+fn replied(c: &Ctx, r: Result<bool>) -> bool {
+    r.unwrap_or_else(|e| {
+        c.reply_error(&e.message());
+        true
+    })
 }
 
 /// When a CLAIM reader about to block (or staying blocked) must re-run (§4.5):
@@ -282,53 +244,5 @@ pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool 
     }
     // 7.0: only the signalled key is served; its first occurrence wins, as in blockForKeys.
     let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
-    let key_idx = st.streams_arg + k;
-    let gname = st.group_arg.map(|g| c.arg(g));
-    let mut key = c.key(key_idx, gname.is_some());
-    let Some(s) = key.stream_mut() else {
-        // A group reader woken because its key went away (7.2 servers with
-        // `compat 7.0`): 7.0's answer.
-        if gname.is_some() {
-            c.reply_error("UNBLOCKED the stream key no longer exists");
-            return true;
-        }
-        return false;
-    };
-    let gt = match (gname, st.from[k]) {
-        (Some(g), _) => match s.group(g) {
-            Some(grp) => grp.last_id,
-            None => {
-                c.reply_error("NOGROUP the consumer group this client was blocked on no longer exists");
-                return true;
-            }
-        },
-        (None, ReadFrom::After(id)) | (None, ReadFrom::Last(id)) => id,
-        (None, ReadFrom::New) => return false,
-    };
-    if s.last_id <= gt {
-        return false;
-    }
-    let start = gt.next().unwrap_or(StreamId::MIN);
-    if c.is_resp3() {
-        c.reply_map(1);
-    } else {
-        c.reply_array(1);
-        c.reply_array(2);
-    }
-    c.reply_bulk(ready_key);
-    let mut budget = Budget::new(st.maxcount, st.maxsize, c.is_resp3());
-    budget.add_stream(ready_key);
-    let count = budget.stream_count(st.count);
-    match (gname, st.group_arg) {
-        (Some(g), Some(ga)) => {
-            let now = c.now_ms() as i64;
-            let read = GroupRead { group_arg: ga, key_idx, start, count, noack: st.noack, history: false, blocked: true, claim: None, now };
-            if let Err(e) = serve_group(c, s, g, &read, &mut budget) {
-                // Cannot happen (the group was just found); keep the reply well formed.
-                c.reply_error(&e.message());
-            }
-        }
-        _ => reply_range_budget(c, s, start, count, &mut budget),
-    }
-    true
+    replied(c, serve(c, &read_of(c, st, Pass::Signalled(k))))
 }

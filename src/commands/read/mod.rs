@@ -8,7 +8,9 @@
 //! - `budget.rs`: MAXCOUNT / MAXSIZE, what one call may still emit.
 //! - `group.rs`: one stream of a group read (history, claimed, due, scheduled, new) with
 //!   its queue policies and what it propagates.
-//! - `block.rs`: the blocked reader (impl Waiter), its wake-up times, serving it.
+//! - `serve.rs`: the one serving loop: the command's pass, a blocked reader's re-run, 7.0's
+//!   signalled key.
+//! - `block.rs`: the blocked reader (impl Waiter), its wake-up times.
 //!
 //! Replication of XS.READGROUP (COMPAT.md §4): the command itself is never
 //! propagated; see [`serve_group`] for what goes out instead (one XS.CLAIM per
@@ -31,10 +33,12 @@ use crate::stream::{Nack, StreamId};
 mod block;
 mod budget;
 mod group;
+mod serve;
 
 use block::*;
 use budget::*;
 use group::*;
+use serve::*;
 
 pub fn run_read(c: &Ctx) -> Result<()> {
     run_generic(c, false)
@@ -247,78 +251,10 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
         from.push(ReadFrom::After(id));
     }
 
-    // Second pass: serve what can be served now.
-    let resp3 = c.is_resp3();
+    // Second pass: serve what can be served now (serve.rs, the one serving loop).
     let now = c.now_ms() as i64;
-    let mut served = 0usize;
-    let mut budget = Budget::new(maxcount, maxsize, resp3);
-    for (k, rf) in from.iter().enumerate() {
-        if budget.exhausted() {
-            // MAXCOUNT / MAXSIZE reached: the later streams are not looked at (not
-            // served, and 7.2's consumer creation does not reach them either).
-            break;
-        }
-        let key_idx = streams_arg + k;
-        let mut key = c.key(key_idx, xreadgroup);
-        let Some(s) = key.stream_mut() else { continue };
-        if let (Some(g), Some(ga), true) = (gname, group_arg, crate::config::level() >= Level::V7_2) {
-            // 7.2: the consumer exists (and is seen) on every stream of the call,
-            // served or not.
-            group_consumer(c, s, g, ga, key_idx, noack, false, now)?;
-        }
-        let mut purge_capped = false;
-        if let (Some(g), Some(ga), ReadFrom::New) = (gname, group_arg, *rf) {
-            purge_capped = purge_over_limit(c, s, g, key_idx, ga, claim, noack, now, count.max(0) as u64);
-        }
-        let (serve, start, history) = match (gname, *rf) {
-            (Some(_), ReadFrom::After(id)) => (true, id, true),
-            (Some(g), ReadFrom::New) => {
-                let capped = group_arg.is_some_and(|ga| pass_over_delayed(c, s, g, key_idx, ga, now));
-                let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
-                let has_new = !capped && s.length > 0 && s.last_valid_id() > last;
-                // §4.3: with CLAIM, a stream with a claimable entry is served too
-                // ("claimed only" when nothing is new).
-                let claimable = (!purge_capped && claim.is_some_and(|min_idle| claimable_now(s, g, min_idle, now)))
-                    || (!purge_capped && claim.is_none() && !noack && redelivers(s, g) && due_now(s, g, now))
-                    || scheduled_now(s, g, now);
-                (has_new || claimable, last, false)
-            }
-            (None, ReadFrom::After(id)) => (s.length > 0 && s.last_valid_id() > id, id, false),
-            (None, ReadFrom::Last(_)) if s.length > 0 => {
-                // Served from the last live entry itself, one entry.
-                (true, s.last_valid_id().prev().unwrap_or(StreamId::MAX), false)
-            }
-            (_, ReadFrom::New) | (_, ReadFrom::Last(_)) => (false, StreamId::MAX, false),
-        };
-        if !serve {
-            continue;
-        }
-        served += 1;
-        stream_header(c, resp3, served, key_idx);
-        budget.add_stream(c.arg(key_idx));
-        // streamIncrID wraps the last possible ID to 0-0, and so do we.
-        let start = start.next().unwrap_or(StreamId::MIN);
-        let Some(g) = gname else {
-            let n = if matches!(rf, ReadFrom::Last(_)) { 1 } else { budget.stream_count(count as u64) };
-            reply_range_budget(c, s, start, n, &mut budget);
-            continue;
-        };
-        let read = GroupRead {
-            group_arg: group_arg.unwrap_or(0),
-            key_idx,
-            start,
-            count: budget.stream_count(count as u64),
-            noack,
-            history,
-            blocked: false,
-            // CLAIM is ignored by history reads.
-            claim: if history { None } else { claim },
-            now,
-        };
-        serve_group(c, s, g, &read, &mut budget)?;
-    }
-    if served > 0 {
-        close_streams(c, resp3, served);
+    let read = Read { pass: Pass::Command, streams_arg, from: &from, group_arg, noack, claim, count: count as u64, maxcount, maxsize, now };
+    if serve(c, &read)? {
         return Ok(());
     }
     if timeout != -1 {
