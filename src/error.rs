@@ -37,3 +37,37 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Which of the built-in's NOGROUP texts: each command family has its own words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoGroup {
+    /// XPENDING, XCLAIM, XAUTOCLAIM, XNACK: `No such key '<k>' or consumer group '<g>'`.
+    KeyOrGroup,
+    /// XGROUP, XINFO CONSUMERS and the module's XS.GROUP subcommands: `No such consumer group
+    /// '<g>' for key name '<k>'`.
+    ForKey,
+    /// XREADGROUP: `No such key '<k>' or consumer group '<g>' in XREADGROUP with GROUP option`.
+    ReadGroup,
+}
+
+impl Error {
+    /// The NOGROUP error for `group` of `key`, in the words of `form`. Names are printed as C
+    /// prints them with `%s`: up to their first NUL byte.
+    pub fn no_group(form: NoGroup, key: &[u8], group: &[u8]) -> Error {
+        let (k, g) = (String::from_utf8_lossy(cstr(key)), String::from_utf8_lossy(cstr(group)));
+        Error::Full(match form {
+            NoGroup::KeyOrGroup => format!("NOGROUP No such key '{k}' or consumer group '{g}'"),
+            NoGroup::ForKey => format!("NOGROUP No such consumer group '{g}' for key name '{k}'"),
+            NoGroup::ReadGroup => format!("NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"),
+        })
+    }
+}
+
+/// A byte string as C sees it: up to its first NUL byte. The built-in compares keywords with
+/// strcasecmp on the raw buffer (`MAXLEN\0junk` is MAXLEN) and prints names with `%s`.
+pub fn cstr(arg: &[u8]) -> &[u8] {
+    match arg.iter().position(|&b| b == 0) {
+        Some(n) => &arg[..n],
+        None => arg,
+    }
+}

@@ -1,8 +1,9 @@
 //! The README's reference tables against what the module registers (issue 31): every `XS.*`
 //! command the server lists for the module has a row in the command table, every `xstream.*`
 //! config a row in the configuration table, and every standard name the takeover filter maps
-//! (`NAMES` in src/ffi/takeover.rs) is named in the takeover section. A command, config or
-//! mapping added without its README line fails here.
+//! (`NAMES` in src/ffi/takeover.rs) is named in the takeover section, and every field of
+//! `INFO xstream` in the INFO table. A command, config, mapping or field added without its
+//! README line fails here, and so does a test file the README's list does not name.
 
 mod common;
 
@@ -81,6 +82,35 @@ fn readme_tables_cover_commands_configs_and_takeover_names() {
             missing.push(format!("takeover maps {std_name}: not named in the README's takeover section"));
         }
     }
+    let info = section(&text, "INFO xstream");
+    let got = c.cmd(&["INFO", "xstream"]);
+    let fields: Vec<String> =
+        got.text().lines().filter_map(|l| l.split_once(':').map(|(k, _)| k.strip_prefix("xstream_").unwrap_or(k).to_string())).collect();
+    assert!(fields.len() >= 25, "INFO xstream: {got}");
+    for f in &fields {
+        if !info.contains(&format!("`{f}`")) {
+            missing.push(format!("INFO field {f}: not named in the README's INFO xstream table"));
+        }
+    }
+    let mut test_files: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests"))
+        .expect("tests/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".rs"))
+        .collect();
+    test_files.sort();
+    assert!(test_files.len() >= 30, "tests/*.rs: {test_files:?}");
+    for f in &test_files {
+        if !text.contains(&format!("`{f}`")) && !text.contains(&format!("tests/{f}")) {
+            missing.push(format!("test file tests/{f}: not named in the README"));
+        }
+    }
     assert!(missing.is_empty(), "README out of date:\n  {}", missing.join("\n  "));
-    report(&format!("readme_tables: {} commands, {} configs, {} takeover names, all in the README", names.len(), configs.len(), map.len()));
+    report(&format!(
+        "readme_tables: {} commands, {} configs, {} takeover names, {} INFO fields, {} test files, all in the README",
+        names.len(),
+        configs.len(),
+        map.len(),
+        fields.len(),
+        test_files.len()
+    ));
 }

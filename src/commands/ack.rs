@@ -1,20 +1,15 @@
 //! XS.ACK key group id [id ...]
 
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 use crate::stream::StreamId;
 
 pub fn run(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Empty => {
-            c.reply_int(0);
-            return Ok(());
-        }
-        KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let Some(s) = key.existing_mut()? else {
+        c.reply_int(0);
+        return Ok(());
+    };
     let Some(g) = s.group_mut(c.arg(2)) else {
         c.reply_int(0);
         return Ok(());

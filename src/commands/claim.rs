@@ -15,7 +15,7 @@
 
 use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
-use crate::error::{Error, Result};
+use crate::error::{Error, NoGroup, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
 use crate::stream::{ClaimCount, DeliveryTime, Nack, StreamId};
 
@@ -118,12 +118,9 @@ pub fn propagate_group_id(c: &Ctx, key_arg: usize, group_arg: usize, last: Strea
     );
 }
 
+/// NOGROUP for the key (argument 1) and group (argument 2) of XCLAIM, XAUTOCLAIM, XNACK.
 pub(crate) fn nogroup(c: &Ctx) -> Error {
-    Error::Full(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        String::from_utf8_lossy(cstr(c.arg(1))),
-        String::from_utf8_lossy(cstr(c.arg(2)))
-    ))
+    Error::no_group(NoGroup::KeyOrGroup, c.arg(1), c.arg(2))
 }
 
 /// getLongLongFromObjectOrReply with a custom message.

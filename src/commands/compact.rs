@@ -11,7 +11,7 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 
 pub fn run(c: &Ctx) -> Result<()> {
     let mut limit = 0u64;
@@ -29,15 +29,10 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
     }
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => {
-            c.reply_int(0);
-            return Ok(());
-        }
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let Some(s) = key.existing_mut()? else {
+        c.reply_int(0);
+        return Ok(());
+    };
     let done = s.compact_all(limit, crate::config::limits());
     crate::ops::trim::count_compaction(&done);
     if done.nodes_rewritten > 0 {

@@ -1,19 +1,15 @@
 //! XS.DEL key id [id ...]
 
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 use crate::stream::StreamId;
 
 pub fn run(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => {
-            c.reply_int(0);
-            return Ok(());
-        }
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
+    let Some(s) = key.existing_mut()? else {
+        c.reply_int(0);
+        return Ok(());
+    };
     // Every ID is checked before anything is deleted: no partial execution.
     // The vector is bounded by argc, i.e. by what the client actually sent.
     let mut ids = Vec::with_capacity(c.argc().saturating_sub(2));
@@ -21,7 +17,6 @@ pub fn run(c: &Ctx) -> Result<()> {
         let (id, _) = StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?;
         ids.push(id);
     }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
     let deleted = s.delete_ids(&ids);
     if deleted > 0 {
         crate::ops::trim::compact_touched(s, &ids);

@@ -9,7 +9,7 @@
 //! order of checks (and so of errors) is the same.
 
 use super::{cstr, is_kw, parse_ll};
-use crate::error::{Error, Result};
+use crate::error::{Error, NoGroup, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::{Stream, StreamId, ENTRIES_READ_INVALID};
 
@@ -36,11 +36,7 @@ pub fn run_help(c: &Ctx) -> Result<()> {
 
 /// `-NOGROUP No such consumer group '<g>' for key name '<k>'`.
 pub fn nogroup_for_key(group: &[u8], key: &[u8]) -> Error {
-    Error::Full(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        String::from_utf8_lossy(cstr(group)),
-        String::from_utf8_lossy(cstr(key))
-    ))
+    Error::no_group(NoGroup::ForKey, key, group)
 }
 
 /// Redis 8.2.2 (#14259): an ENTRIESREAD above the stream's entries-added is taken

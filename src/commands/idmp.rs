@@ -13,7 +13,7 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind, Name};
+use crate::ffi::ctx::{Ctx, Name};
 use crate::stream::idmp::{self, Recorded};
 use crate::stream::StreamId;
 
@@ -27,11 +27,7 @@ use crate::stream::StreamId;
 /// producers); the same values change nothing, are not dirty, go nowhere.
 pub fn run_cfgset(c: &Ctx) -> Result<()> {
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
+    let s = key.existing_mut()?.ok_or(Error::NoSuchKey)?;
     let mut duration: Option<u32> = None;
     let mut maxsize: Option<u32> = None;
     let mut maxage: Option<(u64, bool)> = None;
@@ -83,7 +79,6 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
     if duration.is_none() && maxsize.is_none() && maxage.is_none() && counters == [None, None] {
         return Err(Error::Err("At least one parameter must be specified"));
     }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
     let cur = s.idmp_window();
     let mut changes = duration.is_some_and(|d| d != cur.0) || maxsize.is_some_and(|m| m != cur.1);
     if changes {
@@ -167,12 +162,7 @@ pub fn run_idmprecord(c: &Ctx) -> Result<()> {
         return Err(Error::Err("idempotent ID must be non-empty"));
     }
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let s = key.existing_mut()?.ok_or(Error::NoSuchKey)?;
     // From a client the entry must exist. From the AOF (or a primary) an iid whose
     // entry was deleted or trimmed since is kept, as the map it was written from kept
     // it (a duplicate answers its ID whether or not the entry exists, §5.2): any ID

@@ -8,7 +8,7 @@
 use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 use crate::stream::{Group, Meta, Stream, StreamId, ENTRIES_READ_INVALID};
 
 /// addReplyHelp: a header naming the command as typed (upper case), the lines,
@@ -51,11 +51,7 @@ pub fn subcommand_syntax_error(c: &Ctx) -> Error {
 /// Opens key argument 2 for reading, with XINFO's errors.
 fn with_stream(c: &Ctx, f: impl FnOnce(&Stream) -> Result<()>) -> Result<()> {
     let key = c.key(2, false);
-    match key.kind() {
-        KeyKind::Empty => Err(Error::NoSuchKey),
-        KeyKind::Other => Err(key.wrong_type()),
-        KeyKind::Stream => f(key.stream().ok_or(Error::WrongType)?),
-    }
+    f(key.existing()?.ok_or(Error::NoSuchKey)?)
 }
 
 fn reply_entries_read(c: &Ctx, g: &Group) {

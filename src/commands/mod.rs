@@ -180,14 +180,7 @@ pub static COMMANDS: &[Command] = &[
 
 // ---- argument helpers shared by the commands ---------------------------------
 
-/// The argument as C sees it: up to its first NUL byte. The built-in compares
-/// keywords with strcasecmp on the raw buffer, so `MAXLEN\0junk` is MAXLEN.
-pub fn cstr(arg: &[u8]) -> &[u8] {
-    match arg.iter().position(|&b| b == 0) {
-        Some(n) => &arg[..n],
-        None => arg,
-    }
-}
+pub use crate::error::cstr;
 
 /// Case-insensitive keyword match with C-string semantics.
 pub fn is_kw(arg: &[u8], kw: &str) -> bool {

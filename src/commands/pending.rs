@@ -1,7 +1,7 @@
 //! XS.PENDING key group [[IDLE min-idle-time] start end count [consumer]]
 
-use super::{cstr, is_kw, parse_ll};
-use crate::error::{Error, Result};
+use super::{is_kw, parse_ll};
+use crate::error::{Error, NoGroup, Result};
 use crate::ffi::ctx::{Ctx, KeyKind};
 use crate::stream::StreamId;
 
@@ -40,11 +40,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     }
     let gname = c.arg(2);
     let Some(g) = key.stream().and_then(|s| s.group(gname)) else {
-        return Err(Error::Full(format!(
-            "NOGROUP No such key '{}' or consumer group '{}'",
-            String::from_utf8_lossy(cstr(c.arg(1))),
-            String::from_utf8_lossy(cstr(gname))
-        )));
+        return Err(Error::no_group(NoGroup::KeyOrGroup, c.arg(1), gname));
     };
     if justinfo {
         c.reply_array(4);

@@ -5,7 +5,7 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 use crate::stream::{Stream, StreamId};
 
 pub fn run_range(c: &Ctx) -> Result<()> {
@@ -38,13 +38,9 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
         }
     }
     let key = c.key(1, false);
-    let s = match key.kind() {
-        KeyKind::Empty => {
-            c.reply_array(0);
-            return Ok(());
-        }
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => key.stream().ok_or(Error::WrongType)?,
+    let Some(s) = key.existing()? else {
+        c.reply_array(0);
+        return Ok(());
     };
     if count == 0 {
         c.reply_null_array();

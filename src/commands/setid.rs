@@ -2,7 +2,7 @@
 
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Ctx, KeyKind};
+use crate::ffi::ctx::Ctx;
 use crate::stream::StreamId;
 
 pub fn run(c: &Ctx) -> Result<()> {
@@ -31,12 +31,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
     }
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => return Err(Error::NoSuchKey),
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let s = key.existing_mut()?.ok_or(Error::NoSuchKey)?;
     // 7.2: the last ID never goes below a deleted entry's ID (7.0 allowed it, and
     // with it entries out of ID order inside a node).
     if crate::config::level() >= crate::config::Level::V7_2 && id < s.max_deleted_entry_id {

@@ -5,7 +5,7 @@
 
 use super::add::parse_add_or_trim;
 use crate::error::{Error, Result};
-use crate::ffi::ctx::{Arg, Ctx, KeyKind};
+use crate::ffi::ctx::{Arg, Ctx};
 use crate::ops::trim::{compact_touched, exact_threshold, policy_threshold, policy_word};
 use crate::stream::RefPolicy;
 
@@ -13,15 +13,10 @@ pub fn run(c: &Ctx) -> Result<()> {
     let (args, _) = parse_add_or_trim(c, false)?;
     let Some(t) = args.trim else { return Err(Error::Syntax) };
     let mut key = c.key(1, true);
-    match key.kind() {
-        KeyKind::Empty => {
-            c.reply_int(0);
-            return Ok(());
-        }
-        KeyKind::Other => return Err(key.wrong_type()),
-        KeyKind::Stream => {}
-    }
-    let s = key.stream_mut().ok_or(Error::WrongType)?;
+    let Some(s) = key.existing_mut()? else {
+        c.reply_int(0);
+        return Ok(());
+    };
     let done = s.trim_with_rules(&t, args.policy, crate::config::ref_trim_rules());
     let deleted = done.deleted;
     if deleted > 0 {

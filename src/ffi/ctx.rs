@@ -343,11 +343,9 @@ impl Ctx {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING | raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA) != 0
     }
 
-    /// Wall clock in milliseconds (the built-in's `mstime()`).
+    /// Wall clock in milliseconds (the built-in's `mstime()`): [`unix_ms`].
     pub fn now_ms(&self) -> u64 {
-        // SAFETY: no arguments; plain clock read.
-        let ms = unsafe { api!(RedisModule_Milliseconds)() };
-        ms.max(0) as u64
+        unix_ms()
     }
 
     /// Opens key argument `i`: every command opens its keys here. In takeover
@@ -877,6 +875,15 @@ impl Ctx {
     }
 }
 
+/// The module's one clock: Unix time in milliseconds as the server reads it
+/// (RedisModule_Milliseconds, the built-in's `mstime()`). Commands read it through
+/// [`Ctx::now_ms`]; the timers arm against it.
+pub fn unix_ms() -> u64 {
+    // SAFETY: no arguments; plain clock read.
+    let ms = unsafe { api!(RedisModule_Milliseconds)() };
+    ms.max(0) as u64
+}
+
 /// Clients are paused (RM_AvoidReplicaTraffic: `CLIENT PAUSE` WRITE or ALL, a FAILOVER or a
 /// Cluster manual failover in progress): nothing may be propagated now.
 pub fn paused() -> bool {
@@ -1046,6 +1053,28 @@ impl Key<'_> {
         }
         // SAFETY: the key holds our type, whose values are Box<Stream> pointers.
         unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key).cast::<Stream>().as_ref() }
+    }
+
+    /// The stream of a key that must hold one of our streams or nothing (the preamble of most
+    /// commands): None when the key is empty, the WRONGTYPE error ([`Key::wrong_type`]) when
+    /// it holds anything else.
+    #[inline]
+    pub fn existing(&self) -> Result<Option<&Stream>, crate::error::Error> {
+        match self.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::Other => Err(self.wrong_type()),
+            KeyKind::Stream => self.stream().map(Some).ok_or(crate::error::Error::WrongType),
+        }
+    }
+
+    /// [`Key::existing`], for writing.
+    #[inline]
+    pub fn existing_mut(&mut self) -> Result<Option<&mut Stream>, crate::error::Error> {
+        match self.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::Other => Err(self.wrong_type()),
+            KeyKind::Stream => self.stream_mut().map(Some).ok_or(crate::error::Error::WrongType),
+        }
     }
 
     pub fn stream_mut(&mut self) -> Option<&mut Stream> {

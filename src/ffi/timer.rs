@@ -67,10 +67,9 @@ fn jobs() -> Vec<&'static dyn Job> {
 /// The armed timer of an index: (timer ID, Unix ms it fires at).
 type Armed = Option<(raw::RedisModuleTimerID, i64)>;
 
-/// Unix time in ms (the server's clock, RedisModule_Milliseconds).
+/// Unix time in ms ([`super::ctx::unix_ms`]), as the indexes keep due times.
 fn now_ms() -> i64 {
-    // SAFETY: no arguments; plain clock read.
-    unsafe { api!(RedisModule_Milliseconds)() }
+    i64::try_from(super::ctx::unix_ms()).unwrap_or(i64::MAX)
 }
 
 /// Arms `armed` to call `cb(data)` at `due` (Unix ms), the delay clamped to `min_ms..=max_ms`

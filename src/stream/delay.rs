@@ -60,77 +60,38 @@ impl Schedule {
     pub fn due_of(&self, id: StreamId) -> Option<i64> {
         self.by_id.get(&id).copied()
     }
-    /// Approximate bytes (MEMORY USAGE): two B-tree entries per ID.
-    pub fn mem_bytes(&self) -> usize {
-        std::mem::size_of::<Schedule>() + self.by_id.len() * 2 * (24 + 16)
-    }
-}
-
-impl Group {
-    /// The group's schedule, if it has scheduled entries.
-    pub fn schedule(&self) -> Option<&Schedule> {
-        self.schedule.as_deref()
-    }
-
-    /// Entries in the schedule (XS.INFO GROUPS `scheduled`).
-    pub fn scheduled_count(&self) -> usize {
-        self.schedule.as_ref().map_or(0, |s| s.len())
-    }
-
-    /// Adds `id` due at `due`; false if already scheduled.
-    pub fn schedule_entry(&mut self, id: StreamId, due: i64) -> bool {
-        let s = self.schedule.get_or_insert_with(Default::default);
-        if s.by_id.contains_key(&id) {
+    /// Adds `id` due at `due`; false if it is scheduled already.
+    pub fn insert(&mut self, id: StreamId, due: i64) -> bool {
+        if self.by_id.contains_key(&id) {
             return false;
         }
-        s.by_id.insert(id, due);
-        s.by_due.insert((due, id));
+        self.by_id.insert(id, due);
+        self.by_due.insert((due, id));
         true
     }
-
-    /// Removes `id` from the schedule; returns whether it was there.
-    pub fn unschedule(&mut self, id: StreamId) -> bool {
-        let Some(s) = self.schedule.as_deref_mut() else { return false };
-        let Some(due) = s.by_id.remove(&id) else { return false };
-        s.by_due.remove(&(due, id));
-        if s.by_id.is_empty() {
-            self.schedule = None;
-        }
+    /// Removes `id`; whether it was there.
+    pub fn remove(&mut self, id: StreamId) -> bool {
+        let Some(due) = self.by_id.remove(&id) else { return false };
+        self.by_due.remove(&(due, id));
         true
     }
-
-    /// XS.GROUP SETID: scheduled entries after the new last ID leave the schedule
-    /// (a later `>` read reaches them again and looks at their due time then).
-    pub fn unschedule_after(&mut self, last: StreamId) -> usize {
-        let Some(s) = self.schedule.as_deref_mut() else { return 0 };
-        let gone: Vec<(StreamId, i64)> = s.by_id.range(last.next().unwrap_or(StreamId::MAX)..).map(|(k, v)| (*k, *v)).collect();
-        let gone: Vec<(StreamId, i64)> = if last == StreamId::MAX { Vec::new() } else { gone };
+    /// Removes the IDs after `last`; how many.
+    pub fn remove_after(&mut self, last: StreamId) -> usize {
+        let Some(from) = last.next() else { return 0 };
+        let gone: Vec<(StreamId, i64)> = self.by_id.range(from..).map(|(k, v)| (*k, *v)).collect();
         for (id, due) in &gone {
-            s.by_id.remove(id);
-            s.by_due.remove(&(*due, *id));
-        }
-        if s.by_id.is_empty() {
-            self.schedule = None;
+            self.by_id.remove(id);
+            self.by_due.remove(&(*due, *id));
         }
         gone.len()
     }
-
-    /// Scheduled entries due at `now`, in (due, ID) order, at most `limit` (0 = all).
-    pub fn scheduled_due(&self, now: i64, limit: u64) -> Vec<StreamId> {
-        let Some(s) = self.schedule.as_deref() else { return Vec::new() };
-        let mut out = Vec::new();
-        for &(due, id) in &s.by_due {
-            if due > now || (limit != 0 && out.len() as u64 >= limit) {
-                break;
-            }
-            out.push(id);
-        }
-        out
+    /// The earliest due time.
+    pub fn next_due(&self) -> Option<i64> {
+        self.by_due.first().map(|&(d, _)| d)
     }
-
-    /// The earliest due time in the schedule.
-    pub fn next_scheduled(&self) -> Option<i64> {
-        self.schedule.as_deref().and_then(|s| s.by_due.first().map(|&(d, _)| d))
+    /// Approximate bytes (MEMORY USAGE): two B-tree entries per ID.
+    pub fn mem_bytes(&self) -> usize {
+        std::mem::size_of::<Schedule>() + self.by_id.len() * 2 * (24 + 16)
     }
 }
 

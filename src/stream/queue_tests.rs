@@ -3,7 +3,7 @@
 //! and random time steps.
 
 use super::*;
-use crate::stream::group::{ClaimCount, DeliveryTime, NackCount, NO_OWNER};
+use crate::stream::group::{ClaimCount, DeliveryTime, Group, NackCount, NO_OWNER};
 
 fn id(ms: u64) -> StreamId {
     StreamId::new(ms, 0)

@@ -25,7 +25,7 @@
 use crate::commands::claim::{propagate_group_id, propagate_xclaim};
 use crate::commands::{cstr, is_kw, parse_ll};
 use crate::config::Level;
-use crate::error::{Error, Result};
+use crate::error::{Error, NoGroup, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name, Word};
 use crate::stream::group::DeliveryTime;
 use crate::stream::{Nack, StreamId};
@@ -91,11 +91,7 @@ pub(super) const BLOCKED_COUNT_DEFAULT: u64 = 1000;
 
 /// XREADGROUP's error for a key without the group.
 pub(super) fn nogroup_read(key: &[u8], group: &[u8]) -> Error {
-    Error::Full(format!(
-        "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-        String::from_utf8_lossy(cstr(key)),
-        String::from_utf8_lossy(cstr(group))
-    ))
+    Error::no_group(NoGroup::ReadGroup, key, group)
 }
 
 /// How a stream's ID argument was given.

@@ -25,6 +25,9 @@
 
 use super::id::StreamId;
 use super::timelist::{TimeList, NIL};
+
+mod queue;
+mod schedule;
 use crate::rax::{Rax, SeekOp};
 use std::sync::LazyLock;
 
