@@ -3,7 +3,9 @@
 //!
 //! - `alloc`: the global allocator (Redis's inside a server).
 //! - `fence`: catch_unwind around every entry point from Redis.
-//! - `ctx`: the safe surface command handlers use (args, keys, replies, propagation).
+//! - `ctx`: the safe surface command handlers use: arguments, flags, names and the clock
+//!   (`ctx/mod.rs`), keys (`key.rs`), replies (`reply.rs`), propagation and events
+//!   (`replicate.rs`), calls into the server (`call.rs`).
 //! - `types`: the data type and its callbacks.
 //! - `register`: command creation, arity and key specs.
 //! - `blocking`: blocked readers (BlockClientOnKeys).

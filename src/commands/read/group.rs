@@ -163,8 +163,8 @@ pub(super) fn serve_group_policy(
     // Without CLAIM, a group whose policy redelivers (ACKTIMEOUT / CONSUMERTTL):
     // its due entries first, in the form of new ones.
     let (claimed, go_on) = match r.claim {
-        Some(min_idle) => serve_claimed(c, s, g, slot, r, min_idle, budget, dl),
-        None if !r.noack && !c.must_obey() && redelivers(s, g) => serve_due(c, s, g, slot, r, budget, dl),
+        Some(min_idle) => serve_taken(c, s, g, slot, r, Take::Claimed(min_idle), budget, dl),
+        None if !r.noack && !c.must_obey() && redelivers(s, g) => serve_taken(c, s, g, slot, r, Take::Due, budget, dl),
         None => (0, true),
     };
     // Delayed delivery: scheduled entries now due, before new ones.
@@ -450,34 +450,49 @@ pub(super) fn claimable_now(s: &crate::stream::Stream, g: &[u8], min_idle: i64, 
     s.claim_first_live(g).is_some_and(|n| crate::stream::claim::claimable(&n, min_idle, now))
 }
 
-/// The claimed part of a CLAIM read of one stream (REDIS8.md §4.4): the group's
-/// pending entries in delivery-time order, from the head, while idle for at least
-/// `min_idle` ms (NACKed ones always), within COUNT and the budget. Entries whose
-/// stream data is gone are skipped and stay pending. Each one is replied as
-/// `[id, fields, idle, count before this claim]` and moves to the reader: its
-/// count + 1 (saturating), its delivery time now (the time list's tail).
-/// Returns (entries claimed, whether the budget lets the read go on).
+/// Which pending entries a `>` read takes before new ones.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Take {
+    /// CLAIM min-idle (REDIS8.md §4.4): the group's pending entries in delivery-time order, from
+    /// the head, while idle for at least `min_idle` ms (NACKed ones always). Each is replied as
+    /// `[id, fields, idle, count before this claim]`.
+    Claimed(i64),
+    /// A group whose policy redelivers (issue 16): the NACK zone (FIFO), then entries past
+    /// their ack timeout, longest overdue first. Each is replied as a new entry (`[id,
+    /// fields]`) and counted in `entries_timed_out`.
+    Due,
+}
+
+/// The pending entries a `>` read takes first (see [`Take`]), within COUNT and the budget.
+/// Entries whose stream data is gone are skipped and stay pending; an entry that would go past
+/// MAXDELIVERIES goes to the dead letters instead. Each one taken moves to the reader: its
+/// count + 1 (saturating), its delivery time now (the time list's tail). Returns (entries
+/// taken, whether the budget lets the read go on).
 ///
-/// Propagation: the claims in order, as `XS.CLAIM key group consumer 0 id.. TIME
-/// now RETRYCOUNT n FORCE JUSTID LASTID <group last ID, unchanged by claims>`,
-/// one command per run of entries with the same new count (the built-in sends one
-/// XCLAIM per entry; in order, so the replica's time list ends the same).
+/// Propagation: the claims in order, as `XS.CLAIM key group consumer 0 id.. TIME now
+/// RETRYCOUNT n FORCE JUSTID LASTID <group last ID, unchanged by claims>`, one command per run
+/// of entries with the same new count (the built-in sends one XCLAIM per entry; in order, so
+/// the replica's time list ends the same).
 #[expect(clippy::too_many_arguments, reason = "one stream of a group read: the stream, the group, the consumer, the read, the budget")]
-pub(super) fn serve_claimed(
+pub(super) fn serve_taken(
     c: &Ctx,
     s: &mut crate::stream::Stream,
     g: &[u8],
     slot: u32,
     r: &GroupRead,
-    min_idle: i64,
+    take: Take,
     budget: &mut Budget,
     dl: &mut Option<crate::commands::queue::DeadLetters>,
 ) -> (u64, bool) {
     let now = r.now;
-    let Some(last) = s.group(g).map(|grp| grp.last_id) else { return (0, true) };
+    let Some(grp) = s.group(g) else { return (0, true) };
+    let last = grp.last_id;
     // Bounded by COUNT (or the PEL when COUNT is 0).
-    let candidates = s.claim_candidates(g, min_idle, now, r.count);
-    let mut claimed: Vec<(StreamId, u64)> = Vec::new();
+    let candidates = match take {
+        Take::Claimed(min_idle) => s.claim_candidates(g, min_idle, now, r.count),
+        Take::Due => grp.due_entries(now, r.count, |id| s.contains(id)),
+    };
+    let mut taken: Vec<(StreamId, u64)> = Vec::new();
     let mut go_on = true;
     for (id, old) in candidates {
         if let Some(d) = dl.as_mut() {
@@ -487,10 +502,18 @@ pub(super) fn serve_claimed(
         }
         let more = {
             let Some(e) = s.range(id, id, false).next_entry() else { continue };
-            let idle = now.saturating_sub(old.delivery_time);
-            let count = i64::try_from(old.delivery_count).unwrap_or(i64::MAX);
-            reply_entry_claimed(c, &e, idle, count);
-            budget.add_entry(Some(&e), id, Some((idle, count)))
+            match take {
+                Take::Claimed(_) => {
+                    let idle = now.saturating_sub(old.delivery_time);
+                    let count = i64::try_from(old.delivery_count).unwrap_or(i64::MAX);
+                    reply_entry_claimed(c, &e, idle, count);
+                    budget.add_entry(Some(&e), id, Some((idle, count)))
+                }
+                Take::Due => {
+                    crate::commands::range::reply_entry(c, &e);
+                    budget.add_entry(Some(&e), id, None)
+                }
+            }
         };
         // At the time list's tail, one more delivery (saturating at LLONG_MAX). The
         // entry is pending (a candidate just found): the claim cannot miss it.
@@ -498,24 +521,27 @@ pub(super) fn serve_claimed(
             .group_mut(g)
             .and_then(|grp| grp.claim(id, slot, DeliveryTime::Now(now), crate::stream::ClaimCount::Increment, false))
             .map_or(crate::stream::group::count_plus_one(old.delivery_count), |nk| nk.delivery_count);
-        claimed.push((id, count));
+        taken.push((id, count));
         if !more {
             go_on = false;
             break;
         }
     }
-    if claimed.is_empty() {
+    if taken.is_empty() {
         return (0, go_on);
     }
     if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(slot)) {
         cons.active_time = now;
     }
-    for run in claimed.chunk_by(|a, b| a.1 == b.1) {
+    if matches!(take, Take::Due) {
+        crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_timed_out, taken.len() as u64);
+    }
+    for run in taken.chunk_by(|a, b| a.1 == b.1) {
         let ids: Vec<StreamId> = run.iter().map(|(id, _)| *id).collect();
         let count = run.first().map_or(1, |(_, n)| *n);
         propagate_claim_ids(c, r.key_idx, r.group_arg, &ids, now, count, last, None);
     }
-    (claimed.len() as u64, go_on)
+    (taken.len() as u64, go_on)
 }
 
 /// Whether group `g` of `s` has a policy under which `>` reads redeliver.
@@ -582,61 +608,4 @@ pub(super) fn purge_over_limit(
 /// Whether a `>` read of group `g` has a due entry to serve now (issue 16).
 pub(super) fn due_now(s: &crate::stream::Stream, g: &[u8], now: i64) -> bool {
     s.group(g).is_some_and(|grp| !grp.due_entries(now, 1, |id| s.contains(id)).is_empty())
-}
-
-/// The due part of a `>` read of a group whose policy redelivers: the NACK zone
-/// (FIFO), then entries past their ack timeout, longest overdue first, within
-/// COUNT and the budget; each replied as a new entry is (`[id, fields]`), its
-/// count + 1, owned by the reader, delivered now. An entry that would go past
-/// MAXDELIVERIES goes to the dead letters instead. Propagated as the CLAIM reads'
-/// (one XS.CLAIM per run of the same new count). Returns (entries, go on).
-pub(super) fn serve_due(
-    c: &Ctx,
-    s: &mut crate::stream::Stream,
-    g: &[u8],
-    slot: u32,
-    r: &GroupRead,
-    budget: &mut Budget,
-    dl: &mut Option<crate::commands::queue::DeadLetters>,
-) -> (u64, bool) {
-    let now = r.now;
-    let Some(grp) = s.group(g) else { return (0, true) };
-    let last = grp.last_id;
-    let candidates = grp.due_entries(now, r.count, |id| s.contains(id));
-    let mut done: Vec<(StreamId, u64)> = Vec::new();
-    let mut go_on = true;
-    for (id, old) in candidates {
-        if let Some(d) = dl.as_mut() {
-            if d.take_if_over(c, s, g, id, crate::stream::group::count_plus_one(old.delivery_count)) {
-                continue;
-            }
-        }
-        let more = {
-            let Some(e) = s.range(id, id, false).next_entry() else { continue };
-            crate::commands::range::reply_entry(c, &e);
-            budget.add_entry(Some(&e), id, None)
-        };
-        let count = s
-            .group_mut(g)
-            .and_then(|grp| grp.claim(id, slot, DeliveryTime::Now(now), crate::stream::ClaimCount::Increment, false))
-            .map_or(crate::stream::group::count_plus_one(old.delivery_count), |nk| nk.delivery_count);
-        done.push((id, count));
-        if !more {
-            go_on = false;
-            break;
-        }
-    }
-    if done.is_empty() {
-        return (0, go_on);
-    }
-    if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(slot)) {
-        cons.active_time = now;
-    }
-    crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_timed_out, done.len() as u64);
-    for run in done.chunk_by(|a, b| a.1 == b.1) {
-        let ids: Vec<StreamId> = run.iter().map(|(id, _)| *id).collect();
-        let count = run.first().map_or(1, |(_, n)| *n);
-        propagate_claim_ids(c, r.key_idx, r.group_arg, &ids, now, count, last, None);
-    }
-    (done.len() as u64, go_on)
 }

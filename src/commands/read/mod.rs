@@ -19,7 +19,7 @@
 //! CLAIM min-idle-time (Redis 8.4, REDIS8.md §4): a `>` read first takes over the
 //! group's pending entries idle for at least min-idle-time, oldest delivery first,
 //! then reads new entries; every entry of such a reply has 4 elements
-//! ([`serve_claimed`]). A blocked CLAIM reader also wakes when an entry becomes
+//! ([`serve_taken`]). A blocked CLAIM reader also wakes when an entry becomes
 //! claimable (src/jobs/wake.rs).
 
 use crate::commands::claim::{propagate_group_id, propagate_xclaim};
