@@ -62,12 +62,23 @@ export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
 .PHONY: all build deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
-        hooks asan-server test-asan test-asan-short ubsan-server test-ubsan lint
+        hooks asan-server test-asan test-asan-short ubsan-server test-ubsan lint install
 
 all: build
 
 build:
+	@[ -e $(MODULE) ] || echo "make build: the first build compiles the dependencies too (about 7 minutes on 2 cores; then seconds)"
 	$(CARGO) build --profile dist
+
+# The module into a modules directory (MODULES_DIR, default /usr/local/lib/redis/modules), and
+# the line that loads it.
+MODULES_DIR ?= /usr/local/lib/redis/modules
+install: build
+	$(SUDO) install -d $(MODULES_DIR)
+	$(SUDO) install -m 0755 $(MODULE) $(MODULES_DIR)/libxstream.so
+	@echo "make install: $(MODULES_DIR)/libxstream.so; add to redis.conf:"
+	@echo "    loadmodule $(MODULES_DIR)/libxstream.so"
+	@echo "  (takeover mode, serving XADD, XREAD, ... itself: loadmodule $(MODULES_DIR)/libxstream.so takeover yes)"
 
 # The habits as checks (ARCHITECTURE.md, "Invariants"): the layout (rustfmt.toml), clippy with the
 # lints of Cargo.toml's [lints] as errors (no unwrap / expect outside tests, a SAFETY line on every
@@ -90,24 +101,29 @@ deps:
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing build-essential"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing:$$missing"; \
 		$(SUDO) apt-get update -q && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			echo "make deps: the redis-server package's service is not started (make run starts its own server)"; \
+			printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null && $(SUDO) chmod +x /usr/sbin/policy-rc.d; \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; st=$$?; \
+			$(SUDO) rm -f /usr/sbin/policy-rc.d; \
+			exit $$st; \
+		else \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+		fi; \
 	else \
-		echo "make deps: redis-server, redis-cli, libclang-dev and clang are installed"; \
+		echo "make deps: redis-server, redis-cli, libclang-dev, clang and npm are installed"; \
 	fi
 
+# Never stops a server it did not start: a port in use is reported, with the way around it.
 run: deps build
-	@if redis-cli -p $(PORT) PING >/dev/null 2>&1; then \
-		echo "make run: a server already answers on port $(PORT) (the apt-installed redis service?):"; \
-		echo "          stopping it with 'service redis-server stop'"; \
-		$(SUDO) service redis-server stop || true; \
-		sleep 1; \
-		if redis-cli -p $(PORT) PING >/dev/null 2>&1; then \
-			echo "make run: port $(PORT) is still in use; stop that server or use 'make run PORT=6380'"; \
-			exit 1; \
-		fi; \
+	@if redis-cli -p $(PORT) PING >/dev/null 2>&1 || (command -v ss >/dev/null && ss -ltn "sport = :$(PORT)" | grep -q LISTEN); then \
+		echo "make run: port $(PORT) is in use (another redis-server?); it is left alone."; \
+		echo "          Use another port:  make run PORT=6380"; \
+		exit 1; \
 	fi
 	@echo "make run: redis-server on 127.0.0.1:$(PORT) with $(MODULE) (Ctrl-C stops it)"
 	@echo "          try:  redis-cli -p $(PORT) XS.ADD s '*' a 1"
