@@ -380,7 +380,14 @@ fn getkeys_match_builtin() {
         if let Some(Reply::Array(subs)) = v.get(9) {
             // The module's own subcommands (queue policies, issue 16; delayed delivery, issue 17)
             // have no built-in to match.
-            let own = ["name xgroup|setpolicy", "name xgroup|getpolicy", "name xgroup|deadletter", "name xgroup|schedule", "name xgroup|unschedule"];
+            let own = [
+                "name xgroup|setpolicy",
+                "name xgroup|getpolicy",
+                "name xgroup|deadletter",
+                "name xgroup|redrive",
+                "name xgroup|schedule",
+                "name xgroup|unschedule",
+            ];
             let mut s: Vec<Vec<String>> = subs.iter().map(norm_info).filter(|x| !x.iter().any(|l| own.contains(&l.as_str()))).collect();
             s.sort();
             for x in s {
@@ -410,7 +417,7 @@ fn getkeys_match_builtin() {
         let rm = c.cmd(&["COMMAND", "INFO", &xcmd(true, name)]);
         let (ib, im) = (norm_info(&rb.as_array()[0]), norm_info(&rm.as_array()[0]));
         // The module has no subcommands the built-in lacks (but its own XS.GROUP SETPOLICY /
-        // GETPOLICY / DEADLETTER, left out above), and vice versa for the ones it implements;
+        // GETPOLICY / DEADLETTER / REDRIVE / SCHEDULE / UNSCHEDULE, left out above), and vice versa for the ones it implements;
         // compare line by line.
         let sb: std::collections::BTreeSet<&String> = ib.iter().collect();
         let sm: std::collections::BTreeSet<&String> = im.iter().collect();

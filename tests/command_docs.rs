@@ -113,7 +113,8 @@ fn compare(what: &str, ours: &Reply, twin: &Reply, problems: &mut Vec<String>) {
 }
 
 /// Subcommands no twin has (XS.GROUP SETPOLICY / GETPOLICY / DEADLETTER): the module's own trees.
-const OWN_SUBCOMMANDS: &[&str] = &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter", "xs.group|schedule", "xs.group|unschedule"];
+const OWN_SUBCOMMANDS: &[&str] =
+    &["xs.group|setpolicy", "xs.group|getpolicy", "xs.group|deadletter", "xs.group|redrive", "xs.group|schedule", "xs.group|unschedule"];
 
 #[test]
 fn command_docs_match_the_twins() {
@@ -193,6 +194,7 @@ fn command_docs_of_the_module_own_commands() {
     expect.push(("xs.group|setpolicy", &["key", "group", "max-deliveries", "ack-timeout", "ttl-ms", "reset"]));
     expect.push(("xs.group|getpolicy", &["key", "group"]));
     expect.push(("xs.group|deadletter", &["key", "group", "id"]));
+    expect.push(("xs.group|redrive", &["dlq-key", "source-key", "count"]));
     // Delayed delivery (issue 17).
     expect.push(("xs.group|schedule", &["key", "group", "id"]));
     expect.push(("xs.group|unschedule", &["key", "group", "id"]));

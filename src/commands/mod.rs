@@ -30,6 +30,7 @@ pub mod pending;
 pub mod queue;
 pub mod range;
 pub mod read;
+pub mod redrive;
 pub mod setid;
 pub mod trim;
 
@@ -60,6 +61,7 @@ command_entry!(xs_group_setpolicy, queue::run_setpolicy);
 command_entry!(xs_group_schedule, group::run_schedule);
 command_entry!(xs_group_getpolicy, queue::run_getpolicy);
 command_entry!(xs_group_deadletter, queue::run_deadletter);
+command_entry!(xs_group_redrive, redrive::run);
 command_entry!(xs_ack, ack::run);
 command_entry!(xs_nack, nack::run);
 command_entry!(xs_import, migrate::run_import);
@@ -142,6 +144,9 @@ pub static COMMANDS: &[Command] = &[
             Command { name: "destroy", func: Some(xs_group), flags: "write", arity: 4, key: key2(RW_DELETE), subcommands: &[] },
             Command { name: "getpolicy", func: Some(xs_group_getpolicy), flags: "readonly", arity: 4, key: key2(RO), subcommands: &[] },
             Command { name: "help", func: Some(xs_group_help), flags: "allow-loading allow-stale", arity: 2, key: None, subcommands: &[] },
+            // Dead letters back to their source stream (issue 31): the source key is a second
+            // key spec (src/ffi/register.rs).
+            Command { name: "redrive", func: Some(xs_group_redrive), flags: "write deny-oom", arity: -4, key: key2(RW_DELETE), subcommands: &[] },
             // Delayed delivery (issue 17): the propagated forms of `>` reads' schedule changes.
             Command { name: "schedule", func: Some(xs_group_schedule), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },
             Command { name: "setid", func: Some(xs_group), flags: "write", arity: -5, key: key2(RW_UPDATE), subcommands: &[] },

@@ -274,14 +274,14 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// A dead letter's copy: its ID and fields in the dead-letter stream.
+type Copied = (StreamId, Vec<Vec<u8>>);
+
 /// Entries taken out of a group for its dead-letter target during one command. Each is a
 /// step of its own (issue 34): the copy is appended to the dead-letter stream first, and only
 /// once it is there is the entry acknowledged in the source group; an append that fails (the
 /// dead-letter stream's IDs exhausted, an entry too large) leaves the entry pending, and the
 /// command counts it as not moved. [`DeadLetters::flush`] propagates what was done.
-/// A dead letter's copy: its ID and fields in the dead-letter stream.
-type Copied = (StreamId, Vec<Vec<u8>>);
-
 pub struct DeadLetters {
     key_arg: usize,
     group_arg: usize,

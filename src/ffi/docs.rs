@@ -438,6 +438,15 @@ pub fn own_doc(name: &str) -> Option<Doc> {
             "O(1)",
             vec![ArgDoc::key("key"), ArgDoc::string("group")],
         ),
+        "xs.group|redrive" => doc(
+            "Moves the dead letters of a source stream back to it as new entries, counting their redrives.",
+            "O(N) with N the dead-letter entries examined.",
+            vec![
+                ArgDoc::key("dlq-key"),
+                ArgDoc { key_spec_index: Some(1), ..ArgDoc::key("source-key") },
+                ArgDoc::integer("count").token("COUNT").optional(),
+            ],
+        ),
         "xs.group|deadletter" => doc(
             "Moves pending entries of a consumer group to its dead-letter stream.",
             "O(N) with N the number of IDs.",

@@ -175,12 +175,20 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -
             specs[0].fk.range.lastkey = 0;
             specs[0].fk.range.limit = 0;
         }
-        if let Some((keyword, from, flags)) = keyword_key(c) {
-            // A second key after a keyword (XS.GROUP SETPOLICY ... DEADLETTER dlq-key).
+        if let Some((at, flags)) = second_key(c) {
+            // A second key (XS.GROUP SETPOLICY ... DEADLETTER dlq-key; XS.GROUP REDRIVE dlq source).
             specs[1].flags = u64::from(flags);
-            specs[1].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
-            specs[1].bs.keyword.keyword = keyword.as_ptr();
-            specs[1].bs.keyword.startfrom = from;
+            match at {
+                SecondKey::Keyword(keyword, from) => {
+                    specs[1].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                    specs[1].bs.keyword.keyword = keyword.as_ptr();
+                    specs[1].bs.keyword.startfrom = from;
+                }
+                SecondKey::Index(pos) => {
+                    specs[1].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                    specs[1].bs.index.pos = pos;
+                }
+            }
             specs[1].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
             specs[1].fk.range.lastkey = 0;
             specs[1].fk.range.keystep = 1;
@@ -215,14 +223,30 @@ fn set_info(cmd: *mut raw::RedisModuleCommand, c: &Command, doc: Option<&Doc>) -
     }
 }
 
-/// The one command with a second key after a keyword: SETPOLICY's dead-letter key
-/// (written by later commands: RW INSERT), searched from the first option.
-fn keyword_key(c: &Command) -> Option<(&'static std::ffi::CStr, i32, u32)> {
-    (c.name == "setpolicy").then_some((c"DEADLETTER", 4, raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT))
+/// Where a second key is.
+enum SecondKey {
+    /// After a keyword, searched from an index.
+    Keyword(&'static std::ffi::CStr, i32),
+    /// At an index.
+    Index(i32),
+}
+
+/// The commands with a second key: SETPOLICY's dead-letter key after DEADLETTER (written by
+/// later commands: RW INSERT), searched from the first option; REDRIVE's source key, the
+/// third argument (RW INSERT).
+fn second_key(c: &Command) -> Option<(SecondKey, u32)> {
+    let rw_insert = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT;
+    match c.name {
+        "setpolicy" => Some((SecondKey::Keyword(c"DEADLETTER", 4), rw_insert)),
+        "redrive" => Some((SecondKey::Index(3), rw_insert)),
+        _ => None,
+    }
 }
 
 fn key_range(c: &Command) -> (c_int, c_int, c_int) {
     match c.key {
+        // XS.GROUP REDRIVE dlq source: both keys.
+        Some(k) if c.name == "redrive" => (k.pos, k.pos + 1, 1),
         Some(k) if !k.after_streams => (k.pos, k.pos, 1),
         _ => (0, 0, 0),
     }

@@ -101,6 +101,7 @@ pub struct Events {
     /// XS.NACK FATAL or XS.GROUP DEADLETTER; entries redelivered by ACKTIMEOUT (or
     /// released by a consumer's expiry) to `>` readers; consumers expired by CONSUMERTTL.
     pub entries_dead_lettered: AtomicU64,
+    pub entries_redriven: AtomicU64,
     pub entries_timed_out: AtomicU64,
     pub consumers_expired: AtomicU64,
     /// Delayed delivery (issue 17): entries added with a due time to come; scheduled
@@ -129,6 +130,7 @@ pub static EVENTS: Events = Events {
     entries_nacked: AtomicU64::new(0),
     idmp_duplicates: AtomicU64::new(0),
     entries_dead_lettered: AtomicU64::new(0),
+    entries_redriven: AtomicU64::new(0),
     entries_timed_out: AtomicU64::new(0),
     consumers_expired: AtomicU64::new(0),
     entries_delayed: AtomicU64::new(0),
@@ -192,6 +194,7 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("entries_nacked", e(&EVENTS.entries_nacked)),
             ("idmp_duplicates", e(&EVENTS.idmp_duplicates)),
             ("entries_dead_lettered", e(&EVENTS.entries_dead_lettered)),
+            ("entries_redriven", e(&EVENTS.entries_redriven)),
             ("entries_timed_out", e(&EVENTS.entries_timed_out)),
             ("consumers_expired", e(&EVENTS.consumers_expired)),
             ("entries_delayed", e(&EVENTS.entries_delayed)),
