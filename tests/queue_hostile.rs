@@ -388,6 +388,8 @@ fn hostile_queue_workload() {
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let mut due: BTreeMap<String, u64> = BTreeMap::new();
     let mut added: Vec<String> = Vec::new();
+    // Source IDs whose dead letters XS.GROUP REDRIVE sent back (as new entries).
+    let mut redriven: BTreeSet<String> = BTreeSet::new();
     let (mut reads, mut refused_schedules) = (0usize, 0usize);
     let early = std::cell::RefCell::new(Vec::<String>::new());
     let mut full_spell = false;
@@ -409,7 +411,7 @@ fn hostile_queue_workload() {
     };
     for i in 0..ops {
         let w = *rng.pick(&consumers);
-        match rng.weighted(&[24, 26, 16, 5, 5, 3, 4, 3, 2, 2, 2, 3]) {
+        match rng.weighted(&[24, 26, 16, 5, 5, 3, 4, 3, 2, 2, 2, 2, 3]) {
             0 => {
                 let delayed = rng.below(4) == 0;
                 let delay = rng.range(5, 60);
@@ -515,6 +517,25 @@ fn hostile_queue_workload() {
                     ok(c.cmd(&["DEBUG", "LOADAOF"]));
                 }
             }
+            11 => {
+                // Dead letters back to the stream (XS.GROUP REDRIVE): their source IDs leave the
+                // dead-letter stream and come back as new entries.
+                let sources = |c: &mut Conn| -> BTreeSet<String> {
+                    c.cmd(&["XS.RANGE", "dlq", "-", "+"])
+                        .as_array()
+                        .iter()
+                        .filter_map(|e| e.as_array()[1].field("source-id").map(|v| v.text()))
+                        .collect()
+                };
+                let before = sources(&mut c);
+                let r = c.cmd(&["XS.GROUP", "REDRIVE", "dlq", "s", "COUNT", &rng.range(1, 6).to_string()]);
+                assert!(matches!(r, Reply::Int(_)), "{r}");
+                let after = sources(&mut c);
+                for id in before.difference(&after) {
+                    note(id, format!("redriven ({r} moved)"));
+                    redriven.insert(id.clone());
+                }
+            }
             _ => std::thread::sleep(Duration::from_millis(rng.below(25))),
         }
     }
@@ -543,7 +564,7 @@ fn hostile_queue_workload() {
         dl_entries.as_array().iter().filter(|e| e.as_array()[1].field("source-id").is_some_and(|v| v.text() == id)).map(|e| e.to_string()).collect()
     };
     let live: Vec<String> = c.cmd(&["XS.RANGE", "s", "-", "+"]).as_array().iter().map(|e| e.as_array()[0].text()).collect();
-    let lost: Vec<&String> = live.iter().filter(|id| !acked.contains(*id) && !dead.contains(*id)).collect();
+    let lost: Vec<&String> = live.iter().filter(|id| !acked.contains(*id) && !dead.contains(*id) && !redriven.contains(*id)).collect();
     let both: Vec<&String> = acked.intersection(&dead).collect();
     assert!(lost.is_empty(), "{} entries neither acknowledged nor dead-lettered: {:#?}", lost.len(), {
         let h = hist.borrow();
@@ -572,10 +593,11 @@ fn hostile_queue_workload() {
     ok(c.cmd(&["DEBUG", "LOADAOF"]));
     assert_eq!(digest(&mut c), want, "AOF reload");
     report(&format!(
-        "queue_hostile workload: {ops} ops, {} added, {reads} `>` reads, {} acknowledged, {} dead-lettered, {refused_schedules} client SCHEDULEs refused; 0 lost, 0 both, 0 early, 0 empty `>` replies",
+        "queue_hostile workload: {ops} ops, {} added, {reads} `>` reads, {} acknowledged, {} dead-lettered, {} redriven, {refused_schedules} client SCHEDULEs refused; 0 lost, 0 both, 0 early, 0 empty `>` replies",
         added.len(),
         acked.len(),
-        dead.len()
+        dead.len(),
+        redriven.len()
     ));
 }
 
