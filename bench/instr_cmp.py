@@ -17,7 +17,9 @@ instructions (src/jobs/pack.rs), i.e. what the commands themselves cost.
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
-a stream of 10 entries per op), builtin_add (XADD, as a yardstick).
+a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
+(XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
+pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart.
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -42,8 +44,32 @@ from serverlib import redis_server
 FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
 
 
+# XS.READGROUP and XS.ACK measured apart, each beside its built-in twin on the same server
+# (issue 29): (module command, built-in command, key).
+SPLIT = {
+    "readgroup": ("XS.READGROUP", "XS.ADD", "XS.GROUP", "m"),
+    "builtin_readgroup": ("XREADGROUP", "XADD", "XGROUP", "b"),
+    "ack": ("XS.ACK", "XS.ADD", "XS.GROUP", "m"),
+    "builtin_ack": ("XACK", "XADD", "XGROUP", "b"),
+    "builtin_readack": ("XREADGROUP", "XADD", "XGROUP", "b"),
+}
+
+
 def prepare(r, name, ops):
     r.flushall()
+    if name in SPLIT:
+        read, add, group, key = SPLIT[name]
+        pipe = r.pipeline(transaction=False)
+        for i in range(ops * 10):
+            pipe.execute_command(add, key, f"{i + 1}-0", "f", "v")
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        r.execute_command(group, "CREATE", key, "g", "0")
+        if name.endswith("ack") and not name.endswith("readack"):
+            # Every entry pending, to be acknowledged 10 at a time.
+            r.execute_command("XS.READGROUP" if key == "m" else "XREADGROUP", "GROUP", "g", "c", "COUNT", str(ops * 10), "STREAMS", key, ">")
+        return
     if name in ("readack", "claim", "range"):
         pipe = r.pipeline(transaction=False)
         for i in range(ops * 10):
@@ -100,6 +126,20 @@ def run(r, name, ops):
     elif name == "maxage_inline_add":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "MAXAGE", "~", "60000", "*", "f", "v")
+    elif name in ("readgroup", "builtin_readgroup"):
+        read, _, _, key = SPLIT[name]
+        for _ in range(ops):
+            pipe.execute_command(read, "GROUP", "g", "c", "COUNT", "10", "STREAMS", key, ">")
+    elif name in ("ack", "builtin_ack"):
+        ack, _, _, key = SPLIT[name]
+        for i in range(ops):
+            pipe.execute_command(ack, key, "g", *[f"{i * 10 + j + 1}-0" for j in range(10)])
+    elif name == "builtin_readack":
+        for _ in range(ops):
+            ids = r.execute_command("XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "b", ">")
+            got = [e[0] for e in ids[0][1]] if ids else []
+            r.execute_command("XACK", "b", "g", *got)
+        return ops * 2
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
