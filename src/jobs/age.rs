@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Keys visited per timer tick at most.
 const KEYS_PER_TICK: usize = 64;
 /// Entries removed per tick at most (spread over its keys; whole nodes).
-const ENTRIES_PER_TICK: i64 = 10_000;
+const ENTRIES_PER_TICK: u64 = 10_000;
 
 /// A load brought streams with a MAXAGE (set by rdb_load, read at the end of loading).
 static LOADED: AtomicBool = AtomicBool::new(false);
@@ -44,29 +44,14 @@ impl Job for Age {
     }
 
     fn tick(&self, c: &Ctx) {
-        let now = c.now_ms() as i64;
-        if !c.acts_on_time() {
-            AGE.rearm(c, now + super::REPLICA_RECHECK_MS);
-            return;
-        }
-        let home = c.selected_db();
-        let mut budget = ENTRIES_PER_TICK;
-        for _ in 0..KEYS_PER_TICK {
-            if budget <= 0 {
-                break;
-            }
-            let Some((db, key)) = AGE.pop_due(now, 1).pop() else { break };
-            if !c.select_db(db) {
-                continue;
-            }
+        super::primary_pass(c, &AGE, KEYS_PER_TICK, ENTRIES_PER_TICK, |now, db, key, budget| {
+            let budget = i64::try_from(budget).unwrap_or(i64::MAX);
             let (removed, next) = crate::ops::trim::by_age(c, Name::Bytes(&key), now.max(0) as u64, budget);
-            budget = budget.saturating_sub(removed.max(1) as i64);
             if let Some(due) = next {
                 AGE.put(db, &key, clamp(due));
             }
-        }
-        c.select_db(home);
-        AGE.rearm(c, now + super::CONTINUE_MS);
+            removed
+        });
     }
 
     fn arrived(&self, c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {

@@ -52,37 +52,21 @@ impl Job for IdmpExpiry {
     }
 
     fn tick(&self, c: &Ctx) {
-        let now = c.now_ms() as i64;
-        if !c.acts_on_time() {
-            IDMP.rearm(c, now + super::REPLICA_RECHECK_MS);
-            return;
-        }
-        let home = c.selected_db();
-        let mut work_left = WORK_PER_TICK;
-        for _ in 0..KEYS_PER_TICK {
-            if work_left == 0 {
-                break;
-            }
-            let Some((db, key)) = IDMP.pop_due(now, 1).pop() else { break };
+        super::primary_pass(c, &IDMP, KEYS_PER_TICK, WORK_PER_TICK, |now, db, key, work_left| {
             let from = resume().as_mut().and_then(|m| m.remove(&(db, key.clone())));
-            if !c.select_db(db) {
-                continue;
-            }
             let Some(o) = crate::ops::idmp::expire(c, Name::Bytes(&key), now.max(0) as u64, Some(work_left), from.as_deref()) else {
-                continue;
+                return 0;
             };
-            work_left = work_left.saturating_sub(o.removed.max(1));
             match (o.resume_from, o.next_due_ms) {
                 (Some(pid), _) => {
-                    resume().get_or_insert_with(HashMap::new).insert((db, key.clone()), pid);
                     IDMP.put(db, &key, now);
+                    resume().get_or_insert_with(HashMap::new).insert((db, key), pid);
                 }
                 (None, Some(due)) => IDMP.put(db, &key, clamp(due)),
                 (None, None) => {}
             }
-        }
-        c.select_db(home);
-        IDMP.rearm(c, now + super::CONTINUE_MS);
+            o.removed
+        });
     }
 
     fn arrived(&self, c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {

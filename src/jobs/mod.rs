@@ -18,6 +18,8 @@ pub mod pack;
 pub mod ttl;
 pub mod wake;
 
+use crate::ffi::ctx::Ctx;
+use crate::ffi::timer::KeyTimer;
 use crate::ops::due;
 
 /// At load: binds every job to its index (the order in which they hear arrivals and loads).
@@ -33,3 +35,30 @@ pub fn init() {
 const REPLICA_RECHECK_MS: i64 = 1000;
 /// How soon a tick that stopped on its budget runs again (ms).
 const CONTINUE_MS: i64 = 1;
+
+/// The primary's bounded pass over the keys of `timer` due now, the shape of the jobs that
+/// write (age, idmp): at most `keys_max` keys and about `work_max` units of work, each key
+/// handed to `step(now, db, key, work left)` in its DB, which does its work, puts the key back
+/// for when it is due again, and answers the work it did. A replica (or a loading server)
+/// does nothing and looks again later; the context's DB is restored.
+fn primary_pass(c: &Ctx, timer: &'static KeyTimer, keys_max: usize, work_max: u64, mut step: impl FnMut(i64, i32, Vec<u8>, u64) -> u64) {
+    let now = c.now_ms() as i64;
+    if !c.acts_on_time() {
+        timer.rearm(c, now + REPLICA_RECHECK_MS);
+        return;
+    }
+    let home = c.selected_db();
+    let mut left = work_max;
+    for _ in 0..keys_max {
+        if left == 0 {
+            break;
+        }
+        let Some((db, key)) = timer.pop_due(now, 1).pop() else { break };
+        if !c.select_db(db) {
+            continue;
+        }
+        left = left.saturating_sub(step(now, db, key, left).max(1));
+    }
+    c.select_db(home);
+    timer.rearm(c, now + CONTINUE_MS);
+}
