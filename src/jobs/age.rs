@@ -9,8 +9,9 @@
 //! keys, ENTRIES_PER_TICK entries), each pass propagated as an exact XS.TRIM
 //! (src/ops/trim.rs `by_age`).
 
+use super::clamp;
 use crate::ffi::ctx::{Ctx, Name};
-use crate::ffi::timer::{scan_streams, Job};
+use crate::ffi::timer::Job;
 use crate::ops::due::AGE;
 use crate::stream::Stream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,10 +23,6 @@ const ENTRIES_PER_TICK: u64 = 10_000;
 
 /// A load brought streams with a MAXAGE (set by rdb_load, read at the end of loading).
 static LOADED: AtomicBool = AtomicBool::new(false);
-
-fn clamp(due: u64) -> i64 {
-    i64::try_from(due).unwrap_or(i64::MAX)
-}
 
 /// When something in `s` ages out, marked as indexed for then.
 fn index_due(s: &mut Stream) -> Option<u64> {
@@ -68,11 +65,6 @@ impl Job for Age {
     }
 
     fn loading_ended(&self, c: &Ctx) {
-        if !LOADED.swap(false, Ordering::Relaxed) {
-            return;
-        }
-        for (db, name, due) in scan_streams(c, |s| index_due(s).map(clamp)) {
-            AGE.schedule(c, db, &name, due);
-        }
+        super::index_after_load(c, &LOADED, &AGE, index_due);
     }
 }

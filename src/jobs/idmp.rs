@@ -11,8 +11,9 @@
 //! (src/ops/idmp.rs). The index is rebuilt, not persisted: replicas keep theirs up to date
 //! through the replicated records, so a promoted replica expires from its first tick.
 
+use super::clamp;
 use crate::ffi::ctx::{Ctx, Name};
-use crate::ffi::timer::{scan_streams, Job};
+use crate::ffi::timer::Job;
 use crate::ops::due::IDMP;
 use crate::stream::Stream;
 use std::collections::HashMap;
@@ -38,10 +39,6 @@ fn resume() -> MutexGuard<'static, Option<Resume>> {
 
 fn due_ms(s: &Stream) -> Option<u64> {
     s.idmp.as_ref().and_then(|m| m.due_ms())
-}
-
-fn clamp(due: u64) -> i64 {
-    i64::try_from(due).unwrap_or(i64::MAX)
 }
 
 pub struct IdmpExpiry;
@@ -83,11 +80,6 @@ impl Job for IdmpExpiry {
     }
 
     fn loading_ended(&self, c: &Ctx) {
-        if !LOADED.swap(false, Ordering::Relaxed) {
-            return;
-        }
-        for (db, name, due) in scan_streams(c, |s| due_ms(s).map(clamp)) {
-            IDMP.schedule(c, db, &name, due);
-        }
+        super::index_after_load(c, &LOADED, &IDMP, |s| due_ms(s));
     }
 }

@@ -21,6 +21,7 @@ pub mod wake;
 use crate::ffi::ctx::Ctx;
 use crate::ffi::timer::KeyTimer;
 use crate::ops::due;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// At load: binds every job to its index (the order in which they hear arrivals and loads).
 pub fn init() {
@@ -35,6 +36,23 @@ pub fn init() {
 const REPLICA_RECHECK_MS: i64 = 1000;
 /// How soon a tick that stopped on its budget runs again (ms).
 const CONTINUE_MS: i64 = 1;
+
+/// A due time as the indexes keep it.
+fn clamp(due: u64) -> i64 {
+    i64::try_from(due).unwrap_or(i64::MAX)
+}
+
+/// The end of a load that brought streams `loaded` marks (set by the job's `loaded_value`):
+/// every stream of ours for which `due` answers a time is indexed in `timer`, once.
+fn index_after_load(c: &Ctx, loaded: &AtomicBool, timer: &'static KeyTimer, due: impl FnMut(&mut crate::stream::Stream) -> Option<u64>) {
+    if !loaded.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    let mut due = due;
+    for (db, name, at) in crate::ffi::timer::scan_streams(c, |s| due(s).map(clamp)) {
+        timer.schedule(c, db, &name, at);
+    }
+}
 
 /// The primary's bounded pass over the keys of `timer` due now, the shape of the jobs that
 /// write (age, idmp): at most `keys_max` keys and about `work_max` units of work, each key

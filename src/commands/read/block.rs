@@ -213,6 +213,11 @@ pub(super) fn schedule_claim_wake(c: &Ctx, st: &BlockState, now: i64) {
     }
 }
 
+/// Which of the reader's streams `ready_key` is (its first occurrence, as in blockForKeys).
+fn signalled(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> Option<usize> {
+    (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key)
+}
+
 /// Serves a blocked reader when `ready_key` was signalled (serveClientsBlockedOnStreamKey).
 /// Returns false to keep it blocked.
 pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool {
@@ -222,7 +227,7 @@ pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool 
         // At compat 7.0, a group reader whose key went away is told so in 7.0's words
         // on every host (a 7.0 host releases it through `release` with the same text).
         if crate::config::level() < Level::V7_2 {
-            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            let k = signalled(c, st, ready_key);
             if k.is_some_and(|k| c.key(st.streams_arg + k, false).stream().is_none()) {
                 c.reply_error("UNBLOCKED the stream key no longer exists");
                 return true;
@@ -235,7 +240,7 @@ pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool 
         // the built-in XREAD ignores a key that is not a stream (its XREADGROUP is
         // woken, and fails: UNBLOCK_DELETED).
         if st.group_arg.is_none() {
-            let k = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key);
+            let k = signalled(c, st, ready_key);
             if k.is_some_and(|k| c.key(st.streams_arg + k, false).kind() != KeyKind::Stream) {
                 return false;
             }
@@ -243,6 +248,6 @@ pub(super) fn serve_blocked(c: &Ctx, st: &BlockState, ready_key: &[u8]) -> bool 
         return serve_reexecuted(c, st);
     }
     // 7.0: only the signalled key is served; its first occurrence wins, as in blockForKeys.
-    let Some(k) = (0..st.from.len()).find(|&k| c.arg(st.streams_arg + k) == ready_key) else { return false };
+    let Some(k) = signalled(c, st, ready_key) else { return false };
     replied(c, serve(c, &read_of(c, st, Pass::Signalled(k))))
 }
