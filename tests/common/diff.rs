@@ -183,11 +183,24 @@ impl Pair {
             None => exec_via(b, via, cb),
         };
         let db = dirty(b) - db;
-        let adopted = cb.iter().skip(1).filter(|k| self.builtin_on_b.contains(*k)).count() as i64;
+        // The keys of the command that B still holds as built-in streams: the arguments at the
+        // key positions (COMMAND GETKEYS on A), never one that only looks like a key (a field
+        // value, a group name: the command adopts nothing there).
+        let met: Vec<Vec<u8>> = if cb.iter().skip(1).any(|k| self.builtin_on_b.contains(k)) {
+            let keys = match self.a.cmd(&[[b"COMMAND".to_vec(), b"GETKEYS".to_vec()].as_slice(), &ca[..]].concat()) {
+                Reply::Array(keys) => keys,
+                _ => Vec::new(),
+            };
+            let at_key = |i: usize| keys.iter().any(|k| *k == Reply::Bulk(ca[i].clone()));
+            (1..cb.len().min(ca.len())).filter(|&i| at_key(i) && self.builtin_on_b.contains(&cb[i])).map(|i| cb[i].clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let adopted = met.len() as i64;
         // A write that met them propagated XS.IMPORT (B counted more); one refused before it
         // opened its keys (arity, syntax) did not.
         if adopted > 0 && db > da {
-            for k in cb.iter().skip(1) {
+            for k in &met {
                 self.builtin_on_b.remove(k);
             }
         }
