@@ -750,3 +750,25 @@ fn get_mut_indexed_gives_the_slab_index_of_the_value() {
     assert_eq!(r.get_mut_indexed(b"new").map(|(i, v)| (i, *v)), Some((idx, 7)));
     assert!(r.value_at(u32::MAX).is_none());
 }
+
+#[test]
+fn block_classes_are_exact_when_small_and_an_eighth_apart_above() {
+    let mut classes = std::collections::BTreeSet::new();
+    for w in 0..=MAX_SMALL_WORDS {
+        let c = class_words(w);
+        assert!(c >= w && c <= MAX_SMALL_WORDS, "{w} -> {c}");
+        assert!(c <= w + w / 8 + 1, "{w} -> {c}: more than an eighth of room");
+        if w <= 16 {
+            assert_eq!(c, w);
+        }
+        assert_eq!(class_words(c), c, "a class is its own class");
+        if w > 0 {
+            assert!(class_words(w - 1) <= c);
+        }
+        classes.insert(c);
+    }
+    assert_eq!(class_words(MAX_SMALL_WORDS), MAX_SMALL_WORDS);
+    assert_eq!(class_words(MAX_SMALL_WORDS + 1), MAX_SMALL_WORDS + 1);
+    // A node growing from 1 to 256 children (1,280 bytes) moves once per class.
+    assert!(classes.len() < 45, "{} classes", classes.len());
+}

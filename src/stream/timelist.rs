@@ -17,6 +17,7 @@
 //! step with it.
 
 use super::id::StreamId;
+use crate::rax::Slab;
 
 /// No node.
 pub const NIL: u32 = u32::MAX;
@@ -35,7 +36,7 @@ struct Node {
 /// See the module documentation.
 #[derive(Clone, Debug)]
 pub struct TimeList {
-    nodes: Vec<Node>,
+    nodes: Slab<Node>,
     /// Head of the free list (threaded through `next`).
     free: u32,
     free_count: u32,
@@ -51,7 +52,7 @@ pub struct TimeList {
 
 impl Default for TimeList {
     fn default() -> Self {
-        TimeList { nodes: Vec::new(), free: NIL, free_count: 0, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0 }
+        TimeList { nodes: Slab::new(), free: NIL, free_count: 0, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0 }
     }
 }
 
@@ -103,12 +104,12 @@ impl TimeList {
     /// Room for `n` more nodes, exactly (loading: `n` is the size of a PEL that
     /// exists, not a count read from the input).
     pub fn reserve_exact(&mut self, n: usize) {
-        self.nodes.reserve_exact(n);
+        self.nodes.reserve(n);
     }
 
     /// Bytes held by the slab.
     pub fn mem_bytes(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Node>()
+        self.nodes.mem_bytes()
     }
 
     fn alloc(&mut self, id: StreamId) -> u32 {
@@ -128,8 +129,7 @@ impl TimeList {
         }
         // A node index is a u32 below NIL: 2^32 - 1 pending entries in one group
         // (about 100 GB of PEL) is out of reach of any server.
-        self.nodes.push(node);
-        (self.nodes.len() - 1) as u32
+        self.nodes.push(node) as u32
     }
 
     /// Links a new node for `id` after node `after` (NIL: at the head).
@@ -207,7 +207,11 @@ impl TimeList {
         self.free_count += 1;
         self.len -= 1;
         if self.len == 0 {
-            *self = TimeList::default();
+            // Released, but a small slab is kept: a queue's PEL empties after every
+            // acknowledged batch and fills again at the next read.
+            let mut nodes = std::mem::take(&mut self.nodes);
+            nodes.clear(64);
+            *self = TimeList { nodes, ..TimeList::default() };
             return true;
         }
         if self.free_count as usize > self.nodes.len() / 2 && self.nodes.len() >= COMPACT_SLOTS_MIN {
@@ -219,7 +223,8 @@ impl TimeList {
 
     /// Rebuilds the slab in list order, without free slots.
     fn compact(&mut self) {
-        let mut nodes = Vec::with_capacity(self.len as usize);
+        let mut nodes = Slab::new();
+        nodes.reserve(self.len as usize);
         let mut cur = self.head;
         let mut nack_tail = NIL;
         while let Some(n) = self.nodes.get(cur as usize) {
@@ -233,7 +238,7 @@ impl TimeList {
             nodes.push(Node { id: n.id, prev: if i == 0 { NIL } else { i - 1 }, next: i + 1 });
             cur = n.next;
         }
-        if let Some(last) = nodes.last_mut() {
+        if let Some(last) = nodes.len().checked_sub(1).and_then(|i| nodes.get_mut(i)) {
             last.next = NIL;
         }
         self.head = if nodes.is_empty() { NIL } else { 0 };

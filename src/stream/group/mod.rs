@@ -131,10 +131,32 @@ pub struct Nack {
     /// Slot of the owning consumer, or NO_OWNER (NACK zone).
     pub owner: u32,
     /// Its node in the group's time list (NIL only while loading).
-    link: u32,
+    link: Link,
 }
 
+// The value slot of the PEL's tree is an Option<Nack>: the niche of `Link` makes it 24
+// bytes, not 32 (a quarter of the module's bytes per pending entry was that tag).
 const _: () = assert!(std::mem::size_of::<Nack>() == 24);
+const _: () = assert!(std::mem::size_of::<Option<Nack>>() == 24);
+
+/// A node of the time list (or NIL), stored plus 2 in a `NonZeroU32`, so that
+/// `Option<Nack>` needs no tag of its own. Every index fits: the PEL's tree holds at most
+/// 2^31 keys (rax.rs), so the time list has at most 2^31 nodes in use and, compacted when
+/// half of its slab is free, fewer than 2^32 - 2 slots; NIL (u32::MAX) is stored as 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Link(std::num::NonZeroU32);
+
+impl Link {
+    const NIL: Link = Link(std::num::NonZeroU32::MIN);
+
+    fn new(i: u32) -> Link {
+        std::num::NonZeroU32::new(i.wrapping_add(2)).map_or(Link::NIL, Link)
+    }
+
+    fn get(self) -> u32 {
+        self.0.get().wrapping_sub(2)
+    }
+}
 
 impl PartialEq for Nack {
     fn eq(&self, o: &Nack) -> bool {
@@ -144,9 +166,17 @@ impl PartialEq for Nack {
 impl Eq for Nack {}
 
 impl Nack {
+    fn link(&self) -> u32 {
+        self.link.get()
+    }
+
+    fn set_link(&mut self, i: u32) {
+        self.link = Link::new(i);
+    }
+
     /// A NACK that is not in any group (a placeholder for readers).
     pub const fn detached(delivery_time: i64, delivery_count: u64, owner: u32) -> Nack {
-        Nack { delivery_time, delivery_count, owner, link: NIL }
+        Nack { delivery_time, delivery_count, owner, link: Link::NIL }
     }
 
     /// Whether it has no owner (NACKed).
@@ -364,7 +394,7 @@ impl Group {
     /// Unlinks a NACK already removed from (or about to leave) its place in the
     /// time list; relinks everything when the slab was renumbered.
     fn unlink(&mut self, n: Nack) {
-        if n.link != NIL && self.time.remove(n.link, n.is_unowned()) {
+        if n.link() != NIL && self.time.remove(n.link(), n.is_unowned()) {
             self.relink();
         }
     }
@@ -374,7 +404,7 @@ impl Group {
         let Self { pel, time, .. } = self;
         for (i, id) in time.iter() {
             if let Some(n) = pel.get_mut(&id.to_be_bytes()) {
-                n.link = i;
+                n.set_link(i);
             }
         }
     }
@@ -389,7 +419,7 @@ impl Group {
             Place::Sorted(t) => time.insert_sorted(id, t, |x| pel.get(&x.to_be_bytes()).map_or(i64::MIN, |n| n.delivery_time)),
         };
         if let Some(n) = pel.get_mut(&id.to_be_bytes()) {
-            n.link = i;
+            n.set_link(i);
         }
     }
 
@@ -432,23 +462,23 @@ impl Group {
         let Group { pel, time, .. } = self;
         let n = pel.get_mut(&key)?;
         let old = *n;
-        let renumbered = old.link != NIL && time.remove(old.link, old.is_unowned());
+        let renumbered = old.link() != NIL && time.remove(old.link(), old.is_unowned());
         update(n);
         let new = match pos {
             Place::Tail => {
-                n.link = time.push_tail(id);
+                n.set_link(time.push_tail(id));
                 *n
             }
             Place::Zone => {
-                n.link = time.push_zone(id);
+                n.set_link(time.push_zone(id));
                 *n
             }
             Place::Sorted(t) => {
-                n.link = NIL;
+                n.set_link(NIL);
                 // The moved NACK is in no node now: the scan never looks it up.
                 let i = time.insert_sorted(id, t, |x| pel.get(&x.to_be_bytes()).map_or(i64::MIN, |m| m.delivery_time));
                 let n = pel.get_mut(&key)?;
-                n.link = i;
+                n.set_link(i);
                 *n
             }
         };
@@ -468,7 +498,7 @@ impl Group {
         }
         // The common case, a new NACK: one insertion, linked at once.
         let link = self.time.push_tail(id);
-        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot, link };
+        let fresh = Nack { delivery_time: now, delivery_count: 1, owner: slot, link: Link::new(link) };
         match self.pel.insert(&key, fresh) {
             None => {
                 if let Some(c) = self.consumer_mut(slot) {
@@ -477,7 +507,7 @@ impl Group {
             }
             Some(old) => {
                 // Re-delivered after a SETID: the old node goes (the new one is linked).
-                if old.link != NIL && self.time.remove(old.link, old.is_unowned()) {
+                if old.link() != NIL && self.time.remove(old.link(), old.is_unowned()) {
                     self.relink();
                 }
                 self.move_owner(&key, old.owner, slot);
@@ -509,7 +539,7 @@ impl Group {
             if self.schedule.is_some() {
                 self.unschedule(id);
             }
-            self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: NIL });
+            self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: Link::NIL });
         }
         let pos = match when {
             DeliveryTime::Now(_) => Place::Tail,
@@ -540,7 +570,7 @@ impl Group {
             if self.schedule.is_some() {
                 self.unschedule(id);
             }
-            self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: NIL });
+            self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: Link::NIL });
         }
         let Some((old, _)) = self.relocate(id, Place::Zone, |n| {
             n.delivery_time = 0;
@@ -558,7 +588,7 @@ impl Group {
     /// Adds a NACK without owner and outside the time list (loading); false if
     /// the ID is already pending. [`Group::load_finish`] must follow.
     pub fn load_nack(&mut self, id: StreamId, delivery_time: i64, delivery_count: u64) -> bool {
-        self.pel.try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER, link: NIL }).is_ok()
+        self.pel.try_insert(&id.to_be_bytes(), Nack { delivery_time, delivery_count, owner: NO_OWNER, link: Link::NIL }).is_ok()
     }
 
     /// Adds a consumer (loading); None if the name exists.
@@ -590,7 +620,7 @@ impl Group {
     pub fn load_zone(&mut self, id: StreamId) -> bool {
         self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
-            Some(n) if n.owner == NO_OWNER && n.link == NIL && n.delivery_time == 0 => {}
+            Some(n) if n.owner == NO_OWNER && n.link() == NIL && n.delivery_time == 0 => {}
             _ => return false,
         }
         self.link(id, Place::Zone);
@@ -602,7 +632,7 @@ impl Group {
     pub fn load_time(&mut self, id: StreamId) -> bool {
         self.load_reserve();
         match self.pel.get(&id.to_be_bytes()) {
-            Some(n) if n.owner != NO_OWNER && n.link == NIL => {}
+            Some(n) if n.owner != NO_OWNER && n.link() == NIL => {}
             _ => return false,
         }
         self.link(id, Place::Tail);
@@ -631,7 +661,7 @@ impl Group {
             let mut rest: Vec<(i64, StreamId)> = Vec::new();
             let mut it = self.pel.iter();
             while let Some((k, n)) = it.next() {
-                if n.link == NIL {
+                if n.link() == NIL {
                     rest.push((n.delivery_time, StreamId::from_be_bytes(k).unwrap_or_default()));
                 }
             }
@@ -674,7 +704,7 @@ impl Group {
         let mut last_zone = NIL;
         for (i, id) in self.time.iter() {
             let n = self.pel.get(&id.to_be_bytes()).ok_or("time list entry not in the PEL")?;
-            if n.link != i || self.time.prev(i) != prev {
+            if n.link() != i || self.time.prev(i) != prev {
                 return Err("time list links inconsistent");
             }
             if zone_left > 0 {
