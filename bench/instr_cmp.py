@@ -164,6 +164,11 @@ def run(r, name, ops):
     return ops
 
 
+# `--cache`: callgrind's cache simulation too (first-level instruction and data misses per
+# command: rows "<workload> I1mr", "D1mr", "D1mw"; about three times slower).
+CACHE_SIM = False
+
+
 def timer_ir(path):
     """Instructions spent in the background compression step (inclusive), from a dump."""
     out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path], capture_output=True, text=True).stdout
@@ -185,6 +190,8 @@ def measure(server, module, workloads, ops):
     d = tempfile.mkdtemp(prefix="xstream-instr-")  # callgrind's dumps (the server's own dir is serverlib's)
     out = os.path.join(d, "callgrind.out")
     callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    if CACHE_SIM:
+        callgrind.insert(2, "--cache-sim=yes")
     res = {}
     try:
         with redis_server(server, module, extra, wrapper=callgrind, prefix="xstream-instr-", start_timeout_s=60) as (r, p, _):
@@ -199,12 +206,23 @@ def measure(server, module, workloads, ops):
                 files = sorted(f for f in os.listdir(d) if f.startswith("callgrind.out") and f"w-{w}" in open(os.path.join(d, f), errors="ignore").read(4000))
                 total = None
                 tick = 0
+                misses = None
                 for f in files:
-                    m = re.search(r"^totals:\s+(\d+)", open(os.path.join(d, f), errors="ignore").read(), re.M)
+                    text = open(os.path.join(d, f), errors="ignore").read()
+                    m = re.search(r"^totals:\s+(\d+)", text, re.M)
                     if m:
                         total = int(m.group(1))
                         tick = timer_ir(os.path.join(d, f))
+                    if CACHE_SIM:
+                        ev = re.search(r"^events:\s+(.*)$", text, re.M)
+                        tot = re.search(r"^totals:\s+(.*)$", text, re.M)
+                        if ev and tot:
+                            misses = dict(zip(ev.group(1).split(), map(int, tot.group(1).split())))
                 res[w] = total / n if total else None
+                if misses:
+                    for k in ("I1mr", "D1mr", "D1mw", "ILmr", "DLmr"):
+                        if k in misses:
+                            res[f"{w} {k}"] = misses[k] / n
                 if conf:
                     res[w + " (no timer)"] = (total - tick) / n if total else None
     finally:
@@ -224,7 +242,10 @@ def main():
     ap.add_argument("--server", default="redis-server")
     ap.add_argument("--ops", type=int, default=5000)
     ap.add_argument("--workload", action="append")
+    ap.add_argument("--cache", action="store_true", help="simulate the caches too: I1/D1 misses per command")
     a = ap.parse_args()
+    global CACHE_SIM
+    CACHE_SIM = a.cache
     workloads = a.workload or ["add", "add5", "readack", "range", "builtin_add"]
     results = [measure(a.server, m, workloads, a.ops) for m in a.module]
     print(f"{'workload':<12}" + "".join(f"{os.path.basename(os.path.dirname(os.path.dirname(m)))[:18]:>20}" for m in a.module) + "     B/A")

@@ -170,7 +170,9 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     if a.idmp.is_some() && a.id.is_some() && !c.must_obey() {
         return Err(Error::Err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"));
     }
-    if c.must_obey() {
+    if strategy.is_none() {
+        // Nothing to trim: no work cap to decide (and no context flags to read).
+    } else if c.must_obey() {
         // From the primary or the AOF: the threshold was rewritten exact; no work cap.
         limit = 0;
     } else if limit_given {

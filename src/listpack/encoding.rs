@@ -320,21 +320,43 @@ pub fn string_to_i64(s: &[u8]) -> Option<i64> {
 /// Formats `v` as decimal ASCII into the end of `buf`, returning the digits
 /// (what lpGet does with `%lld` into LP_INTBUF_SIZE).
 pub fn fmt_i64(v: i64, buf: &mut [u8; INT_STR_MAX_LEN]) -> &[u8] {
-    let mut u = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
-    }
+    let mut i = u64_digits(v.unsigned_abs(), buf);
     if v < 0 {
         i -= 1;
         buf[i] = b'-';
     }
     &buf[i..]
+}
+
+/// "00" "01" ... "99".
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Writes the decimal digits of `v` at the end of `buf` and returns where they start: two
+/// digits a step from a table (Redis's ull2string), so a 13-digit ms of an ID takes 7
+/// steps, not 13 divisions (XADD's reply of its ID took 268 instructions digit by digit).
+#[inline]
+pub fn u64_digits(mut v: u64, buf: &mut [u8; INT_STR_MAX_LEN]) -> usize {
+    let mut d = buf.len();
+    while v >= 100 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        d -= 2;
+        buf[d..d + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    }
+    if v >= 10 {
+        let r = v as usize * 2;
+        d -= 2;
+        buf[d..d + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    } else {
+        d -= 1;
+        buf[d] = b'0' + v as u8;
+    }
+    d
 }
 
 /// Writes the smallest integer encoding of `v` (lpEncodeIntegerGetType) into

@@ -48,7 +48,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use encoding::{fmt_i64, string_to_i64, INT_STR_MAX_LEN};
+pub use encoding::{fmt_i64, string_to_i64, u64_digits, INT_STR_MAX_LEN};
 pub use validate::{validate, Checked};
 
 use encoding::{Encoded, EOF, HDR_SIZE, MAX_INT_ENCODING_LEN, NUMELE_UNKNOWN};

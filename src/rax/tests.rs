@@ -772,3 +772,52 @@ fn block_classes_are_exact_when_small_and_an_eighth_apart_above() {
     // A node growing from 1 to 256 children (1,280 bytes) moves once per class.
     assert!(classes.len() < 45, "{} classes", classes.len());
 }
+
+/// The remembered largest key (`seek_mut(Last)`) against a model, with inserts, overwrites,
+/// removals (of the last key and of others), values changed through it, and clears.
+#[test]
+fn seek_last_remembered_matches_model() {
+    let mut rng = Rng::new(0x1a57);
+    let mut r: Rax<u64> = Rax::new();
+    let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for step in 0..20_000u64 {
+        let k = {
+            let len = 1 + rng.below(3) as usize;
+            (0..len).map(|_| b"abcd"[rng.below(4) as usize]).collect::<Vec<u8>>()
+        };
+        match rng.below(10) {
+            0..=2 => {
+                assert_eq!(r.insert(&k, step), m.insert(k.clone(), step));
+            }
+            3 => {
+                assert_eq!(r.try_insert(&k, step).is_ok(), !m.contains_key(&k));
+                m.entry(k.clone()).or_insert(step);
+            }
+            4..=5 => {
+                assert_eq!(r.remove(&k), m.remove(&k));
+            }
+            6 => {
+                if let Some(last) = m.keys().next_back().cloned() {
+                    assert_eq!(r.remove(&last), m.remove(&last));
+                }
+            }
+            7 if rng.below(50) == 0 => {
+                r.clear();
+                m.clear();
+            }
+            _ => {
+                let got = r.seek_mut(SeekOp::Last, &[], &mut out).map(|v| {
+                    *v += 1;
+                    *v
+                });
+                let want = m.iter_mut().next_back().map(|(_, v)| {
+                    *v += 1;
+                    *v
+                });
+                assert_eq!(got, want, "step {step}");
+                assert_eq!(out.as_slice(), m.keys().next_back().map_or(&[][..], |k| k.as_slice()), "step {step}");
+            }
+        }
+    }
+}
