@@ -48,11 +48,14 @@ pub struct TimeList {
     nacked: u32,
     /// Nodes in the list.
     len: u32,
+    /// After a compaction, until [`TimeList::take_remap`]: the new index of each old slot
+    /// (NIL for a free one).
+    remap: Vec<u32>,
 }
 
 impl Default for TimeList {
     fn default() -> Self {
-        TimeList { nodes: Slab::new(), free: NIL, free_count: 0, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0 }
+        TimeList { nodes: Slab::new(), free: NIL, free_count: 0, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0, remap: Vec::new() }
     }
 }
 
@@ -225,6 +228,9 @@ impl TimeList {
     fn compact(&mut self) {
         let mut nodes = Slab::new();
         nodes.reserve(self.len as usize);
+        let mut remap = std::mem::take(&mut self.remap);
+        remap.clear();
+        remap.resize(self.nodes.len(), NIL);
         let mut cur = self.head;
         let mut nack_tail = NIL;
         while let Some(n) = self.nodes.get(cur as usize) {
@@ -236,6 +242,9 @@ impl TimeList {
                 nack_tail = i;
             }
             nodes.push(Node { id: n.id, prev: if i == 0 { NIL } else { i - 1 }, next: i + 1 });
+            if let Some(r) = remap.get_mut(cur as usize) {
+                *r = i;
+            }
             cur = n.next;
         }
         if let Some(last) = nodes.len().checked_sub(1).and_then(|i| nodes.get_mut(i)) {
@@ -248,6 +257,15 @@ impl TimeList {
         self.nodes = nodes;
         self.free = NIL;
         self.free_count = 0;
+        self.remap = remap;
+    }
+
+    /// The renumbering of the last compaction (see [`TimeList::remove`]): the new index of
+    /// each old one, NIL for a node no longer in the list; empty when no node is left. The
+    /// caller maps the links it holds through it (an index per link, where looking each
+    /// link up again by its ID cost a tree walk per pending entry).
+    pub fn take_remap(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.remap)
     }
 
     /// (node, ID) from the head.

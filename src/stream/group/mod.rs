@@ -87,6 +87,10 @@ impl<V: EmptyRax> LazyRax<V> {
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
         self.0.as_mut()?.get_mut(key)
     }
+    /// Every value, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.0.iter_mut().flat_map(|t| t.values_mut())
+    }
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         let t = self.0.as_mut()?;
         let v = t.remove(key);
@@ -399,14 +403,12 @@ impl Group {
         }
     }
 
-    /// Re-reads every NACK's link from the time list (after a renumbering).
+    /// Maps every NACK's link through the time list's renumbering (after a compaction
+    /// or a release; see [`TimeList::take_remap`]). Every link must be in the old
+    /// numbering: call it before linking anything new.
     fn relink(&mut self) {
         let Self { pel, time, .. } = self;
-        for (i, id) in time.iter() {
-            if let Some(n) = pel.get_mut(&id.to_be_bytes()) {
-                n.set_link(i);
-            }
-        }
+        relink_pel(pel, time);
     }
 
     /// Links the NACK of `id` (loading: not linked yet) where `pos` says and
@@ -463,6 +465,14 @@ impl Group {
         let n = pel.get_mut(&key)?;
         let old = *n;
         let renumbered = old.link() != NIL && time.remove(old.link(), old.is_unowned());
+        // Renumbered (rare): every link is mapped before this one is set (its old node
+        // is gone: it maps to NIL, and is linked below).
+        let n = if renumbered {
+            relink_pel(pel, time);
+            pel.get_mut(&key)?
+        } else {
+            n
+        };
         update(n);
         let new = match pos {
             Place::Tail => {
@@ -482,9 +492,6 @@ impl Group {
                 *n
             }
         };
-        if renumbered {
-            self.relink();
-        }
         Some((old, new))
     }
 
@@ -742,6 +749,17 @@ impl Group {
             total += c.name.len() + c.pel.mem_bytes();
         }
         total
+    }
+}
+
+/// Maps the link of every NACK of `pel` through the renumbering `time` just made.
+fn relink_pel(pel: &mut LazyRax<Nack>, time: &mut TimeList) {
+    let remap = time.take_remap();
+    for n in pel.values_mut() {
+        let l = n.link();
+        if l != NIL {
+            n.set_link(remap.get(l as usize).copied().unwrap_or(NIL));
+        }
     }
 }
 
