@@ -19,7 +19,8 @@ Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPA
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
 a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
-pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart.
+pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
+builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -70,6 +71,17 @@ def prepare(r, name, ops):
             # Every entry pending, to be acknowledged 10 at a time.
             r.execute_command("XS.READGROUP" if key == "m" else "XREADGROUP", "GROUP", "g", "c", "COUNT", str(ops * 10), "STREAMS", key, ">")
         return
+    if name in ("trim", "builtin_trim"):
+        # One stream of TRIM_ENTRIES per op, entries as the bench's (ten per ms, one field).
+        add = "XS.ADD" if name == "trim" else "XADD"
+        pipe = r.pipeline(transaction=False)
+        for k in range(ops):
+            for i in range(TRIM_ENTRIES):
+                pipe.execute_command(add, f"t{k}", f"{1000000000000 + i // 10}-{i % 10}", "f", str(i))
+                if len(pipe) >= 1000:
+                    pipe.execute()
+        pipe.execute()
+        return
     if name in ("readack", "claim", "range"):
         pipe = r.pipeline(transaction=False)
         for i in range(ops * 10):
@@ -104,6 +116,9 @@ def prepare(r, name, ops):
         elif name == "maxage_exact_add":
             r.execute_command("XS.CFGSET", "s", "MAXAGE", "60000", "EXACT")
 
+
+# trim / builtin_trim: XS.TRIM / XTRIM MAXLEN = half, one stream of this many entries per op.
+TRIM_ENTRIES = 20000
 
 RETENTION = ("minid_add", "maxage_add", "maxage_exact_add", "maxage_inline_add")
 
@@ -140,6 +155,10 @@ def run(r, name, ops):
             got = [e[0] for e in ids[0][1]] if ids else []
             r.execute_command("XACK", "b", "g", *got)
         return ops * 2
+    elif name in ("trim", "builtin_trim"):
+        cmd = "XS.TRIM" if name == "trim" else "XTRIM"
+        for k in range(ops):
+            pipe.execute_command(cmd, f"t{k}", "MAXLEN", "=", str(TRIM_ENTRIES // 2))
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")

