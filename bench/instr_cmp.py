@@ -20,7 +20,8 @@ claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE 
 a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
-builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op).
+builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
+builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -70,6 +71,18 @@ def prepare(r, name, ops):
         if name.endswith("ack") and not name.endswith("readack"):
             # Every entry pending, to be acknowledged 10 at a time.
             r.execute_command("XS.READGROUP" if key == "m" else "XREADGROUP", "GROUP", "g", "c", "COUNT", str(ops * 10), "STREAMS", key, ">")
+        return
+    if name in ("pending", "builtin_pending"):
+        # 10,000 pending entries of one consumer (the summary form reads counts and edges).
+        add, group, read, key = ("XS.ADD", "XS.GROUP", "XS.READGROUP", "p") if name == "pending" else ("XADD", "XGROUP", "XREADGROUP", "bp")
+        pipe = r.pipeline(transaction=False)
+        for i in range(10000):
+            pipe.execute_command(add, key, f"{1000000000000 + i // 10}-{i % 10}", "f", str(i))
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        r.execute_command(group, "CREATE", key, "g", "0")
+        r.execute_command(read, "GROUP", "g", "c1", "COUNT", "10000", "STREAMS", key, ">")
         return
     if name in ("trim", "builtin_trim"):
         # One stream of TRIM_ENTRIES per op, entries as the bench's (ten per ms, one field).
@@ -155,6 +168,10 @@ def run(r, name, ops):
             got = [e[0] for e in ids[0][1]] if ids else []
             r.execute_command("XACK", "b", "g", *got)
         return ops * 2
+    elif name in ("pending", "builtin_pending"):
+        cmd, key = ("XS.PENDING", "p") if name == "pending" else ("XPENDING", "bp")
+        for _ in range(ops):
+            pipe.execute_command(cmd, key, "g")
     elif name in ("trim", "builtin_trim"):
         cmd = "XS.TRIM" if name == "trim" else "XTRIM"
         for k in range(ops):

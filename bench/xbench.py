@@ -1539,10 +1539,15 @@ def mem_label(r: dict, cfg: dict) -> str:
         return f"RDB file per entry ({human(cfg['save_n'])} entries)"
     if wid == "mem-rdb-loaded":
         return f"per entry, {human(cfg['save_n'])} loaded from RDB"
-    parts = wid.split("-")  # mem-100k-small
-    if len(parts) == 3:
-        return f"per entry, {parts[1]} entries, {'small value' if parts[2] == 'small' else '64-byte value'}"
-    return wid
+    parts = wid.split("-")  # mem-100k-small, mem-1M-sensor, mem-100k-xdel-half...
+    if len(parts) == 3 and parts[2] in MEM_KINDS:
+        return f"per entry, {parts[1]} entries, {MEM_KINDS[parts[2]]}"
+    return short_label(r)
+
+
+# What the last part of a memory workload's id means (the chart labels say it as the table).
+MEM_KINDS = {"small": "small value", "64b": "64-byte value", "sensor": "sensor readings", "1ms": "one per ms",
+             "5f": "5 fields"}
 
 
 def latest_results(mode: str):
