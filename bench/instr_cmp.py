@@ -131,7 +131,7 @@ def prepare(r, name, ops):
 
 
 # trim / builtin_trim: XS.TRIM / XTRIM MAXLEN = half, one stream of this many entries per op.
-TRIM_ENTRIES = 20000
+TRIM_ENTRIES = int(os.environ.get("XSTREAM_TRIM_ENTRIES", "20000"))
 
 RETENTION = ("minid_add", "maxage_add", "maxage_exact_add", "maxage_inline_add")
 
