@@ -109,6 +109,7 @@ fn read_of<'a>(c: &Ctx, st: &'a BlockState, pass: Pass) -> Read<'a> {
         maxcount: st.maxcount,
         maxsize: st.maxsize,
         now: c.now_ms() as i64,
+        waits: true,
     }
 }
 

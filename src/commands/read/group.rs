@@ -230,8 +230,9 @@ pub(super) fn serve_group_policy(
 /// ENTRIESREAD n` then `XS.GROUP SCHEDULE key group id ...`. The primary only.
 ///
 /// Returns true when it stopped at its cap (PASS_OVER_MAX) on an entry still to pass
-/// over: the read then serves no new entry from this stream (only due ones), and the
-/// readers blocked on the key re-run at once to go on (bounded work per command).
+/// over: a read that may wait then serves no new entry from this stream (only due ones),
+/// and the readers blocked on the key re-run at once to go on (bounded work per run); a
+/// read that answers now calls it again until it ends (serve.rs `new_or_due`).
 pub(super) fn pass_over_delayed(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], key_idx: usize, group_arg: usize, now: i64) -> bool {
     if s.delayed.is_none() || c.must_obey() {
         return false;

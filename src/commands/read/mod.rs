@@ -249,7 +249,8 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
 
     // Second pass: serve what can be served now (serve.rs, the one serving loop).
     let now = c.now_ms() as i64;
-    let read = Read { pass: Pass::Command, streams_arg, from: &from, group_arg, noack, claim, count: count as u64, maxcount, maxsize, now };
+    let waits = timeout != -1 && !c.deny_blocking();
+    let read = Read { pass: Pass::Command, streams_arg, from: &from, group_arg, noack, claim, count: count as u64, maxcount, maxsize, now, waits };
     if serve(c, &read)? {
         return Ok(());
     }

@@ -32,6 +32,10 @@ pub(super) struct Read<'a> {
     pub(super) maxcount: u64,
     pub(super) maxsize: u64,
     pub(super) now: i64,
+    /// The read may wait (BLOCK where blocking is allowed, or a blocked reader run again):
+    /// a pass over delayed entries stopped on its cap then wakes the readers of the key to
+    /// go on. A read that answers now goes on itself.
+    pub(super) waits: bool,
 }
 
 /// What one stream gets.
@@ -124,7 +128,12 @@ pub(super) fn serve(c: &Ctx, r: &Read<'_>) -> Result<bool> {
 fn new_or_due(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, g: &[u8], ga: usize, key_idx: usize) -> (bool, StreamId) {
     let now = r.now;
     let purge_capped = purge_over_limit(c, s, g, key_idx, ga, r.claim, r.noack, now, r.count);
-    let capped = pass_over_delayed(c, s, g, key_idx, ga, now);
+    let mut capped = pass_over_delayed(c, s, g, key_idx, ga, now);
+    // A read that answers now returns what a read without the cap would: it passes over
+    // the rest itself, PASS_OVER_MAX entries (and their propagation) at a time.
+    while capped && !r.waits {
+        capped = pass_over_delayed(c, s, g, key_idx, ga, now);
+    }
     let last = s.group(g).map_or(StreamId::MAX, |g| g.last_id);
     let has_new = !capped && s.length > 0 && s.last_valid_id() > last;
     // §4.3: with CLAIM, a stream with a claimable entry is served too ("claimed only" when
