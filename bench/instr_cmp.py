@@ -21,7 +21,8 @@ a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / 
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
 builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
-builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer).
+builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); maxlen_add /
+builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -144,6 +145,10 @@ def run(r, name, ops):
     elif name == "builtin_add":
         for _ in range(ops):
             pipe.execute_command("XADD", "b", "*", "f", "v")
+    elif name in ("maxlen_add", "builtin_maxlen_add"):
+        cmd, key = ("XS.ADD", "ml") if name == "maxlen_add" else ("XADD", "bml")
+        for _ in range(ops):
+            pipe.execute_command(cmd, key, "MAXLEN", "~", "1000", "*", "f", "v")
     elif name == "minid_add":
         cut = str(int(time.time() * 1000) - 60000)
         for _ in range(ops):
