@@ -311,6 +311,29 @@ fn background_step_compresses_sealed_nodes() {
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
 }
 
+/// SWAPDB while nodes are queued: the queue follows the key to its new database (it kept the
+/// old one: the step found no key there, dropped it, and the swapped stream stayed plain for
+/// good; a CI run failed on it through `background_step_compresses_sealed_nodes`).
+#[test]
+fn swapdb_keeps_queued_nodes_with_their_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd(&["CONFIG", "SET", "xstream.compression", "lz4"]);
+    pipeline(&mut c, &events("XADD", "b", 3000, 5));
+    let mb = c.cmd(&["MEMORY", "USAGE", "b"]).as_int();
+    // One transaction: every node is queued and SWAPDB runs before the step's first tick.
+    let mut cmds = vec![vec!["MULTI".to_string()]];
+    cmds.extend(events("XS.ADD", "w", 3000, 5));
+    cmds.push(vec!["SWAPDB".into(), "0".into(), "1".into()]);
+    cmds.push(vec!["EXEC".into()]);
+    pipeline(&mut c, &cmds);
+    wait_queue_empty(&mut c);
+    c.cmd(&["SELECT", "1"]);
+    wait_memory_below(&mut c, "w", mb * 6 / 10);
+    // b was swapped along with w.
+    assert_eq!(c.cmd(&["XS.RANGE", "w", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+}
+
 /// `xstream.compression lz4`: sealed nodes are stored compressed; every read, deletion, group
 /// read, reload, DUMP / RESTORE and XS.EXPORT gives what the built-in gives.
 #[test]

@@ -55,6 +55,8 @@ pub trait Job: Sync {
 static JOBS: Mutex<Vec<&'static dyn Job>> = Mutex::new(Vec::new());
 /// Every bound key index, for SWAPDB.
 static KEY_TIMERS: Mutex<Vec<&'static KeyTimer>> = Mutex::new(Vec::new());
+/// Every bound key queue, for SWAPDB.
+static KEY_QUEUES: Mutex<Vec<&'static KeyQueue>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -211,6 +213,7 @@ impl KeyQueue {
     pub fn bind(&'static self, job: &'static dyn Job) {
         if self.job.set(job).is_ok() {
             lock(&JOBS).push(job);
+            lock(&KEY_QUEUES).push(self);
         }
     }
 
@@ -260,6 +263,17 @@ impl KeyQueue {
         lock(&self.state).0.len()
     }
 
+    /// SWAPDB a b: the queued keys of the two databases change places, in place in the order
+    /// (a key queued in both stays queued in both: the pairs stay distinct).
+    fn swap_db(&self, a: i32, b: i32) {
+        let swap = |db: i32| if db == a { b } else if db == b { a } else { db };
+        let mut g = lock(&self.state);
+        for k in g.0.iter_mut() {
+            k.0 = swap(k.0);
+        }
+        g.1 = std::mem::take(&mut g.1).into_iter().map(|(db, k)| (swap(db), k)).collect();
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -277,12 +291,17 @@ unsafe extern "C" fn fire_key_queue(ctx: *mut raw::RedisModuleCtx, data: *mut c_
     })
 }
 
-/// SWAPDB a b (server event): the indexed keys of the two databases change places, so the
-/// streams keep their wake-ups, expiries and ages under their new database.
+/// SWAPDB a b (server event): the indexed and queued keys of the two databases change places,
+/// so the streams keep their wake-ups, expiries, ages and queued compression under their new
+/// database.
 pub fn swap_db(a: i32, b: i32) {
     let timers = lock(&KEY_TIMERS).clone();
     for t in timers {
         t.swap_db(a, b);
+    }
+    let queues = lock(&KEY_QUEUES).clone();
+    for q in queues {
+        q.swap_db(a, b);
     }
 }
 

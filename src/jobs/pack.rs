@@ -5,9 +5,10 @@
 //! amount per tick (NODES_PER_TICK nodes or TICK_BUDGET of time), oldest stream first. The
 //! node layout is not replicated: every server (primary or replica) runs this with its own
 //! setting, and nothing is propagated or signalled (the content does not change). Keys are
-//! looked up by name when the step runs: a key deleted, renamed, moved, swapped or flushed
-//! meanwhile is skipped when it is not ours or has nothing queued (a renamed stream is queued
-//! again under its new name when it arrives, or at its next seal).
+//! looked up by name when the step runs: a key deleted, renamed, moved or flushed meanwhile is
+//! skipped when it is not ours or has nothing queued (a renamed or moved stream is queued again
+//! under its new name when it arrives, or at its next seal); SWAPDB carries the queued keys of
+//! the two databases with it (`ffi::timer::swap_db`).
 
 use crate::ffi::ctx::Ctx;
 use crate::ffi::timer::Job;
