@@ -61,6 +61,16 @@ impl Error {
             NoGroup::ReadGroup => format!("NOGROUP No such key '{k}' or consumer group '{g}' in XREADGROUP with GROUP option"),
         })
     }
+
+    /// NOPERM for a key the user may not touch, in the host's words (getAclErrorMessage:
+    /// 7.2 changed them).
+    pub fn no_key_permission() -> Error {
+        Error::Full(if crate::config::host_level() >= crate::config::Level::V7_2 {
+            "NOPERM No permissions to access a key".into()
+        } else {
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
+        })
+    }
 }
 
 /// A byte string as C sees it: up to its first NUL byte. The built-in compares keywords with

@@ -789,3 +789,86 @@ fn consumer_ttl_follows_rename_move_copy_and_restore() {
     ok(c.cmd(&["SELECT", "1"]));
     assert_eq!(consumers(&mut c, "moved"), 0, "moved: the idle consumer was not expired");
 }
+
+/// A trigger re-checks the dead-letter key against the ACL of the user whose command fires it
+/// (SETPOLICY checked only the user who set the policy; issue 32). A user who may not write the
+/// dead-letter key gets its entries delivered (or left pending) as without a policy, the key is
+/// not written, and ACL LOG names the key, on every trigger of a command: a history read,
+/// XS.CLAIM, XS.AUTOCLAIM, a CLAIM read, an ack-timeout redelivery, XS.NACK FATAL. XS.GROUP
+/// DEADLETTER, which asks for the move by name, is refused with the server's own NOPERM for the
+/// key. The same steps by a user who may write it do dead-letter (the control).
+#[test]
+fn dead_letter_triggers_check_the_readers_acl() {
+    let s = Server::start();
+    let mut c = s.conn();
+    ok(c.cmd(&["ACL", "SETUSER", "w", "on", ">pw", "~s", "%R~dlq", "+@all"]));
+    ok(c.cmd(&["ACL", "SETUSER", "a", "on", ">pw", "~*", "+@all"]));
+    let mut w = s.conn();
+    ok(w.cmd(&["AUTH", "w", "pw"]));
+    let mut a = s.conn();
+    ok(a.cmd(&["AUTH", "a", "pw"]));
+    // The server's own reply to a write of the key by `w`.
+    let noperm = w.cmd(&["XADD", "dlq", "*", "f", "v"]);
+    assert!(noperm.to_string().starts_with("(error) NOPERM"), "{noperm}");
+    // Denials of the key in ACL LOG (identical ones share an entry and its count).
+    let acl_log_keys = |c: &mut Conn| -> i64 {
+        let log = c.cmd(&["ACL", "LOG"]);
+        let is = |e: &Reply, f: &str, v: &[u8]| e.field(f) == Some(&Reply::Bulk(v.to_vec()));
+        log.as_array().iter().filter(|e| is(e, "reason", b"key") && is(e, "object", b"dlq")).map(|e| e.field("count").map_or(0, Reply::as_int)).sum()
+    };
+    let delivered = r#"[["s", [["1-0", ["f", "v1"]]]]]"#;
+    // Each trigger: (policy extra args, what `u` runs after a first delivery to `x`, its reply
+    // when nothing is dead-lettered, its reply when the entry is dead-lettered).
+    type Step = (&'static [&'static str], &'static [&'static str], &'static str, &'static str);
+    let steps: [Step; 6] = [
+        (&[], &["XS.READGROUP", "GROUP", "g", "x", "STREAMS", "s", "0"], delivered, r#"[["s", []]]"#),
+        (&[], &["XS.CLAIM", "s", "g", "y", "0", "1-0"], r#"[["1-0", ["f", "v1"]]]"#, "[]"),
+        (&[], &["XS.AUTOCLAIM", "s", "g", "y", "0", "0"], r#"["0-0", [["1-0", ["f", "v1"]]], []]"#, r#"["0-0", [], []]"#),
+        // A CLAIM read answers the entry with its idle time and count: compared up to them.
+        (&[], &["XS.READGROUP", "GROUP", "g", "y", "CLAIM", "0", "STREAMS", "s", ">"], r#"[["s", [["1-0", ["f", "v1"], ..."#, "(nil)"),
+        (&["ACKTIMEOUT", "30"], &["XS.READGROUP", "GROUP", "g", "y", "STREAMS", "s", ">"], delivered, "(nil)"),
+        (&[], &["XS.NACK", "s", "g", "FATAL", "IDS", "1", "1-0"], "(integer) 1", "(integer) 1"),
+    ];
+    for (i, (extra, cmd, denied_reply, moved_reply)) in steps.iter().enumerate() {
+        for (user, allowed) in [("w", false), ("a", true)] {
+            c.cmd(&["DEL", "s", "dlq"]);
+            setup(&mut c, 1);
+            let mut policy = vec!["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"];
+            policy.extend_from_slice(extra);
+            ok(c.cmd(&policy));
+            assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "x", "STREAMS", "s", ">"]).to_string(), delivered);
+            if !extra.is_empty() {
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            let logged = acl_log_keys(&mut c);
+            let u = if allowed { &mut a } else { &mut w };
+            let r = u.cmd(cmd).to_string();
+            let what = format!("step {i} {cmd:?} by {user}");
+            if allowed {
+                assert_eq!(r, *moved_reply, "{what}");
+                assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", if i == 5 { "" } else { "x" }, if i == 5 { i64::MAX as u64 } else { 1 }, if i == 5 { "nack-fatal" } else { "max-deliveries" }, "f v1")], "{what}");
+                assert!(pending_ids(&mut c).is_empty(), "{what}");
+                assert_eq!(acl_log_keys(&mut c), logged, "{what}");
+            } else {
+                match denied_reply.strip_suffix("...") {
+                    Some(prefix) => assert!(r.starts_with(prefix), "{what}: {r}"),
+                    None => assert_eq!(r, *denied_reply, "{what}"),
+                }
+                assert_eq!(c.cmd(&["EXISTS", "dlq"]), Reply::Int(0), "{what}");
+                assert_eq!(pending_ids(&mut c), ["1-0"], "{what}");
+                assert!(acl_log_keys(&mut c) > logged, "{what}: no ACL LOG entry");
+            }
+        }
+    }
+    // XS.GROUP DEADLETTER asks by name: NOPERM as the server's, nothing changed.
+    c.cmd(&["DEL", "s", "dlq"]);
+    setup(&mut c, 1);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "x", "STREAMS", "s", ">"]);
+    assert_eq!(w.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "1-0"]), noperm);
+    assert_eq!(pending_ids(&mut c), ["1-0"]);
+    assert_eq!(c.cmd(&["EXISTS", "dlq"]), Reply::Int(0));
+    assert_eq!(a.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "1-0"]), Reply::Int(1));
+    assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "x", 1, "manual", "f v1")]);
+    report("queue_policy: a dead-letter trigger by a user denied the key delivers as without a policy (6 triggers), XS.GROUP DEADLETTER answers NOPERM");
+}

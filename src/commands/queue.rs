@@ -264,6 +264,13 @@ pub fn run_deadletter(c: &Ctx) -> Result<()> {
         Some((_, t)) => t.clone(),
         None => return Err(Error::Err("the group has no MAXDELIVERIES policy (XS.GROUP SETPOLICY ... DEADLETTER key|DROP)")),
     };
+    // Asked for by name, so refused as a command touching a forbidden key is (the triggers
+    // of a read deliver instead: DeadLetters::usable).
+    if let DeadLetter::Key(k) = &target {
+        if &k[..] != c.arg(2) && !c.may_write_named(k) {
+            return Err(Error::no_key_permission());
+        }
+    }
     let mut dl = DeadLetters::new(2, 3, target);
     for id in ids {
         dl.take(c, s, c.arg(3), id, Reason::Manual);
@@ -300,9 +307,11 @@ impl DeadLetters {
     /// For the group `gname` of `s` if it has a MAXDELIVERIES policy and the
     /// command may apply it: not a command from the primary or the AOF (they
     /// replay what the primary decided). While the dead-letter key holds another
-    /// type nothing is dead-lettered and nothing lost: the entries are delivered
-    /// as without a policy, and the server log says why (checked on the first
-    /// entry over the limit, so that a read with nothing to dead-letter opens no
+    /// type, or the client's user may not write it (ACL key patterns: SETPOLICY checked
+    /// the user who set the policy, each trigger checks its own; a timer has no user),
+    /// nothing is dead-lettered and nothing lost: the entries are delivered as without
+    /// a policy, and the server log (and ACL LOG, for a denial) says why (checked on the
+    /// first entry over the limit, so that a read with nothing to dead-letter opens no
     /// other key).
     pub fn for_group(c: &Ctx, s: &Stream, gname: &[u8], key_arg: usize, group_arg: usize) -> Option<Self> {
         if c.must_obey() {
@@ -319,14 +328,20 @@ impl DeadLetters {
         }
         let u = match &self.target {
             DeadLetter::Key(k) if &k[..] != c.arg(self.key_arg) => {
-                let ok = c.open_key_named(k, false).kind() != KeyKind::Other;
-                if !ok {
+                let why = if c.open_key_named(k, false).kind() == KeyKind::Other {
+                    Some("holds another type")
+                } else if !c.may_write_named(k) {
+                    Some("may not be written by this client's user (ACL)")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
                     crate::ffi::log_warning(&format!(
-                        "xstream: dead-letter key '{}' holds another type: MAXDELIVERIES not applied",
+                        "xstream: dead-letter key '{}' {why}: MAXDELIVERIES not applied",
                         String::from_utf8_lossy(k)
                     ));
                 }
-                ok
+                why.is_none()
             }
             _ => true,
         };

@@ -385,6 +385,36 @@ impl Ctx {
         Key::wrap(self, key.cast(), name)
     }
 
+    /// Whether the client running this command may write `name`, a key the module names
+    /// itself (a queue policy's dead-letter key), by the ACL key patterns of its user: the
+    /// check the server makes for the keys a command declares. True when there is no user to
+    /// check (the primary, the AOF, a timer). A denial is written to `ACL LOG` as the server
+    /// writes a denied key (reason `key`, the key as object).
+    pub fn may_write_named(&self, name: &[u8]) -> bool {
+        // SAFETY: valid ctx; the user name, the module user and the key string are made and
+        // freed here; RM_ACLCheckKeyPermissions only reads them.
+        unsafe {
+            let uname = api!(RedisModule_GetCurrentUserName)(self.ctx);
+            if uname.is_null() {
+                return true;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(uname);
+            api!(RedisModule_FreeString)(self.ctx, uname);
+            if user.is_null() {
+                return true;
+            }
+            let key = api!(RedisModule_CreateString)(self.ctx, name.as_ptr().cast(), name.len());
+            let flags = (raw::REDISMODULE_CMD_KEY_INSERT | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
+            let ok = api!(RedisModule_ACLCheckKeyPermissions)(user, key, flags) == raw::REDISMODULE_OK as c_int;
+            if !ok {
+                api!(RedisModule_ACLAddLogEntry)(self.ctx, user, key, raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_KEY);
+            }
+            api!(RedisModule_FreeString)(self.ctx, key);
+            api!(RedisModule_FreeModuleUser)(user);
+            ok
+        }
+    }
+
     /// Keyspace event, WATCH signal and blocked-reader wake-up for an XADD to a key
     /// the module named (the dead-letter key).
     pub fn added_to_named(&self, name: &[u8]) {
