@@ -390,6 +390,79 @@ fn million_field_pairs() {
     ));
 }
 
+/// `*N` + `head` + the IDs `1-1 .. ids-1` as one RESP command, built in one buffer.
+fn big_ids(head: &[&str], ids: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids * 18 + 128);
+    out.extend_from_slice(format!("*{}\r\n", head.len() + ids).as_bytes());
+    for a in head {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    for i in 1..=ids {
+        let id = format!("{i}-1");
+        out.extend_from_slice(format!("${}\r\n{id}\r\n", id.len()).as_bytes());
+    }
+    out
+}
+
+/// One command of `head` + `ids` IDs on a connection: its reply in raw bytes.
+fn send_ids(c: &mut Conn, head: &[&str], ids: usize) -> Vec<u8> {
+    c.send_bytes(&big_ids(head, ids)).expect("send");
+    c.read_reply().unwrap_or_else(|e| panic!("{head:?} with {ids} IDs: {e}")).1
+}
+
+/// A million IDs in one call of every command that takes an ID list (issue 32; Redis 8.2.3
+/// fixed a stack overflow in XACKDEL's list, CVE-2025-62507): XS.CLAIM, XS.ACK, XS.ACKDEL and
+/// XS.DELEX against the built-in's replies on the same server where the host has the command,
+/// XS.NACK by its count; the server stays up and its memory bounded. Lists are sized by the
+/// arguments, on the heap (`make test-asan` runs this under AddressSanitizer).
+#[test]
+fn million_ids() {
+    let ids = env_usize("XSTREAM_HOSTILE_IDS", 1_000_000);
+    let n = 1000;
+    let mut t = Twin::start();
+    for k in ["k", "a", "d"] {
+        fill(&mut t, k, n);
+    }
+    let m0 = used_memory(&mut t.m);
+    let has = |c: &mut Conn, cmd: &str| c.cmd(&["COMMAND", "INFO", cmd]).as_array().first().is_some_and(|r| *r != Reply::Nil);
+    let (ackdel, delex) = (has(&mut t.b, "XACKDEL"), has(&mut t.b, "XDELEX"));
+    let t0 = Instant::now();
+    let mut compare = |t: &mut Twin, b_head: &[&str], m_head: &[&str], builtin: bool, expect_len: usize| {
+        let rm = send_ids(&mut t.m, m_head, ids);
+        if builtin {
+            let rb = send_ids(&mut t.b, b_head, ids);
+            assert!(rb == rm, "{m_head:?} with {ids} IDs differs from the built-in ({} vs {} bytes)", rb.len(), rm.len());
+        }
+        assert!(rm.len() >= expect_len, "{m_head:?}: a {}-byte reply", rm.len());
+    };
+    // Every pending entry claimed (1,000 IDs replied), the rest not pending.
+    compare(&mut t, &["XCLAIM", "k", "g", "c2", "0"], &["XS.CLAIM", "k", "g", "c2", "0"], true, 0);
+    let nack = send_ids(&mut t.m, &["XS.NACK", "k", "g", "FAIL", "IDS", &ids.to_string()], ids);
+    assert_eq!(nack, format!(":{n}\r\n").into_bytes(), "XS.NACK of {ids} IDs");
+    compare(&mut t, &["XACK", "a", "g"], &["XS.ACK", "a", "g"], true, 0);
+    t.same(&["XPENDING", "a", "g"]);
+    let count = ids.to_string();
+    // One reply element per ID: 1 for the first n (pending: acknowledged and deleted), -1 for
+    // the rest.
+    compare(&mut t, &["XACKDEL", "k", "g", "KEEPREF", "IDS", &count], &["XS.ACKDEL", "k", "g", "KEEPREF", "IDS", &count], ackdel, ids * 3);
+    compare(&mut t, &["XDELEX", "d", "DELREF", "IDS", &count], &["XS.DELEX", "d", "DELREF", "IDS", &count], delex, ids * 3);
+    let took = t0.elapsed();
+    if ackdel && delex {
+        t.same(&["XLEN", "k"]);
+        t.same(&["XLEN", "d"]);
+    }
+    assert_eq!(t.m.cmd(&["XS.LEN", "k"]), Reply::Int(0));
+    assert_eq!(t.m.cmd(&["XS.LEN", "d"]), Reply::Int(0));
+    let m1 = used_memory(&mut t.m);
+    assert!(m1 - m0 < 64 << 20, "used_memory grew {} bytes", m1 - m0);
+    t.alive("million IDs");
+    t.finish("million IDs");
+    report(&format!(
+        "hostile_inputs: {ids} IDs in one XS.CLAIM / XS.NACK / XS.ACK / XS.ACKDEL / XS.DELEX ({}), {took:?}",
+        if ackdel { "compared with the built-in's XACKDEL / XDELEX too" } else { "XACKDEL / XDELEX not on this host" }
+    ));
+}
+
 #[test]
 fn many_groups_and_consumers() {
     let n = env_usize("XSTREAM_HOSTILE_GROUPS", 100_000);

@@ -846,7 +846,17 @@ fn dead_letter_triggers_check_the_readers_acl() {
             let what = format!("step {i} {cmd:?} by {user}");
             if allowed {
                 assert_eq!(r, *moved_reply, "{what}");
-                assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", if i == 5 { "" } else { "x" }, if i == 5 { i64::MAX as u64 } else { 1 }, if i == 5 { "nack-fatal" } else { "max-deliveries" }, "f v1")], "{what}");
+                assert_eq!(
+                    dead(&mut c, "dlq"),
+                    [dl_entry(
+                        "1-0",
+                        if i == 5 { "" } else { "x" },
+                        if i == 5 { i64::MAX as u64 } else { 1 },
+                        if i == 5 { "nack-fatal" } else { "max-deliveries" },
+                        "f v1"
+                    )],
+                    "{what}"
+                );
                 assert!(pending_ids(&mut c).is_empty(), "{what}");
                 assert_eq!(acl_log_keys(&mut c), logged, "{what}");
             } else {
@@ -870,5 +880,7 @@ fn dead_letter_triggers_check_the_readers_acl() {
     assert_eq!(c.cmd(&["EXISTS", "dlq"]), Reply::Int(0));
     assert_eq!(a.cmd(&["XS.GROUP", "DEADLETTER", "s", "g", "1-0"]), Reply::Int(1));
     assert_eq!(dead(&mut c, "dlq"), [dl_entry("1-0", "x", 1, "manual", "f v1")]);
-    report("queue_policy: a dead-letter trigger by a user denied the key delivers as without a policy (6 triggers), XS.GROUP DEADLETTER answers NOPERM");
+    report(
+        "queue_policy: a dead-letter trigger by a user denied the key delivers as without a policy (6 triggers), XS.GROUP DEADLETTER answers NOPERM",
+    );
 }

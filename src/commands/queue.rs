@@ -336,10 +336,7 @@ impl DeadLetters {
                     None
                 };
                 if let Some(why) = why {
-                    crate::ffi::log_warning(&format!(
-                        "xstream: dead-letter key '{}' {why}: MAXDELIVERIES not applied",
-                        String::from_utf8_lossy(k)
-                    ));
+                    crate::ffi::log_warning(&format!("xstream: dead-letter key '{}' {why}: MAXDELIVERIES not applied", String::from_utf8_lossy(k)));
                 }
                 why.is_none()
             }

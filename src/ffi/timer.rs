@@ -266,7 +266,15 @@ impl KeyQueue {
     /// SWAPDB a b: the queued keys of the two databases change places, in place in the order
     /// (a key queued in both stays queued in both: the pairs stay distinct).
     fn swap_db(&self, a: i32, b: i32) {
-        let swap = |db: i32| if db == a { b } else if db == b { a } else { db };
+        let swap = |db: i32| {
+            if db == a {
+                b
+            } else if db == b {
+                a
+            } else {
+                db
+            }
+        };
         let mut g = lock(&self.state);
         for k in g.0.iter_mut() {
             k.0 = swap(k.0);
