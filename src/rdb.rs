@@ -52,6 +52,9 @@ impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LoadError::Io => f.write_str("short read or I/O error"),
+            LoadError::Version(v) if *v > ENCVER => {
+                write!(f, "encoding version {v} is newer than this build's ({ENCVER}): it was written by a newer xstream; load it with that one")
+            }
             LoadError::Version(v) => write!(f, "unknown encoding version {v}"),
             LoadError::Invalid(s) => write!(f, "invalid stream: {s}"),
         }

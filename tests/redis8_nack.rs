@@ -11,31 +11,6 @@ mod common;
 
 use common::*;
 
-/// Removes every `name` pair from the flat arrays / maps of `r` (recursively): fields a host
-/// shows or not (7.2's active-time).
-fn strip_field(r: &mut Reply, name: &str) {
-    match r {
-        Reply::Array(v) => {
-            let is_pairs = v.len() % 2 == 0 && v.chunks(2).all(|c| matches!(c[0], Reply::Bulk(_) | Reply::Simple(_)));
-            if is_pairs && v.chunks(2).any(|c| c[0].as_bytes() == Some(name.as_bytes())) {
-                let mut out = Vec::new();
-                for c in v.chunks(2) {
-                    if c[0].as_bytes() != Some(name.as_bytes()) {
-                        out.extend(c.iter().cloned());
-                    }
-                }
-                *v = out;
-            }
-            v.iter_mut().for_each(|x| strip_field(x, name));
-        }
-        Reply::Map(kv) => {
-            kv.retain(|(k, _)| k.as_bytes() != Some(name.as_bytes()));
-            kv.iter_mut().for_each(|(_, x)| strip_field(x, name));
-        }
-        _ => {}
-    }
-}
-
 fn info_full(c: &mut Conn, key: &str) -> String {
     let mut r = c.cmd(&["XS.INFO", "STREAM", key, "FULL"]);
     strip_field(&mut r, "active-time");
