@@ -12,7 +12,7 @@
 #   make venv           .venv with tests/requirements.txt (python3 -m venv; pip from PyPI)
 #   make soak           the long runs end to end (tests/soak.sh): differential seeds on every host,
 #                       RESTORE fuzz, kill -9, truncation, blocking, cluster, Redis 8 / queue workloads, ASan
-#   make fuzz           cargo fuzz (listpack_validate), 10 minutes
+#   make fuzz           cargo fuzz (listpack_validate; FUZZ_TARGET=rdb_load, native_dump, ...), 10 minutes
 #   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
 #   make cluster        a local Redis Cluster (3 primaries + 3 replicas, free ports from 21001) with the
@@ -338,6 +338,7 @@ soak: deps build hooks hosts
 
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
+	python3 fuzz/seeds.py
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
 
 # One redis-server on a free port with a copy of the module; writes bench/results/<timestamp>.json,

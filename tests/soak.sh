@@ -27,7 +27,7 @@ ROOT=$PWD
 : "${SOAK_OPS:=100000}"
 : "${SOAK_HOST_OPS:=50000}"
 : "${SOAK_LOGS:=$ROOT/target/soak}"
-PARTS_ALL="differential hosts wave2 fuzz kill9 truncation robustness blocking cluster asan"
+PARTS_ALL="differential hosts wave2 fuzz decoders kill9 truncation robustness blocking cluster asan"
 : "${SOAK_PARTS:=$PARTS_ALL}"
 export XSTREAM_MODULE=$MODULE
 # Soak sizes make restarts load large AOFs / RDBs on a loaded machine: a longer allowance
@@ -86,6 +86,21 @@ part_wave2() {
 part_fuzz() {
     XSTREAM_FUZZ_SCALE=${XSTREAM_FUZZ_SCALE:-10} XSTREAM_FUZZ_TRAFFIC_MS=${XSTREAM_FUZZ_TRAFFIC_MS:-1000} \
         t --test restore_fuzz -- --test-threads=1
+}
+
+# The cargo-fuzz targets of the two doors for whole untrusted values (issue 32): rdb_load (our
+# encoding, every version, seeded with tests/fixtures) and native_dump (the built-in's DUMP
+# payloads), SOAK_DECODER_SECONDS each (default 600), one after the other on one core each
+# (-jobs would share the corpus). A finding is written to fuzz/artifacts/<target>/.
+part_decoders() {
+    local rc=0
+    command -v cargo-fuzz >/dev/null 2>&1 || $CARGO install cargo-fuzz || return 1
+    python3 fuzz/seeds.py || return 1
+    for target in rdb_load native_dump; do
+        (cd fuzz && RUSTC_BOOTSTRAP=1 $CARGO fuzz run "$target" -- -max_total_time="${SOAK_DECODER_SECONDS:-600}" \
+            -print_final_stats=1) || rc=1
+    done
+    return $rc
 }
 
 part_kill9() {

@@ -65,13 +65,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             // A NACKed entry has no owner, which the built-in streams of the hosts
             // (before 8.8) cannot hold: their loader refuses it, or keeps a PEL entry
             // whose consumer is NULL for XACK / XCLAIM to dereference.
-            if s.groups_iter().is_some_and(|mut it| {
-                let mut any = false;
-                while let Some((_, g)) = it.next() {
-                    any |= g.nacked_count() > 0;
-                }
-                any
-            }) {
+            if s.has_nacked() {
                 return Err(Error::Err("XS.EXPORT: the stream has NACKed entries (XS.NACK), which a built-in stream of this server cannot hold"));
             }
             if !drop_policies

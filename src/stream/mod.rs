@@ -814,6 +814,18 @@ impl Stream {
         self.groups.get().map(|g| g.iter())
     }
 
+    /// Whether a group has NACKed entries (XS.NACK: pending, unowned), which the built-in
+    /// streams before 8.8 cannot hold (XS.EXPORT refuses such a stream).
+    pub fn has_nacked(&self) -> bool {
+        let Some(mut it) = self.groups_iter() else { return false };
+        while let Some((_, g)) = it.next() {
+            if g.nacked_count() > 0 {
+                return true;
+            }
+        }
+        false
+    }
+
     /// A `>` read of group `gname` by consumer `slot` (streamReplyWithRange with a
     /// group): entries after `start`, at most `count` (0 = all). For each entry,
     /// advances the group's last ID and read counter, records the delivery in the
