@@ -264,7 +264,7 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
               --test propagation --test command_docs --test cluster \
               --test redis8_nack --test redis8_claim --test redis8_idmp --test redis8_combined --test queue_policy \
-              --test retention --test delayed --test compact --test redrive
+              --test retention --test delayed --test compact --test redrive --test rdb_fixtures
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
