@@ -884,3 +884,50 @@ fn dead_letter_triggers_check_the_readers_acl() {
         "queue_policy: a dead-letter trigger by a user denied the key delivers as without a policy (6 triggers), XS.GROUP DEADLETTER answers NOPERM",
     );
 }
+
+/// The queue-policy counters of XS.INFO GROUPS (`delivered`, `acked`, `redelivered`,
+/// `dead-lettered`) are statistics of the server that shows them (issue 32,
+/// docs/commands/xs-group.md): what this server's commands did to the group since it loaded it.
+/// Not in the digest (a replica, a reload and a DUMP / RESTORE are digest-identical whatever
+/// they count), not saved (0 after DEBUG RELOAD and on a restored copy), not replicated as such
+/// (the replica counts what the commands it receives do: a dead letter arrives as XS.ADD +
+/// XS.ACK, so it counts an acknowledgement and no dead letter).
+#[test]
+fn policy_counters_are_per_server_statistics() {
+    let s = Server::start();
+    let replica = Server::replica_of(&s);
+    let mut c = s.conn();
+    let mut r = replica.conn();
+    setup(&mut c, 4);
+    ok(c.cmd(&["XS.GROUP", "SETPOLICY", "s", "g", "MAXDELIVERIES", "1", "DEADLETTER", "dlq"]));
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XS.ACK", "s", "g", "1-0", "2-0"]), Reply::Int(2));
+    // The second delivery of 3-0 and 4-0: dead letters.
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "STREAMS", "s", "0"]).to_string(), r#"[["s", []]]"#);
+    let counters = |c: &mut Conn| -> Vec<(String, i64)> {
+        let info = c.cmd(&["XS.INFO", "GROUPS", "s"]);
+        let g = info.as_array()[0].clone();
+        ["delivered", "acked", "redelivered", "dead-lettered"].iter().map(|f| (f.to_string(), g.field(f).map_or(-1, Reply::as_int))).collect()
+    };
+    let named = |v: [i64; 4]| -> Vec<(String, i64)> {
+        ["delivered", "acked", "redelivered", "dead-lettered"].iter().zip(v).map(|(f, n)| (f.to_string(), n)).collect()
+    };
+    assert_eq!(counters(&mut c), named([4, 2, 0, 2]), "primary");
+    wait_synced(&mut c, &mut r);
+    let digest = |c: &mut Conn| c.cmd(&["DEBUG", "DIGEST-VALUE", "s", "dlq"]);
+    let d = digest(&mut c);
+    assert_eq!(digest(&mut r), d, "replica digest");
+    // The replica counts what the commands it receives do: the `>` read arrives as one claim
+    // per entry (as the built-in propagates XREADGROUP), which it counts as deliveries and as
+    // redeliveries; the XS.ACK of 2; each dead letter as the XS.ADD to dlq and an XS.ACK: 4
+    // acknowledgements, no dead letter.
+    assert_eq!(counters(&mut r), named([4, 4, 4, 0]), "replica");
+    let Reply::Bulk(payload) = c.cmd(&["DUMP", "s"]) else { panic!("DUMP") };
+    ok(c.cmd(&[&b"RESTORE"[..], b"copy", b"0", &payload]));
+    let info = c.cmd(&["XS.INFO", "GROUPS", "copy"]);
+    assert_eq!(info.as_array()[0].field("delivered"), Some(&Reply::Int(0)), "restored copy: {info}");
+    ok(c.cmd(&["DEBUG", "RELOAD"]));
+    assert_eq!(counters(&mut c), named([0, 0, 0, 0]), "after DEBUG RELOAD");
+    assert_eq!(digest(&mut c), d, "digest after DEBUG RELOAD");
+    report("queue_policy: policy counters are per-server statistics (primary 4/2/0/2, replica 4/4/4/0, 0 after a reload or RESTORE; digests equal)");
+}
