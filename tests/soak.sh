@@ -13,7 +13,7 @@
 #   XSTREAM_FUZZ_SCALE (10, about 12,000 RESTORE payloads), XSTREAM_FUZZ_TRAFFIC_MS (1000 per payload
 #     the server accepted), XSTREAM_KILL9_CYCLES (50), XSTREAM_TRUNCATE_POINTS (200 per file, five
 #     files: 1,000 truncated start-ups), the blocking soak (250,000 blocked reads per side), the
-#     cluster rounds (10 reshards, 5 failovers), the module-only random workloads of the Redis 8 and
+#     cluster rounds (10 reshards, 5 failovers, 4 kill -9 of a primary during a reshard), the module-only random workloads of the Redis 8 and
 #     queue features at 10x their CI size, and the integration suite under ASan (make test-asan).
 set -u
 cd "$(dirname "$0")/.."
@@ -127,6 +127,7 @@ part_blocking() {
 part_cluster() {
     XSTREAM_RESHARD_ROUNDS=${XSTREAM_RESHARD_ROUNDS:-10} XSTREAM_RESHARD_OPS=${XSTREAM_RESHARD_OPS:-50000} \
     XSTREAM_FAILOVER_ROUNDS=${XSTREAM_FAILOVER_ROUNDS:-5} XSTREAM_CLUSTER_ENTRIES=${XSTREAM_CLUSTER_ENTRIES:-100000} \
+    XSTREAM_RESHARD_KILL_ROUNDS=${XSTREAM_RESHARD_KILL_ROUNDS:-4} \
         t --test cluster -- --test-threads=1
 }
 
