@@ -126,6 +126,20 @@ impl Cluster {
     fn node_id(&self, i: usize) -> String {
         self.nodes[i].conn().cmd(&["CLUSTER", "MYID"]).text()
     }
+
+    /// `redis-cli --cluster reshard` through the node on `via_port`: `slots` slots from node
+    /// `src` to node `dst`, without questions.
+    fn reshard(&self, via_port: u16, src: usize, dst: usize, slots: usize) -> Command {
+        let mut cmd = Command::new(redis_tool_bin("redis-cli"));
+        cmd.args(["--cluster", "reshard", &format!("127.0.0.1:{via_port}"), "--cluster-from", &self.node_id(src)]).args([
+            "--cluster-to",
+            &self.node_id(dst),
+            "--cluster-slots",
+            &slots.to_string(),
+            "--cluster-yes",
+        ]);
+        cmd
+    }
 }
 
 /// The commands with a key, as (built-in form, module form), `{k}` standing for the key.
@@ -632,21 +646,7 @@ fn cluster_reshard_under_load() {
     let adds_before = adds.load(Ordering::SeqCst);
     for round in 0..rounds {
         let (src, dst) = if round % 2 == 0 { (from, to) } else { (to, from) };
-        let out = Command::new(redis_tool_bin("redis-cli"))
-            .args([
-                "--cluster",
-                "reshard",
-                &format!("127.0.0.1:{seed}"),
-                "--cluster-from",
-                &cl.node_id(src),
-                "--cluster-to",
-                &cl.node_id(dst),
-                "--cluster-slots",
-                &moved_slots.to_string(),
-                "--cluster-yes",
-            ])
-            .output()
-            .expect("redis-cli --cluster reshard");
+        let out = cl.reshard(seed, src, dst, moved_slots).output().expect("redis-cli --cluster reshard");
         assert!(out.status.success(), "reshard {round}: {}", String::from_utf8_lossy(&out.stdout));
         cl.wait_ok();
     }
@@ -934,19 +934,8 @@ fn cluster_kill9_during_reshard() {
             })
         };
         std::thread::sleep(Duration::from_millis(200));
-        let mut reshard = Command::new(redis_tool_bin("redis-cli"))
-            .args([
-                "--cluster",
-                "reshard",
-                &format!("127.0.0.1:{}", ports[to]),
-                "--cluster-from",
-                &cl.node_id(from),
-                "--cluster-to",
-                &cl.node_id(to),
-                "--cluster-slots",
-                &moved_slots.to_string(),
-                "--cluster-yes",
-            ])
+        let mut reshard = cl
+            .reshard(ports[to], from, to, moved_slots)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
