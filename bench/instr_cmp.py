@@ -22,7 +22,9 @@ a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / 
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
 builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
 builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); maxlen_add /
-builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream).
+builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream); range_json (XS.RANGE
+COUNT 100 at spread starts of 20,000 JSON-like events: with `--module path:xstream.compression=lz4`,
+the read of compressed nodes).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -120,6 +122,21 @@ def prepare(r, name, ops):
         if name == "scheduled_readack":
             r.execute_command("XS.READGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">")
             time.sleep(1.6)
+    if name == "range_json":
+        # 20,000 JSON-like events of ~200 bytes (as bench/compression.py's), explicit IDs; with
+        # `:xstream.compression=lz4` on the module path, every sealed node compressed first.
+        pipe = r.pipeline(transaction=False)
+        for i in range(1, 20001):
+            ev = '{"user":"user-%d","action":"%s","ts":%d,"props":{"page":"/product/%d","ref":"campaign-%d","device":"%s","ms":%d}}' % (
+                i * 7919 % 5000, ["click", "view", "purchase", "login"][i % 4], 1700000000000 + i * 37, i % 97, i % 20, ["mobile", "desktop"][i % 3 == 0], i * 31 % 2000)
+            pipe.execute_command("XS.ADD", "s", f"{i}-0", "event", ev)
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        for _ in range(500):
+            if r.info("xstream").get("xstream_compression_queued_keys", 0) == 0:
+                break
+            time.sleep(0.02)
     if name in RETENTION:
         pipe = r.pipeline(transaction=False)
         for i in range(1, 20001):
@@ -184,6 +201,10 @@ def run(r, name, ops):
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
+    elif name == "range_json":
+        # XS.RANGE COUNT 100 from a start spread over the stream (a fixed sequence).
+        for i in range(ops):
+            pipe.execute_command("XS.RANGE", "s", str(1 + i * 7877 % 19800), "+", "COUNT", "100")
     elif name == "add5":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "*", *FIVE)
