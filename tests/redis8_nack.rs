@@ -927,3 +927,26 @@ fn xnack_propagation() {
         "{cmds:?}"
     );
 }
+
+/// XS.EXPORT refuses a stream with NACKed entries (pending, unowned), which the built-in
+/// streams before 8.8 cannot hold (their loader refuses an unowned PEL entry, or keeps one whose
+/// consumer is NULL): the exact error, the key unchanged; once the NACKed entries are claimed by
+/// a consumer, the same stream exports.
+#[test]
+fn xs_export_refuses_nacked_entries() {
+    let s = Server::start();
+    let mut c = s.conn();
+    setup(&mut c, 3, 3);
+    assert_eq!(nack(&mut c, &["s", "g", "FAIL", "IDS", "1", "2-0"]), Reply::Int(1));
+    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", "s"]);
+    assert_eq!(
+        c.cmd(&["XS.EXPORT", "s"]),
+        err("ERR XS.EXPORT: the stream has NACKed entries (XS.NACK), which a built-in stream of this server cannot hold")
+    );
+    assert_eq!(c.cmd(&["TYPE", "s"]), Reply::Simple("xs-stream".into()));
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "s"]), before);
+    assert_eq!(c.cmd(&["XS.CLAIM", "s", "g", "c", "0", "2-0", "JUSTID"]).to_string(), r#"["2-0"]"#);
+    assert_eq!(c.cmd(&["XS.EXPORT", "s"]), Reply::Int(3));
+    assert_eq!(c.cmd(&["TYPE", "s"]), Reply::Simple("stream".into()));
+    assert_eq!(c.cmd(&["XPENDING", "s", "g"]).as_array()[0], Reply::Int(3));
+}

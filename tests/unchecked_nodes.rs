@@ -370,3 +370,18 @@ fn adversarial_large_nodes_stay_linear() {
         assert!(took < Duration::from_secs(10), "{what}: {took:?}");
     }
 }
+
+/// The fuzz target rdb_load's first finding (fuzz/fuzz_targets/rdb_load.rs, issue 32): a valid
+/// stream whose group has NACKed entries, which tests/unchecked/ops.rs then exported to the
+/// built-in's DUMP encoding, which refuses an unowned PEL entry. XS.EXPORT refuses such a stream
+/// (`Stream::has_nacked`); the paths of the core now do as it does. The input, as the target reads
+/// it: the encoding version, then the value as Redis frames it.
+#[test]
+fn rdb_load_fuzz_finding_nacked_export() {
+    let input = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rdb-load-fuzz-nacked.bin")).expect("fixture");
+    let (&v, body) = input.split_first().expect("a version byte");
+    let s = rdb::load(i32::from(v % 8), &mut xstream::native::ModuleValue::new(body), Check::Deep).expect("it loads");
+    assert!(s.has_nacked(), "the finding's stream has NACKed entries");
+    let last = s.last_id;
+    ops::exercise(&s, &[StreamId::MIN, StreamId::new(last.ms, last.seq), StreamId::MAX]);
+}
