@@ -184,7 +184,7 @@ impl<'a> Reader<'a> {
 }
 
 /// RDB_MODULE_OPCODE_UINT / _STRING: the tag Redis writes before each item of a module value
-/// (RM_SaveUnsigned, RM_SaveStringBuffer), and the end-of-value opcode.
+/// (RM_SaveUnsigned, RM_SaveStringBuffer).
 const MODULE_OPCODE_UINT: u64 = 2;
 const MODULE_OPCODE_STRING: u64 = 5;
 
@@ -392,25 +392,6 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// The items of one of our values framed as Redis frames them (the inverse of [`ModuleValue`],
-/// strings uncompressed): the fuzz targets' seeds and tests.
-pub fn encode_module_value(items: &[crate::rdb::VecItem]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for it in items {
-        match it {
-            crate::rdb::VecItem::U64(v) => {
-                put_len(&mut out, MODULE_OPCODE_UINT);
-                put_len(&mut out, *v);
-            }
-            crate::rdb::VecItem::Bytes(b) => {
-                put_len(&mut out, MODULE_OPCODE_STRING);
-                put_string(&mut out, b);
-            }
-        }
-    }
-    out
-}
-
 /// Encodes our stream as a DUMP payload of a built-in stream, for RESTORE: type
 /// 19 (RDB 10, Redis 7.0) or, with `active_times` (a 7.2+ server), type 21 (RDB
 /// 11) which also carries the consumers' active-times. A 7.0 server cannot read
@@ -467,6 +448,25 @@ pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::stream::{IdSpec, NodeLimits};
+
+    /// The items of one of our values framed as Redis frames them (the inverse of
+    /// [`ModuleValue`], strings uncompressed).
+    fn encode_module_value(items: &[crate::rdb::VecItem]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for it in items {
+            match it {
+                crate::rdb::VecItem::U64(v) => {
+                    put_len(&mut out, MODULE_OPCODE_UINT);
+                    put_len(&mut out, *v);
+                }
+                crate::rdb::VecItem::Bytes(b) => {
+                    put_len(&mut out, MODULE_OPCODE_STRING);
+                    put_string(&mut out, b);
+                }
+            }
+        }
+        out
+    }
 
     /// A stream's RDB items framed as in an RDB (module opcodes, RDB lengths and strings, one
     /// of them LZF-compressed as Redis may write it) load back through ModuleValue to the same
