@@ -431,6 +431,43 @@ fn blocked_reader_woken_at_the_due_time() {
     assert_eq!(scheduled(&mut c), 0);
 }
 
+/// `XS.ADD ... DELAY ms *`: the due time is the ID's time plus `ms`, to the millisecond. The
+/// command reads the clock once (the built-in's `commandTimeSnapshot()`); reading it once for
+/// DELAY and again for the ID let a millisecond boundary fall between the two, and the entry
+/// was delivered 1 ms before its ID's time plus the delay (hostile_queue_workload caught it
+/// on CI). 20,000 pipelined adds cross dozens of boundaries; each due time is checked in the
+/// group's schedule (XS.INFO STREAM FULL, after a `>` read passed over them all).
+#[test]
+fn delay_counts_from_the_ids_millisecond() {
+    let s = Server::start();
+    let mut c = s.conn();
+    ok(c.cmd(&["XS.GROUP", "CREATE", "s", "g", "$", "MKSTREAM"]));
+    const N: usize = 20_000;
+    const DELAY: i64 = 3_600_000;
+    let adds: Vec<Vec<String>> =
+        (0..N).map(|i| ["XS.ADD", "s", "DELAY", &DELAY.to_string(), "*", "f", &i.to_string()].map(String::from).to_vec()).collect();
+    let ids: Vec<String> = pipeline(&mut c, &adds).iter().map(Reply::text).collect();
+    let ms: Vec<i64> = ids.iter().map(|id| id.split('-').next().and_then(|m| m.parse().ok()).expect("an ID")).collect();
+    let added: std::collections::HashMap<&String, i64> = ids.iter().zip(ms.iter().copied()).collect();
+    assert!(readgroup(&mut c, "r", &["COUNT", "1"]).is_empty(), "none is due");
+    assert_eq!(scheduled(&mut c), N as i64);
+    let full = c.cmd(&["XS.INFO", "STREAM", "s", "FULL", "COUNT", "0"]);
+    let group = &full.field("groups").expect("groups").as_array()[0];
+    let sched = group.field("scheduled").expect("scheduled").as_array();
+    assert_eq!(sched.len(), N);
+    let mut off = Vec::new();
+    for pair in sched {
+        let (id, due) = (pair.as_array()[0].text(), pair.as_array()[1].as_int());
+        let want = added.get(&id).expect("a scheduled ID was added") + DELAY;
+        if due != want {
+            off.push(format!("{id}: due {due}, ID time + delay {want}"));
+        }
+    }
+    let spread = ms[N - 1] - ms[0];
+    assert!(off.is_empty(), "{} of {N} due times off ({spread} ms of IDs): {:?}", off.len(), &off[..off.len().min(5)]);
+    report(&format!("delayed: {N} DELAY adds over {spread} ms: every due time is the ID's time + the delay"));
+}
+
 /// [VT] With an ACKTIMEOUT policy, a `>` read serves the policy's due entries first, then
 /// the scheduled ones, then new entries.
 #[test]

@@ -32,6 +32,10 @@ pub struct Ctx {
     /// Arguments replaced by [`Ctx::replicate_with`], released when the Ctx drops
     /// (so that a slice of one taken earlier stays valid for the whole command).
     retired: [Cell<*mut raw::RedisModuleString>; REWRITE_MAX],
+    /// The clock as first read in this call (0: not read yet): one time per command, as
+    /// the built-in's `commandTimeSnapshot()` (7.2+), so that a due time computed while
+    /// parsing and the ID of the same XS.ADD agree to the millisecond.
+    now: Cell<u64>,
 }
 
 /// The most arguments one command replaces in its argv (XS.ADD: the ID, `~` and
@@ -153,7 +157,7 @@ impl Ctx {
     /// a callback and `argc` strings of the caller's that outlive the `Ctx`
     /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
-        Ctx { ctx, argv, argc: argc.max(0) as usize, command: false, retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX] }
+        Ctx { ctx, argv, argc: argc.max(0) as usize, command: false, retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX], now: Cell::new(0) }
     }
 
     /// A command callback's context.
@@ -338,9 +342,20 @@ impl Ctx {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING | raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA) != 0
     }
 
-    /// Wall clock in milliseconds (the built-in's `mstime()`): [`unix_ms`].
+    /// Wall clock in milliseconds ([`unix_ms`]), read once per call: every read in one
+    /// command (or one timer tick) gives the first one's value, as the built-in's
+    /// `commandTimeSnapshot()`. A DELAY's due time and the entry's ID then come from the
+    /// same millisecond (read twice, a millisecond boundary between the two let a delayed
+    /// entry be delivered 1 ms before its ID's time plus the delay).
     pub fn now_ms(&self) -> u64 {
-        unix_ms()
+        match self.now.get() {
+            0 => {
+                let t = unix_ms();
+                self.now.set(t);
+                t
+            }
+            t => t,
+        }
     }
 
     /// Opens key argument `i`: every command opens its keys here. In takeover
