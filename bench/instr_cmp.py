@@ -30,7 +30,8 @@ trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
 MAXAGE ~ 60000 * f v).
 Delayed delivery (issue 17; a build with NOTBEFORE / DELAY): delay_add (XS.ADD s DELAY 60000 * f v),
-delayed_readack (readack on a stream where every other entry is due in an hour: each read passes
+queue (XS.ADD, XS.READGROUP COUNT 1 > of it, XS.ACK: a consumer keeping up; per command),
+queue_groups10 (the same with nine idle groups on the stream), delayed_readack (readack on a stream where every other entry is due in an hour: each read passes
 over ~10 entries to deliver 10), scheduled_readack (readack served from the group's schedule: every
 entry passed over by one read, then due).
 """
@@ -137,6 +138,13 @@ def prepare(r, name, ops):
             if r.info("xstream").get("xstream_compression_queued_keys", 0) == 0:
                 break
             time.sleep(0.02)
+    if name in ("queue", "queue_groups10"):
+        # A queue that keeps up: one group reading each entry as it comes; queue_groups10 has
+        # nine more groups on the stream that read nothing (lags growing).
+        r.execute_command("XS.GROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        if name == "queue_groups10":
+            for g in range(9):
+                r.execute_command("XS.GROUP", "CREATE", "s", f"idle{g}", "$")
     if name in RETENTION:
         pipe = r.pipeline(transaction=False)
         for i in range(1, 20001):
@@ -215,6 +223,12 @@ def run(r, name, ops):
     elif name == "delay_add":
         for _ in range(ops):
             pipe.execute_command("XS.ADD", "s", "DELAY", "60000", "*", "f", "v")
+    elif name in ("queue", "queue_groups10"):
+        for _ in range(ops):
+            id = r.execute_command("XS.ADD", "s", "*", "f", "v")
+            r.execute_command("XS.READGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">")
+            r.execute_command("XS.ACK", "s", "g", id)
+        return ops * 3
     elif name in ("readack", "claim", "delayed_readack", "scheduled_readack"):
         extra = ["CLAIM", "0"] if name == "claim" else []
         for _ in range(ops):

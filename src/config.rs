@@ -109,6 +109,11 @@ pub static ACL_TWIN: NotInTakeover<AtomicBool> =
 /// takeover (the XS.* names never meet a built-in stream by accident there).
 pub static ADOPT: AtomicBool = AtomicBool::new(true);
 
+/// `xstream.group-stats` (default no): INFO xstream counts the consumer groups by PEL size and
+/// by lag (log-2 buckets, kept incrementally: src/stream/census.rs). Off, nothing of it runs on
+/// the write path; switched on, every stream is counted once before the server next sleeps.
+pub static GROUP_STATS: AtomicBool = AtomicBool::new(false);
+
 /// `xstream.argv-rewrite`: XS.ADD `*` (and approximate trims) put the concrete
 /// ID / threshold into the client's argv and propagate it verbatim, as the
 /// built-in does, on hosts known to pass commands the client's argv

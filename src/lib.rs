@@ -97,13 +97,14 @@ redis_module! {
             ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
-            ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, None],
+            ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, Some(Box::new(on_compat))],
             ["compression", &config::COMPRESSION_CONFIG, "off", ConfigurationFlags::DEFAULT, None],
         ],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
             ["acl-twin", &config::ACL_TWIN, false, ConfigurationFlags::DEFAULT, None],
             ["adopt", &config::ADOPT, true, ConfigurationFlags::DEFAULT, None],
+            ["group-stats", &config::GROUP_STATS, false, ConfigurationFlags::DEFAULT, Some(Box::new(on_group_stats))],
             ["argv-rewrite", &config::ARGV_REWRITE, true, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
@@ -112,3 +113,13 @@ redis_module! {
 }
 
 use ffi::types::STREAM_TYPE;
+
+/// `xstream.compat` set: the lag rules may have changed, and the group histograms with them.
+fn on_compat(_: &redis_module::configuration::ConfigurationContext, _: &str, _: &'static config::CompatConfig) {
+    ffi::stats::lag_rules_changed();
+}
+
+/// `xstream.group-stats` set: the histograms start (or stop) keeping (src/ffi/stats.rs).
+fn on_group_stats(_: &redis_module::configuration::ConfigurationContext, _: &str, v: &'static std::sync::atomic::AtomicBool) {
+    ffi::stats::group_stats_changed(v.load(std::sync::atomic::Ordering::Relaxed));
+}

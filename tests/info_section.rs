@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 fn info(c: &mut Conn) -> HashMap<String, String> {
     let text = c.cmd(&["INFO", "xstream"]).text();
@@ -171,6 +171,7 @@ fn info_xstream_counts_adoptions_in_takeover_mode() {
 #[test]
 fn info_totals_match_a_walk_after_random_operations() {
     let s = Server::start();
+    let replica = Server::replica_of(&s);
     let mut c = s.conn();
     let seed = env_usize("XSTREAM_SEED", 7) as u64;
     let mut rng = Rng::new(seed);
@@ -178,7 +179,15 @@ fn info_totals_match_a_walk_after_random_operations() {
     let groups = ["g1", "g2"];
     let consumers = ["c1", "c2", "c3"];
     let mut id = 0u64;
-    for _ in 0..4000 {
+    for step in 0..4000 {
+        if step == 1000 {
+            // The histograms switched on with streams and groups in place (a rescan counts
+            // them), the replica's too.
+            assert!(!info(&mut c).contains_key("groups_by_lag"), "off by default");
+            for conn in [&mut c, &mut replica.conn()] {
+                assert_eq!(conn.cmd(&["CONFIG", "SET", "xstream.group-stats", "yes"]).text(), "OK");
+            }
+        }
         let k = *rng.pick(&keys);
         let g = *rng.pick(&groups);
         let cn = *rng.pick(&consumers);
@@ -215,13 +224,85 @@ fn info_totals_match_a_walk_after_random_operations() {
                 4 => c.cmd(&["MOVE", k, "1"]),
                 _ => c.cmd(&["SWAPDB", "0", "1"]),
             },
+            14 if rng.below(3) == 0 => match rng.below(3) {
+                // Lags of every kind: read counters set, unknown, a last ID moved.
+                0 => c.cmd(&["XS.GROUP", "SETID", k, g, &format!("{}-0", rng.range(0, id + 1)), "ENTRIESREAD", &rng.below(id + 1).to_string()]),
+                1 => c.cmd(&["XS.GROUP", "SETID", k, g, &format!("{}-0", rng.range(0, id + 1))]),
+                _ => {
+                    id += rng.below(3);
+                    c.cmd(&["XS.SETID", k, &format!("{id}-0"), "ENTRIESADDED", &(id + rng.below(5)).to_string()])
+                }
+            },
             14 => c.cmd(&["XS.ACKDEL", k, g, "DELREF", "IDS", "1", &format!("{}-0", rng.range(1, id + 1))]),
             _ => c.cmd(&["XS.DELEX", k, "DELREF", "IDS", "1", &format!("{}-0", rng.range(1, id + 1))]),
         };
         let _ = r;
     }
-    // The walk: every key of both databases.
+    let (walked, hist) = walk(&mut c);
+    assert!(walked[0] > 0 && walked[1] > 0 && walked[5] > 0, "a workload that leaves nothing proves nothing: {walked:?}");
+    assert!(hist.1.len() >= 2, "lags of one bucket prove little: {hist:?}");
+    assert_eq!(totals(&mut c), walked, "INFO xstream totals vs a walk of the keyspace (seed {seed})");
+    assert_eq!(histograms(&mut c), hist, "INFO xstream histograms vs a walk of the keyspace (seed {seed})");
+    // The replica keeps its own, from what the primary sent; DEBUG RELOAD and FLUSHALL ASYNC
+    // (the values freed in the lazyfree thread) start them over.
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    let mut rc = replica.conn();
+    assert_eq!(walk(&mut rc).1, hist, "the replica's keyspace");
+    assert_eq!(histograms(&mut rc), hist, "the replica's INFO");
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]).text(), "OK");
+    assert_eq!(histograms(&mut c), hist, "after DEBUG RELOAD");
+    // Off: no fields, nothing kept; on again: counted afresh.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.group-stats", "no"]).text(), "OK");
+    assert!(!info(&mut c).contains_key("groups_by_pel_size"));
+    c.cmd(&["XS.ADD", "a", "*", "f", "v"]);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.group-stats", "yes"]).text(), "OK");
+    let (_, hist) = walk(&mut c);
+    assert_eq!(histograms(&mut c), hist, "switched off and on");
+    // Other lag rules (8.0's: a group behind the first entry lags by the length, ...): every
+    // stream counted again under them.
+    for level in ["8.0", "valkey-8.1", "host"] {
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", level]).text(), "OK");
+        let (_, hist) = walk(&mut c);
+        assert_eq!(histograms(&mut c), hist, "xstream.compat {level}");
+    }
+    assert_eq!(c.cmd(&["FLUSHALL", "ASYNC"]).text(), "OK");
+    let t = std::time::Instant::now();
+    while histograms(&mut c) != Default::default() && t.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(histograms(&mut c), Default::default(), "after FLUSHALL ASYNC");
+    report(&format!("info_section: {} groups, by PEL size {:?}, by lag {:?}", walked[3], hist.0, hist.1));
+}
+
+/// Groups by PEL size and by lag: bucket label (0, 1, 2, 4... or unknown) -> groups.
+type Histograms = (BTreeMap<String, i64>, BTreeMap<String, i64>);
+
+/// The label of the log-2 bucket holding `v`: 0 for 0, else the greatest power of two <= v.
+fn bucket_label(v: i64) -> String {
+    if v <= 0 {
+        "0".into()
+    } else {
+        (1i64 << (63 - v.leading_zeros())).to_string()
+    }
+}
+
+/// INFO xstream's `groups_by_pel_size` and `groups_by_lag`.
+fn histograms(c: &mut Conn) -> Histograms {
+    let m = info(c);
+    let parse = |k: &str| -> BTreeMap<String, i64> {
+        let v = m.get(k).unwrap_or_else(|| panic!("no field {k} in {m:?}"));
+        v.split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').map(|(b, n)| (b.to_string(), n.parse().expect("a count"))).expect("b=n"))
+            .collect()
+    };
+    (parse("groups_by_pel_size"), parse("groups_by_lag"))
+}
+
+/// The totals and the histograms from a walk of every key of databases 0 and 1.
+fn walk(c: &mut Conn) -> ([i64; 6], Histograms) {
     let mut walked = [0i64; 6];
+    let mut hist = Histograms::default();
     for db in ["0", "1"] {
         c.cmd(&["SELECT", db]);
         for k in c.cmd(&["KEYS", "*"]).as_array().iter().map(|r| r.text()) {
@@ -236,11 +317,17 @@ fn info_totals_match_a_walk_after_random_operations() {
             walked[3] += gs.len() as i64;
             for g in &gs {
                 walked[4] += g.field("consumers").unwrap().as_array().len() as i64;
-                walked[5] += g.field("pel-count").unwrap().as_int();
+                let pel = g.field("pel-count").unwrap().as_int();
+                walked[5] += pel;
+                *hist.0.entry(bucket_label(pel)).or_insert(0) += 1;
+                let lag = match g.field("lag").unwrap() {
+                    Reply::Nil => "unknown".to_string(),
+                    l => bucket_label(l.as_int()),
+                };
+                *hist.1.entry(lag).or_insert(0) += 1;
             }
         }
     }
     c.cmd(&["SELECT", "0"]);
-    assert!(walked[0] > 0 && walked[1] > 0 && walked[5] > 0, "a workload that leaves nothing proves nothing: {walked:?}");
-    assert_eq!(totals(&mut c), walked, "INFO xstream totals vs a walk of the keyspace (seed {seed})");
+    (walked, hist)
 }

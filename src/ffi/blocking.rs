@@ -184,9 +184,17 @@ fn schedule(db: i32, key: Option<&[u8]>) {
     HAS_PENDING.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-unsafe extern "C" fn on_event_loop(_ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
+unsafe extern "C" fn on_event_loop(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
     if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && HAS_PENDING.swap(false, std::sync::atomic::Ordering::Relaxed) {
         run_checks();
+    }
+    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && super::stats::rescan_due() {
+        fence::guard("group stats rescan", (), || {
+            // SAFETY: the context Redis passed to this server-event callback, valid for its
+            // duration (one per event and module: this subscription serves both).
+            let c = unsafe { Ctx::for_callback(ctx) };
+            super::stats::rescan(&c);
+        });
     }
 }
 

@@ -17,12 +17,12 @@
 //! Event counters are bumped by the commands ([`bump`]).
 
 use super::ctx::cstring;
-use crate::stream::census::Census;
+use crate::stream::census::{bucket_floor, Census, Hist, HistCtx, BUCKETS, LAG_UNKNOWN};
 use crate::stream::Stream;
 use redis_module::raw;
 use std::os::raw::c_int;
 use std::ptr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 struct Totals {
     streams: AtomicI64,
@@ -42,6 +42,106 @@ static TOTALS: Totals = Totals {
     pending: AtomicI64::new(0),
 };
 
+/// Groups by PEL size and by lag, in log-2 buckets (src/stream/census.rs); the lag's last
+/// bucket is "unknown". Two copies summed by INFO: `HIST` moved by the main thread alone (writes
+/// and loads: a plain load and store, no locked instruction on the write path), `HIST_FREED` by
+/// frees, which the lazyfree thread may run.
+static HIST: [[AtomicI64; BUCKETS + 1]; 2] = [const { [const { AtomicI64::new(0) }; BUCKETS + 1] }; 2];
+static HIST_FREED: [[AtomicI64; BUCKETS + 1]; 2] = [const { [const { AtomicI64::new(0) }; BUCKETS + 1] }; 2];
+
+/// The histograms' epoch (src/stream/census.rs `HistCtx`): 0 while `xstream.group-stats` is
+/// off; each switch on takes a new one, and every stream is accounted again before the server
+/// next sleeps ([`rescan`]).
+static EPOCH: AtomicU32 = AtomicU32::new(0);
+static LAST_EPOCH: AtomicU32 = AtomicU32::new(0);
+static RESCAN: AtomicBool = AtomicBool::new(false);
+
+/// `xstream.group-stats` was set (CONFIG SET, or at load): on, a new epoch from zero totals and
+/// a rescan of the keyspace to come; off, the totals dropped and nothing kept any more.
+pub fn group_stats_changed(on: bool) {
+    if on == (EPOCH.load(Relaxed) != 0) {
+        return;
+    }
+    for a in HIST.iter().chain(&HIST_FREED).flatten() {
+        a.store(0, Relaxed);
+    }
+    if on {
+        let e = LAST_EPOCH.load(Relaxed).wrapping_add(1).max(1);
+        LAST_EPOCH.store(e, Relaxed);
+        EPOCH.store(e, Relaxed);
+        RESCAN.store(true, Relaxed);
+    } else {
+        EPOCH.store(0, Relaxed);
+    }
+}
+
+/// `xstream.compat` was set: lags may follow other rules now (8.0's, Valkey 8.1's), so the
+/// histograms, when kept, start over in a new epoch and every stream is counted again.
+pub fn lag_rules_changed() {
+    if EPOCH.load(Relaxed) != 0 {
+        group_stats_changed(false);
+        group_stats_changed(true);
+    }
+}
+
+/// A rescan is waiting ([`rescan`]).
+pub fn rescan_due() -> bool {
+    RESCAN.load(Relaxed)
+}
+
+/// Before the server sleeps (src/ffi/blocking.rs): after `xstream.group-stats` was switched on,
+/// every stream of ours in every database is accounted in the new epoch (O(keys) once, on the
+/// main thread, as the switch asked for).
+pub fn rescan(c: &super::ctx::Ctx) {
+    if RESCAN.swap(false, Relaxed) && EPOCH.load(Relaxed) != 0 {
+        super::timer::scan_streams(c, |s| {
+            account(s);
+            None
+        });
+    }
+}
+
+/// The histograms' context for an update: None while they are off.
+fn hist_ctx(emit: crate::stream::census::HistMoves<'_>) -> Option<HistCtx<'_>> {
+    match EPOCH.load(Relaxed) {
+        0 => None,
+        epoch => Some(HistCtx { epoch, rules: crate::config::lag_rules(), emit }),
+    }
+}
+
+/// A group entering (+1) or leaving (-1) a bucket, on the main thread.
+fn hist_move(h: Hist, b: u8, delta: i64) {
+    if let Some(a) = HIST[h as usize].get(b as usize) {
+        a.store(a.load(Relaxed) + delta, Relaxed);
+    }
+}
+
+/// A freed group leaving its bucket (any thread).
+fn hist_freed(h: Hist, b: u8, delta: i64) {
+    if let Some(a) = HIST_FREED[h as usize].get(b as usize) {
+        a.fetch_add(delta, Relaxed);
+    }
+}
+
+/// `0=3,1=1,4=2,unknown=1`: the non-empty buckets by their smallest value.
+fn hist_text(h: Hist) -> String {
+    let mut out = String::new();
+    for (b, (a, f)) in HIST[h as usize].iter().zip(&HIST_FREED[h as usize]).enumerate() {
+        let n = a.load(Relaxed) + f.load(Relaxed);
+        if n > 0 {
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if b == LAG_UNKNOWN as usize {
+                out.push_str(&format!("unknown={n}"));
+            } else {
+                out.push_str(&format!("{}={n}", bucket_floor(b as u8)));
+            }
+        }
+    }
+    out
+}
+
 /// Bytes allocated by the module and not yet freed (src/ffi/alloc.rs).
 pub static BYTES: AtomicI64 = AtomicI64::new(0);
 
@@ -55,7 +155,7 @@ fn apply(c: &Census, sign: i64) {
 
 /// A stream value enters the keyspace (or a loader's hands).
 pub fn born(s: &mut Stream) {
-    let now = Census::reset(s);
+    let now = Census::reset(s, hist_ctx(&mut hist_move));
     TOTALS.streams.fetch_add(1, Relaxed);
     apply(&now, 1);
 }
@@ -63,7 +163,7 @@ pub fn born(s: &mut Stream) {
 /// A live stream after a write: the totals follow its new census (one atomic add per field
 /// that changed; usually one or two).
 pub fn account(s: &mut Stream) {
-    let (was, now) = Census::update(s);
+    let (was, now) = Census::update(s, hist_ctx(&mut hist_move));
     if now != was {
         let d = |a: &AtomicI64, new: u64, old: u64| {
             if new != old {
@@ -82,6 +182,7 @@ pub fn account(s: &mut Stream) {
 pub fn freed(s: &Stream) {
     TOTALS.streams.fetch_sub(1, Relaxed);
     apply(&s.accounted, -1);
+    Census::unaccount(s, EPOCH.load(Relaxed), &mut hist_freed);
 }
 
 /// Counters since the module was loaded.
@@ -222,6 +323,12 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             let n = cstring(name);
             // SAFETY: as above.
             unsafe { super::api!(RedisModule_InfoAddFieldLongLong)(ctx, n.as_ptr(), value) };
+        }
+        let hists: &[(&str, Hist)] = if EPOCH.load(Relaxed) != 0 { &[("groups_by_pel_size", Hist::Pel), ("groups_by_lag", Hist::Lag)] } else { &[] };
+        for &(name, h) in hists {
+            let (n, v) = (cstring(name), cstring(&hist_text(h)));
+            // SAFETY: as above.
+            unsafe { super::api!(RedisModule_InfoAddFieldCString)(ctx, n.as_ptr(), v.as_ptr()) };
         }
     })
 }

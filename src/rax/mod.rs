@@ -584,6 +584,11 @@ impl<V> Rax<V> {
         self.values.iter_mut().flatten()
     }
 
+    /// Every value with its slot in the value slab, in no particular order.
+    pub fn values_mut_indexed(&mut self) -> impl Iterator<Item = (u32, &mut V)> {
+        self.values.iter_mut().enumerate().filter_map(|(i, v)| v.as_mut().map(|v| (i as u32, v)))
+    }
+
     /// Removes every key, releasing memory.
     pub fn clear(&mut self) {
         *self = Self::new();
@@ -870,6 +875,11 @@ impl<V> Rax<V> {
     /// The value in slot `index` of the value slab, if that slot holds one.
     pub fn value_at(&self, index: u32) -> Option<&V> {
         self.values.get(index as usize).and_then(Option::as_ref)
+    }
+
+    /// The value in slot `index` of the value slab, mutably, if that slot holds one.
+    pub fn value_at_mut(&mut self, index: u32) -> Option<&mut V> {
+        self.values.get_mut(index as usize).and_then(Option::as_mut)
     }
 
     // ----------------------------------------------------------------- insertion

@@ -14,11 +14,181 @@
 //!   recorded: a flag making the next update walk every group.
 //!
 //! [`Census::update`] applies, for each recorded group, (current - snapshot), and forgets the
-//! records. Nothing is stored per group: a slab index is reused only by a group created after
-//! the removal that dropped the old group's record, and a new group contributes nothing.
+//! records. Nothing is stored per group for the sums: a slab index is reused only by a group
+//! created after the removal that dropped the old group's record, and a new group contributes
+//! nothing.
+//!
+//! Two histograms count the groups by PEL size and by lag, in log-2 buckets ([`bucket`]; the lag
+//! has one more for "unknown", XINFO's nil). Each group stores the two buckets it was last
+//! accounted in (`Group::hist`), and an update reports each move to the caller ([`Hist`], bucket,
+//! +1 / -1), which keeps the module's totals (INFO xstream). A PEL changes only through the
+//! recording accessors, so the PEL bucket is looked at for the recorded groups only. The lag
+//! changes without any group being touched: with every append, trim, deletion. The update walks
+//! every group's lag when the stream's metadata ([`Meta`]) changed since the last walk, except for
+//! appends that cannot move any group to another bucket: when every group's lag is counted as
+//! entries added minus entries read ([`Meta::counted_lag`]), the walk records the fewest appends
+//! that take one of them to its bucket's end (the slack), and appends within it cost nothing
+//! more than comparing the metadata. A queue whose group keeps up (lag 0, then 1) walks its one
+//! group once per append; many groups far behind are walked once per doubling of the smallest lag.
 
 use super::group::{Group, Groups};
-use super::Stream;
+use super::{LagForm, LagRules, Meta, Stream};
+
+/// Log-2 buckets: bucket 0 holds 0, bucket k (1..=64) holds [2^(k-1), 2^k).
+pub const BUCKETS: usize = 65;
+/// The lag histogram's extra bucket: the lag is unknown (XINFO's nil).
+pub const LAG_UNKNOWN: u8 = BUCKETS as u8;
+/// A group not (yet) counted in the histograms.
+pub const NOT_ACCOUNTED: u8 = u8::MAX;
+
+/// The log-2 bucket of `v`.
+#[inline]
+pub fn bucket(v: u64) -> u8 {
+    (64 - v.leading_zeros()) as u8
+}
+
+/// The smallest value of bucket `b` (its label in INFO): 0, 1, 2, 4, 8...
+pub fn bucket_floor(b: u8) -> u64 {
+    match b {
+        0 => 0,
+        b => 1u64 << (b - 1).min(63),
+    }
+}
+
+/// The histograms: groups by PEL size, groups by lag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Hist {
+    Pel = 0,
+    Lag = 1,
+}
+
+/// Receives the histogram moves of an update: (histogram, bucket, +1 or -1).
+pub type HistMoves<'a> = &'a mut dyn FnMut(Hist, u8, i64);
+
+/// The histograms being kept: since when, under which lag rules, and where the moves go. An
+/// epoch is never 0 and never reused: a stream accounted in another epoch (the histograms were
+/// off, or switched off and on since) is accounted afresh, as if just loaded.
+pub struct HistCtx<'a> {
+    pub epoch: u32,
+    pub rules: LagRules,
+    pub emit: HistMoves<'a>,
+}
+
+/// A group's buckets now, and when appends alone change its lag bucket: Some(the entries-added
+/// count at which it moves; u64::MAX never), or None when any append may.
+fn buckets_of(g: &Group, meta: &Meta) -> ([u8; 2], Option<u64>) {
+    let pel = bucket(g.pel().len() as u64);
+    match meta.lag_form(g) {
+        LagForm::Behind(r) => {
+            let lag = (meta.entries_added as i64).wrapping_sub(r);
+            let b = bucket(lag.max(0) as u64);
+            // Bucket b ends below 2^b: the lag reaches it after 2^b - lag appends.
+            let cross = if b >= 63 { u64::MAX } else { (r as u64).wrapping_add(1u64 << b) };
+            ([pel, b], Some(cross))
+        }
+        LagForm::Unknown => ([pel, LAG_UNKNOWN], Some(u64::MAX)),
+        LagForm::Volatile => {
+            let lag = match meta.lag(g) {
+                None => LAG_UNKNOWN,
+                Some(l) => bucket(l.max(0) as u64),
+            };
+            ([pel, lag], None)
+        }
+    }
+}
+
+/// Moves `g` to the buckets `now`, reporting the moves; `fresh`: whatever it stores is not
+/// accounted (a loaded or copied stream entering the totals).
+fn rebucket(g: &mut Group, now: [u8; 2], fresh: bool, emit: HistMoves) {
+    for (i, h) in [Hist::Pel, Hist::Lag].into_iter().enumerate() {
+        let was = if fresh { NOT_ACCOUNTED } else { g.hist[i] };
+        if was != now[i] {
+            if was != NOT_ACCOUNTED {
+                emit(h, was, -1);
+            }
+            emit(h, now[i], 1);
+            g.hist[i] = now[i];
+        }
+    }
+}
+
+/// Reports the removal of buckets a group was accounted in.
+fn unbucket(hist: [u8; 2], emit: HistMoves) {
+    for (i, h) in [Hist::Pel, Hist::Lag].into_iter().enumerate() {
+        if hist[i] != NOT_ACCOUNTED {
+            emit(h, hist[i], -1);
+        }
+    }
+}
+
+/// The metadata the lags were last brought up to date with, and for a stream with more than
+/// [`WALK_MAX`] groups the index that spares walking them all at each append.
+#[derive(Clone, Debug)]
+struct LagMark {
+    meta: Meta,
+    index: Option<Box<LagIndex>>,
+}
+
+/// Groups by when appends alone move them to another lag bucket: (entries-added count, slab
+/// index) of the groups whose lag is counted (`Group::hist_cross` holds each one's key), and the
+/// slab indexes of those an append may move any way, looked at after every append.
+#[derive(Clone, Debug, Default)]
+struct LagIndex {
+    cross: std::collections::BTreeSet<(u64, u32)>,
+    uncounted: std::collections::BTreeSet<u32>,
+}
+
+/// `Group::hist_cross` of a group in neither set of the index (not filed yet, or its lag never
+/// moves by appends: unknown, or in the last bucket).
+const UNFILED: u64 = u64::MAX;
+/// `Group::hist_cross` of a group in `LagIndex::uncounted`.
+const UNCOUNTED: u64 = u64::MAX - 1;
+
+impl LagIndex {
+    /// Takes group `index` out of the set its key `key` names.
+    fn remove(&mut self, key: u64, index: u32) {
+        match key {
+            UNFILED => {}
+            UNCOUNTED => {
+                self.uncounted.remove(&index);
+            }
+            c => {
+                self.cross.remove(&(c, index));
+            }
+        }
+    }
+}
+
+/// Up to this many groups, any change of the metadata walks them all (cheaper than the index).
+pub const WALK_MAX: usize = 4;
+
+/// Brings group `g` (slab `index`) to its buckets now, reporting the moves, and files it in
+/// `ix` under its new key, unless it is filed there under that key already (`g.hist_cross`
+/// names where it is filed: [`UNFILED`] for a group taken out).
+fn place(g: &mut Group, index: u32, meta: &Meta, fresh: bool, emit: HistMoves, ix: Option<&mut LagIndex>) {
+    let (b, cross) = buckets_of(g, meta);
+    rebucket(g, b, fresh, emit);
+    let key = match cross {
+        Some(c) if c < UNCOUNTED => c,
+        Some(_) => UNFILED,
+        None => UNCOUNTED,
+    };
+    if let Some(ix) = ix {
+        if key != g.hist_cross {
+            ix.remove(g.hist_cross, index);
+            match key {
+                UNFILED => {}
+                UNCOUNTED => {
+                    ix.uncounted.insert(index);
+                }
+                c => {
+                    ix.cross.insert((c, index));
+                }
+            }
+        }
+    }
+    g.hist_cross = key;
+}
 
 /// A stream's contribution to the totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +244,12 @@ struct Tracked {
     all: bool,
     /// The accounted contributions of the groups removed.
     gone: Counted,
+    /// The histogram buckets of the groups removed since the last update.
+    gone_hist: Vec<[u8; 2]>,
+    /// The last walk of the lags (None: none yet).
+    lag: Option<LagMark>,
+    /// The histograms' epoch the groups' buckets were accounted in (0: none).
+    epoch: u32,
 }
 
 impl GroupSet {
@@ -127,6 +303,15 @@ impl GroupSet {
         if !fresh {
             t.all = true;
             t.touched.clear();
+        } else if !t.all {
+            // Nothing in the sums, but buckets to enter: recorded with a zero snapshot.
+            match t.groups.get_mut_indexed(name) {
+                Some((index, _)) if t.touched.len() < TOUCHED_MAX => t.touched.push((index, Counted::default())),
+                _ => {
+                    t.all = true;
+                    t.touched.clear();
+                }
+            }
         }
         true
     }
@@ -137,6 +322,9 @@ impl GroupSet {
         let t = self.0.as_deref_mut()?;
         let (index, _) = t.groups.get_mut_indexed(name)?;
         let g = t.groups.remove(name)?;
+        if let Some(ix) = t.lag.as_mut().and_then(|m| m.index.as_deref_mut()) {
+            ix.remove(g.hist_cross, index);
+        }
         if !t.all {
             let accounted = match t.touched.iter().position(|&(i, _)| i == index) {
                 Some(at) => t.touched.swap_remove(at).1,
@@ -144,12 +332,17 @@ impl GroupSet {
             };
             t.gone.add(accounted);
         }
+        if g.hist != [NOT_ACCOUNTED; 2] {
+            t.gone_hist.push(g.hist);
+        }
         Some(g)
     }
 
     /// Removes every group (the next update walks the groups: none).
     pub fn clear(&mut self) {
         if let Some(t) = self.0.as_deref_mut() {
+            t.gone_hist.extend(t.groups.values().map(|g| g.hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
+            t.lag = None;
             t.groups = Groups::default();
             t.touched = Vec::new();
             t.all = true;
@@ -163,10 +356,17 @@ impl GroupSet {
 
     /// The consumers and pending entries now, given what they were as last accounted
     /// (`was`), and forgets the records: O(groups recorded), or O(groups) after
-    /// [`GroupSet::all_mut`] or when `full`.
-    fn settle(&mut self, was: Counted, full: bool) -> Counted {
+    /// [`GroupSet::all_mut`] or when `full`. With `hist`, the histogram moves (module doc):
+    /// every group afresh when the stream was accounted in another epoch (or `full`: a stream
+    /// entering the totals); without, the histograms' records are dropped.
+    fn settle(&mut self, was: Counted, full: bool, hist: Option<(u32, Meta, HistMoves)>) -> Counted {
         let Some(t) = self.0.as_deref_mut() else { return Counted::default() };
-        let now = if full || t.all {
+        let fresh = full || hist.as_ref().is_some_and(|h| h.0 != t.epoch);
+        if fresh || hist.is_none() {
+            t.gone_hist.clear();
+        }
+        let walk_all = full || t.all;
+        let now = if walk_all {
             let mut now = Counted::default();
             for g in t.groups.values() {
                 now.add(Counted::of(g));
@@ -183,10 +383,86 @@ impl GroupSet {
             }
             now
         };
+        // The lags. Unchanged metadata: the recorded groups only (their PEL or read counter may
+        // have changed). Appends only: with the index, also the groups they take to their
+        // bucket's end and those whose lag is not counted; without it (few groups), every group.
+        // Anything else: every group, and the index built again.
+        let Some((epoch, meta, emit)) = hist else {
+            t.lag = None;
+            t.epoch = 0;
+            t.all = false;
+            t.touched.clear();
+            t.gone = Counted::default();
+            return now;
+        };
+        for h in t.gone_hist.drain(..) {
+            unbucket(h, emit);
+        }
+        t.epoch = epoch;
+        let appended = match &t.lag {
+            Some(m) if !(fresh || t.all) && m.meta == meta => Some(0),
+            Some(m) if !(fresh || t.all) => meta.appended_since(&m.meta),
+            _ => None,
+        };
+        let indexed = t.groups.len() > WALK_MAX;
+        let mut mark = t.lag.take().filter(|m| indexed == m.index.is_some());
+        match (appended, mark.as_mut().and_then(|m| m.index.as_deref_mut())) {
+            (Some(k), ix) if k == 0 || ix.is_some() => {
+                let mut ix = ix;
+                for &(index, _) in &t.touched {
+                    if let Some(g) = t.groups.value_at_mut(index) {
+                        place(g, index, &meta, false, emit, ix.as_deref_mut());
+                    }
+                }
+                if let Some(ix) = ix.filter(|_| k > 0) {
+                    let mut moved: Vec<u32> = Vec::new();
+                    while let Some(&(c, index)) = ix.cross.first() {
+                        if c > meta.entries_added {
+                            break;
+                        }
+                        ix.cross.pop_first();
+                        moved.push(index);
+                    }
+                    moved.extend(std::mem::take(&mut ix.uncounted));
+                    for index in moved {
+                        if let Some(g) = t.groups.value_at_mut(index) {
+                            // Taken out of its set above.
+                            g.hist_cross = UNFILED;
+                            place(g, index, &meta, false, emit, Some(ix));
+                        }
+                    }
+                }
+                if let Some(m) = mark.as_mut() {
+                    m.meta = meta;
+                }
+                t.lag = mark;
+            }
+            _ => {
+                let mut ix = indexed.then(Box::<LagIndex>::default);
+                for (index, g) in t.groups.values_mut_indexed() {
+                    // A new index: nothing filed in it yet.
+                    g.hist_cross = UNFILED;
+                    place(g, index, &meta, fresh, emit, ix.as_deref_mut());
+                }
+                t.lag = Some(LagMark { meta, index: ix });
+            }
+        }
         t.all = false;
         t.touched.clear();
         t.gone = Counted::default();
         now
+    }
+
+    /// Reports the removal of every bucket the groups are accounted in in `epoch` (the stream
+    /// is freed).
+    fn unaccount(&self, epoch: u32, emit: HistMoves) {
+        let Some(t) = self.0.as_deref().filter(|t| t.epoch == epoch && epoch != 0) else { return };
+        for &h in &t.gone_hist {
+            unbucket(h, emit);
+        }
+        for g in t.groups.values() {
+            unbucket(g.hist, emit);
+        }
     }
 }
 
@@ -206,26 +482,53 @@ impl Census {
     }
 
     /// A stream enters the totals (loaded, copied, created): its census from scratch, which
-    /// becomes what it is accounted as, every group's contribution with it. O(groups).
-    pub fn reset(s: &mut Stream) -> Census {
-        let now = Census::compute(s, true);
+    /// becomes what it is accounted as, every group's contribution with it, and with `hist`
+    /// every group's buckets (whatever a copied group stored is ignored). O(groups).
+    pub fn reset(s: &mut Stream, hist: Option<HistCtx>) -> Census {
+        let now = Census::compute(s, true, hist);
         s.accounted = now;
         now
     }
 
     /// After a write: (what the stream was accounted as, what it counts now), the latter
-    /// becoming what it is accounted as. O(groups touched since the last update).
-    pub fn update(s: &mut Stream) -> (Census, Census) {
+    /// becoming what it is accounted as; with `hist`, the groups' bucket moves. O(groups
+    /// touched since the last update); the lags: module doc.
+    pub fn update(s: &mut Stream, hist: Option<HistCtx>) -> (Census, Census) {
         let was = s.accounted;
-        let now = Census::compute(s, false);
+        let now = Census::compute(s, false, hist);
         s.accounted = now;
         (was, now)
     }
 
-    fn compute(s: &mut Stream, full: bool) -> Census {
-        let was = Counted { consumers: s.accounted.consumers, pending: s.accounted.pending };
-        let cp = s.groups.settle(was, full);
+    /// A stream leaves the totals (freed): every bucket its groups are accounted in during
+    /// `epoch` goes to `emit` as a removal (none from another epoch). O(groups).
+    pub fn unaccount(s: &Stream, epoch: u32, emit: HistMoves) {
+        s.groups.unaccount(epoch, emit);
+    }
+
+    fn compute(s: &mut Stream, full: bool, hist: Option<HistCtx>) -> Census {
+        let cp = if s.groups.0.is_some() {
+            let was = Counted { consumers: s.accounted.consumers, pending: s.accounted.pending };
+            let hist = hist.map(|h| (h.epoch, s.meta(h.rules), h.emit));
+            s.groups.settle(was, full, hist)
+        } else {
+            Counted::default()
+        };
         Census { entries: s.length, nodes: s.rax_keys() as u64, groups: s.group_count() as u64, consumers: cp.consumers, pending: cp.pending }
+    }
+
+    /// The histograms from scratch (the oracle of the tests): (histogram, bucket) -> groups.
+    pub fn histograms_of(s: &Stream, rules: LagRules) -> std::collections::BTreeMap<(Hist, u8), i64> {
+        let mut h = std::collections::BTreeMap::new();
+        let meta = s.meta(rules);
+        if let Some(gs) = s.groups.get() {
+            for g in gs.values() {
+                let (b, _) = buckets_of(g, &meta);
+                *h.entry((Hist::Pel, b[0])).or_insert(0) += 1;
+                *h.entry((Hist::Lag, b[1])).or_insert(0) += 1;
+            }
+        }
+        h
     }
 }
 
@@ -254,12 +557,47 @@ mod tests {
         assert_eq!(Census::of(&s), Census { entries: 5, nodes: 3, groups: 1, consumers: 2, pending: 2 });
     }
 
+    /// The module's histogram totals as the tests keep them: (histogram, bucket) -> groups.
+    type Totals = std::collections::BTreeMap<(Hist, u8), i64>;
+
+    fn mover(t: &mut Totals) -> impl FnMut(Hist, u8, i64) + '_ {
+        move |h, b, d| *t.entry((h, b)).or_insert(0) += d
+    }
+
+    /// Census::update with the histograms of `epoch` kept in `tot` (0: histograms off).
+    fn update(s: &mut Stream, tot: &mut Totals, epoch: u32, rules: LagRules) -> (Census, Census) {
+        let mut m = mover(tot);
+        Census::update(s, (epoch != 0).then(|| HistCtx { epoch, rules, emit: &mut m }))
+    }
+
+    fn reset(s: &mut Stream, tot: &mut Totals, epoch: u32, rules: LagRules) -> Census {
+        let mut m = mover(tot);
+        Census::reset(s, (epoch != 0).then(|| HistCtx { epoch, rules, emit: &mut m }))
+    }
+
+    fn nonzero(t: &Totals) -> Totals {
+        t.iter().filter(|(_, &v)| v != 0).map(|(k, v)| (*k, *v)).collect()
+    }
+
     /// After every operation, the incremental census (what `stats::account` applies) equals
-    /// the census from scratch; and every group's accounted contribution is exact.
-    fn check(s: &mut Stream, what: &str) {
-        let (_, now) = Census::update(s);
+    /// the census from scratch; every group's accounted contribution is exact; and the
+    /// histogram totals kept from the reported moves equal the histograms from scratch.
+    fn check(s: &mut Stream, tot: &mut Totals, epoch: u32, rules: LagRules, what: &str) {
+        let (_, now) = update(s, tot, epoch, rules);
         assert_eq!(now, Census::of(s), "{what}");
         assert_eq!(s.accounted, now, "{what}");
+        if epoch != 0 {
+            assert_eq!(nonzero(tot), Census::histograms_of(s, rules), "{what}: histograms");
+        }
+        let meta = s.meta(rules);
+        for g in s.groups.get().into_iter().flat_map(|gs| gs.values()) {
+            let lag = meta.lag(g);
+            match meta.lag_form(g) {
+                LagForm::Behind(r) => assert_eq!(lag, Some((meta.entries_added as i64).wrapping_sub(r)), "{what}"),
+                LagForm::Unknown => assert_eq!(lag, None, "{what}"),
+                LagForm::Volatile => {}
+            }
+        }
     }
 
     const GROUPS: &[&[u8]] = &[b"g0", b"g1", b"g2", b"g3", b"g4", b"g5", b"g6", b"g7"];
@@ -268,8 +606,11 @@ mod tests {
     fn run_seed(seed: u64, ops: usize) {
         let mut r = Rng::new(seed);
         let limits = NodeLimits { entries_max: 1 + r.below(4) as i64, bytes_max: 4096 };
+        let rules = [LagRules::Redis7, LagRules::Valkey81, LagRules::Redis8][r.below(3) as usize];
+        let mut tot = Totals::new();
+        let mut epoch = 1u32;
         let mut s = Stream::new();
-        Census::reset(&mut s);
+        reset(&mut s, &mut tot, epoch, rules);
         let mut next = 1u64;
         for op in 0..ops {
             let what = format!("seed {seed} op {op}");
@@ -357,6 +698,18 @@ mod tests {
                         let policy = [RefPolicy::KeepRef, RefPolicy::DelRef, RefPolicy::Acked][r.below(3) as usize];
                         s.ack_del(g, &[id], policy);
                     }
+                    17 if r.below(3) == 0 => {
+                        // XSETID: a greater last ID, entries added, the greatest deleted ID.
+                        let top = StreamId { ms: next + r.below(3), seq: 0 };
+                        next = top.ms + 1;
+                        s.last_id = top;
+                        if r.below(2) == 0 {
+                            s.entries_added += r.below(3);
+                        }
+                        if r.below(3) == 0 {
+                            s.max_deleted_entry_id = id;
+                        }
+                    }
                     17 => {
                         // XSETID's clamp of the read counters (every group).
                         if let Some(gs) = s.groups_all_mut() {
@@ -384,14 +737,39 @@ mod tests {
                     }
                 }
             }
-            check(&mut s, &what);
-            // A copy (COPY) is accounted from scratch and goes on alike.
-            if r.below(50) == 0 {
+            check(&mut s, &mut tot, epoch, rules, &what);
+            // A copy (COPY) is accounted from scratch and goes on alike; freed, it leaves
+            // nothing in the histograms.
+            if r.below(50) == 0 && epoch != 0 {
                 let mut t = s.clone();
-                Census::reset(&mut t);
+                let mut tt = Totals::new();
+                reset(&mut t, &mut tt, epoch, rules);
                 assert_eq!(t.accounted, Census::of(&t), "{what}: copy");
+                assert_eq!(nonzero(&tt), Census::histograms_of(&t, rules), "{what}: copy");
+                Census::unaccount(&t, epoch, &mut mover(&mut tt));
+                assert_eq!(nonzero(&tt), Totals::new(), "{what}: copy freed");
+            }
+            // The histograms switched off (the totals dropped), or on again: a new epoch, the
+            // totals from zero, every stream accounted again (xstream.group-stats).
+            if r.below(40) == 0 {
+                tot.clear();
+                if epoch == 0 {
+                    epoch = 2 + r.below(1000) as u32;
+                    update(&mut s, &mut tot, epoch, rules);
+                } else {
+                    epoch = 0;
+                }
             }
         }
+        // Freed after changes nobody accounted: exactly what was accounted leaves.
+        if let Some(g) = s.group_mut(GROUPS[0]) {
+            g.create_consumer(b"late", 0);
+        }
+        s.destroy_group(GROUPS[1]);
+        Census::unaccount(&s, epoch, &mut mover(&mut tot));
+        assert_eq!(nonzero(&tot), Totals::new(), "seed {seed}: freed");
+        // Freed under another epoch than its own: nothing of it is taken away.
+        Census::unaccount(&s, epoch.wrapping_add(1), &mut |_, _, _| panic!("seed {seed}: removed from another epoch"));
     }
 
     #[test]
@@ -404,8 +782,10 @@ mod tests {
 
     #[test]
     fn many_groups_touched_one_at_a_time_and_all_at_once() {
+        let mut tot = Totals::new();
+        let rules = LagRules::Redis7;
         let mut s = Stream::new();
-        Census::reset(&mut s);
+        reset(&mut s, &mut tot, 1, rules);
         for i in 0..500u32 {
             assert!(s.create_group(format!("g{i}").as_bytes(), StreamId::default(), 0));
         }
@@ -414,14 +794,14 @@ mod tests {
             let g = s.group_mut(format!("g{i}").as_bytes()).unwrap();
             g.create_consumer(b"c", 0).unwrap();
         }
-        assert_eq!(Census::update(&mut s).1, Census::of(&s));
+        assert_eq!(update(&mut s, &mut tot, 1, rules).1, Census::of(&s));
         assert_eq!(s.accounted.consumers, 500);
         for i in (0..500u32).step_by(7) {
             assert!(s.destroy_group(format!("g{i}").as_bytes()));
         }
         assert!(s.create_group(b"new", StreamId::default(), 0));
         s.group_mut(b"new").unwrap().create_consumer(b"x", 0).unwrap();
-        assert_eq!(Census::update(&mut s).1, Census::of(&s));
+        assert_eq!(update(&mut s, &mut tot, 1, rules).1, Census::of(&s));
         // Within one update: a group changed then removed, its slab slot reused by a new group
         // that is changed too.
         s.group_mut(b"g1").unwrap().create_consumer(b"d", 0).unwrap();
@@ -429,8 +809,9 @@ mod tests {
         assert!(s.create_group(b"reuse", StreamId::default(), 0));
         s.group_mut(b"reuse").unwrap().create_consumer(b"y", 0).unwrap();
         s.group_mut(b"g2").unwrap().delete_consumer(b"c").unwrap();
-        let (was, now) = Census::update(&mut s);
+        let (was, now) = update(&mut s, &mut tot, 1, rules);
         assert_eq!(now, Census::of(&s));
         assert_eq!(now.consumers, was.consumers - 1);
+        assert_eq!(nonzero(&tot), Census::histograms_of(&s, rules));
     }
 }

@@ -176,6 +176,17 @@ pub struct Stream {
     pub import_unsent: bool,
 }
 
+/// How a group's lag follows appends ([`Meta::lag_form`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LagForm {
+    /// The lag is entries added minus this, whatever is appended.
+    Behind(i64),
+    /// The lag is unknown, whatever is appended.
+    Unknown,
+    /// An append may change how the lag is found.
+    Volatile,
+}
+
 /// Which release's rules compute lag and entries-read: they changed in Redis 8.0
 /// (REDIS8.md 1.4: #13338, #13473, #13958, and the tombstone test of the read
 /// counter), and Valkey 8.1 took part of the change.
@@ -206,7 +217,7 @@ impl LagRules {
 
 /// The metadata the group read counters are computed from (copied so that the
 /// entries can be read while a group is updated), with the rules in force.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
     pub length: u64,
     pub last_id: StreamId,
@@ -279,6 +290,57 @@ impl Meta {
         } else {
             None
         }
+    }
+
+    /// How [`Meta::lag`] of `g` follows appends ([`Meta::appended_since`]: the length stays
+    /// non-zero, the first entry, the tombstones and the rules as they are). Each branch below
+    /// is a branch of `lag` and of `estimate_distance`, in their order (src/stream/census.rs
+    /// relies on it; its tests check it against `lag`).
+    pub fn lag_form(&self, g: &Group) -> LagForm {
+        if self.entries_added == 0 || self.length == 0 {
+            return LagForm::Volatile;
+        }
+        if self.rules == LagRules::Redis8 && g.last_id < self.first_id && self.max_deleted_entry_id < self.first_id {
+            // The length: entries added minus those before the first entry.
+            return LagForm::Behind(self.entries_added.wrapping_sub(self.length) as i64);
+        }
+        if g.entries_read != ENTRIES_READ_INVALID && !self.range_has_tombstones(g.last_id, StreamId::MAX) {
+            return LagForm::Behind(g.entries_read);
+        }
+        // The estimate of the group's last ID.
+        let id = g.last_id;
+        if !self.rules.redis7() && !id.is_zero() && id < self.max_deleted_entry_id {
+            return LagForm::Unknown;
+        }
+        if id >= self.last_id {
+            // At or past the last ID: an append changes which branch answers.
+            return LagForm::Volatile;
+        }
+        if self.max_deleted_entry_id.is_zero() || self.max_deleted_entry_id < self.first_id {
+            let before_first = self.entries_added.wrapping_sub(self.length);
+            if id < self.first_id {
+                return LagForm::Behind(before_first as i64);
+            } else if id == self.first_id {
+                return LagForm::Behind(before_first.wrapping_add(1) as i64);
+            }
+        }
+        LagForm::Unknown
+    }
+
+    /// The number of entries appended since `before` if the only change from it to `self` is
+    /// appends to a non-empty stream (XADD without trimming; XSETID raising the last ID only);
+    /// None for any other change.
+    pub fn appended_since(&self, before: &Meta) -> Option<u64> {
+        if self.rules != before.rules
+            || self.first_id != before.first_id
+            || self.max_deleted_entry_id != before.max_deleted_entry_id
+            || before.length == 0
+            || self.last_id < before.last_id
+        {
+            return None;
+        }
+        let k = self.entries_added.checked_sub(before.entries_added)?;
+        (self.length == before.length.wrapping_add(k)).then_some(k)
     }
 
     /// The read counter of a group that is delivered `id` (> its last ID).

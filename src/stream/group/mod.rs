@@ -293,6 +293,12 @@ pub struct Group {
     pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
     /// Delayed entries passed over and not yet served (delay.rs); None when empty.
     pub(crate) schedule: Option<Box<super::delay::Schedule>>,
+    /// The histogram buckets (PEL size, lag) this group was last accounted in, or
+    /// [`NOT_ACCOUNTED`](crate::stream::census::NOT_ACCOUNTED) (src/stream/census.rs). Not part
+    /// of the group's content.
+    pub(crate) hist: [u8; 2],
+    /// Where the stream's lag index files it (census.rs; u64::MAX: nowhere).
+    pub(crate) hist_cross: u64,
 }
 
 impl Group {
@@ -307,6 +313,8 @@ impl Group {
             free_slots: Vec::new(),
             policy: None,
             schedule: None,
+            hist: [super::census::NOT_ACCOUNTED; 2],
+            hist_cross: u64::MAX,
         }
     }
 
