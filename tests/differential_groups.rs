@@ -37,12 +37,14 @@ fn differential_groups_aa() {
     assert!(n >= 1000);
 }
 
-/// Built-in vs module.
+/// Built-in vs module, with the group histograms kept (`xstream.group-stats yes`: they change
+/// no reply), compared at every periodic check with the groups the module's streams hold.
 #[test]
 fn differential_groups_module() {
-    let server = Server::start();
+    let server = Server::builder().module_args(&["group-stats", "yes"]).start();
     let list = format!("{}", server.conn().cmd(&["MODULE", "LIST"]));
     assert!(list.contains("xstream"), "module xstream not loaded: {list}");
+    assert!(server.conn().cmd(&["INFO", "xstream"]).text().contains("groups_by_lag"), "group-stats on");
     let o = opts("differential_groups built-in vs xstream", "XSTREAM_GDIFF_OPS", "XSTREAM_GDIFF_OPS3", 14000, 7000);
     let n = gen_groups::run(Pair::same(&server, true), &o);
     assert!(n >= 20000 || o.n2 + o.n3 < 20000);

@@ -427,7 +427,7 @@ fn million_ids() {
     let has = |c: &mut Conn, cmd: &str| c.cmd(&["COMMAND", "INFO", cmd]).as_array().first().is_some_and(|r| *r != Reply::Nil);
     let (ackdel, delex) = (has(&mut t.b, "XACKDEL"), has(&mut t.b, "XDELEX"));
     let t0 = Instant::now();
-    let mut compare = |t: &mut Twin, b_head: &[&str], m_head: &[&str], builtin: bool, expect_len: usize| {
+    let compare = |t: &mut Twin, b_head: &[&str], m_head: &[&str], builtin: bool, expect_len: usize| {
         let rm = send_ids(&mut t.m, m_head, ids);
         if builtin {
             let rb = send_ids(&mut t.b, b_head, ids);

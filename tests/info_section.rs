@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 fn info(c: &mut Conn) -> HashMap<String, String> {
     let text = c.cmd(&["INFO", "xstream"]).text();
@@ -242,67 +242,42 @@ fn info_totals_match_a_walk_after_random_operations() {
     assert!(walked[0] > 0 && walked[1] > 0 && walked[5] > 0, "a workload that leaves nothing proves nothing: {walked:?}");
     assert!(hist.1.len() >= 2, "lags of one bucket prove little: {hist:?}");
     assert_eq!(totals(&mut c), walked, "INFO xstream totals vs a walk of the keyspace (seed {seed})");
-    assert_eq!(histograms(&mut c), hist, "INFO xstream histograms vs a walk of the keyspace (seed {seed})");
+    assert_eq!(info_group_histograms(&mut c), hist, "INFO xstream histograms vs a walk of the keyspace (seed {seed})");
     // The replica keeps its own, from what the primary sent; DEBUG RELOAD and FLUSHALL ASYNC
     // (the values freed in the lazyfree thread) start them over.
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
     let mut rc = replica.conn();
     assert_eq!(walk(&mut rc).1, hist, "the replica's keyspace");
-    assert_eq!(histograms(&mut rc), hist, "the replica's INFO");
+    assert_eq!(info_group_histograms(&mut rc), hist, "the replica's INFO");
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]).text(), "OK");
-    assert_eq!(histograms(&mut c), hist, "after DEBUG RELOAD");
+    assert_eq!(info_group_histograms(&mut c), hist, "after DEBUG RELOAD");
     // Off: no fields, nothing kept; on again: counted afresh.
     assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.group-stats", "no"]).text(), "OK");
     assert!(!info(&mut c).contains_key("groups_by_pel_size"));
     c.cmd(&["XS.ADD", "a", "*", "f", "v"]);
     assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.group-stats", "yes"]).text(), "OK");
     let (_, hist) = walk(&mut c);
-    assert_eq!(histograms(&mut c), hist, "switched off and on");
+    assert_eq!(info_group_histograms(&mut c), hist, "switched off and on");
     // Other lag rules (8.0's: a group behind the first entry lags by the length, ...): every
     // stream counted again under them.
     for level in ["8.0", "valkey-8.1", "host"] {
         assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compat", level]).text(), "OK");
         let (_, hist) = walk(&mut c);
-        assert_eq!(histograms(&mut c), hist, "xstream.compat {level}");
+        assert_eq!(info_group_histograms(&mut c), hist, "xstream.compat {level}");
     }
     assert_eq!(c.cmd(&["FLUSHALL", "ASYNC"]).text(), "OK");
     let t = std::time::Instant::now();
-    while histograms(&mut c) != Default::default() && t.elapsed() < std::time::Duration::from_secs(5) {
+    while info_group_histograms(&mut c) != Default::default() && t.elapsed() < std::time::Duration::from_secs(5) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(histograms(&mut c), Default::default(), "after FLUSHALL ASYNC");
+    assert_eq!(info_group_histograms(&mut c), Default::default(), "after FLUSHALL ASYNC");
     report(&format!("info_section: {} groups, by PEL size {:?}, by lag {:?}", walked[3], hist.0, hist.1));
 }
 
-/// Groups by PEL size and by lag: bucket label (0, 1, 2, 4... or unknown) -> groups.
-type Histograms = (BTreeMap<String, i64>, BTreeMap<String, i64>);
-
-/// The label of the log-2 bucket holding `v`: 0 for 0, else the greatest power of two <= v.
-fn bucket_label(v: i64) -> String {
-    if v <= 0 {
-        "0".into()
-    } else {
-        (1i64 << (63 - v.leading_zeros())).to_string()
-    }
-}
-
-/// INFO xstream's `groups_by_pel_size` and `groups_by_lag`.
-fn histograms(c: &mut Conn) -> Histograms {
-    let m = info(c);
-    let parse = |k: &str| -> BTreeMap<String, i64> {
-        let v = m.get(k).unwrap_or_else(|| panic!("no field {k} in {m:?}"));
-        v.split(',')
-            .filter(|p| !p.is_empty())
-            .map(|p| p.split_once('=').map(|(b, n)| (b.to_string(), n.parse().expect("a count"))).expect("b=n"))
-            .collect()
-    };
-    (parse("groups_by_pel_size"), parse("groups_by_lag"))
-}
-
 /// The totals and the histograms from a walk of every key of databases 0 and 1.
-fn walk(c: &mut Conn) -> ([i64; 6], Histograms) {
+fn walk(c: &mut Conn) -> ([i64; 6], GroupHistograms) {
     let mut walked = [0i64; 6];
-    let mut hist = Histograms::default();
+    let mut hist = GroupHistograms::default();
     for db in ["0", "1"] {
         c.cmd(&["SELECT", db]);
         for k in c.cmd(&["KEYS", "*"]).as_array().iter().map(|r| r.text()) {
@@ -317,14 +292,8 @@ fn walk(c: &mut Conn) -> ([i64; 6], Histograms) {
             walked[3] += gs.len() as i64;
             for g in &gs {
                 walked[4] += g.field("consumers").unwrap().as_array().len() as i64;
-                let pel = g.field("pel-count").unwrap().as_int();
-                walked[5] += pel;
-                *hist.0.entry(bucket_label(pel)).or_insert(0) += 1;
-                let lag = match g.field("lag").unwrap() {
-                    Reply::Nil => "unknown".to_string(),
-                    l => bucket_label(l.as_int()),
-                };
-                *hist.1.entry(lag).or_insert(0) += 1;
+                walked[5] += g.field("pel-count").unwrap().as_int();
+                count_group(&mut hist, g);
             }
         }
     }

@@ -399,22 +399,24 @@ impl GroupSet {
             unbucket(h, emit);
         }
         t.epoch = epoch;
+        // (appends, whether the metadata changed): (0, true) is a greater last ID alone (XSETID),
+        // which moves only the lags an append could move another way.
         let appended = match &t.lag {
-            Some(m) if !(fresh || t.all) && m.meta == meta => Some(0),
-            Some(m) if !(fresh || t.all) => meta.appended_since(&m.meta),
+            Some(m) if !(fresh || t.all) && m.meta == meta => Some((0, false)),
+            Some(m) if !(fresh || t.all) => meta.appended_since(&m.meta).map(|k| (k, true)),
             _ => None,
         };
         let indexed = t.groups.len() > WALK_MAX;
         let mut mark = t.lag.take().filter(|m| indexed == m.index.is_some());
         match (appended, mark.as_mut().and_then(|m| m.index.as_deref_mut())) {
-            (Some(k), ix) if k == 0 || ix.is_some() => {
+            (Some((_, changed)), ix) if !changed || ix.is_some() => {
                 let mut ix = ix;
                 for &(index, _) in &t.touched {
                     if let Some(g) = t.groups.value_at_mut(index) {
                         place(g, index, &meta, false, emit, ix.as_deref_mut());
                     }
                 }
-                if let Some(ix) = ix.filter(|_| k > 0) {
+                if let Some(ix) = ix.filter(|_| changed) {
                     let mut moved: Vec<u32> = Vec::new();
                     while let Some(&(c, index)) = ix.cross.first() {
                         if c > meta.entries_added {
@@ -631,7 +633,13 @@ mod tests {
                         }
                     }
                     3 => {
-                        s.create_group(g, StreamId::default(), 0);
+                        // At the start, at the last ID or anywhere, the read counter known or not.
+                        let (at, read) = match r.below(3) {
+                            0 => (StreamId::default(), 0),
+                            1 => (s.last_id, crate::stream::group::ENTRIES_READ_INVALID),
+                            _ => (id, crate::stream::group::ENTRIES_READ_INVALID),
+                        };
+                        s.create_group(g, at, read);
                     }
                     4 => {
                         s.destroy_group(g);

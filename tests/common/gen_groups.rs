@@ -92,6 +92,9 @@ struct Runner {
     delex_native: [bool; 2],
     /// Whether side A's server has XREAD MAXCOUNT (8.10; side B always has it).
     maxcount_native: bool,
+    /// The module side keeps the group histograms (`xstream.group-stats yes`): every full check
+    /// compares them with its streams' groups.
+    group_stats: bool,
 }
 
 impl Runner {
@@ -1337,6 +1340,27 @@ impl Runner {
                 self.checks += 1;
             }
         }
+        if self.group_stats {
+            self.check_group_stats(i);
+        }
+    }
+
+    /// The module's INFO group histograms against its streams' groups (XS.INFO STREAM FULL).
+    fn check_group_stats(&mut self, i: usize) {
+        let mut walked = GroupHistograms::default();
+        for k in 0..NKEYS {
+            let key = String::from_utf8_lossy(&self.pair.key(1, k)).into_owned();
+            let full = self.pair.conn(1).cmd(&["XS.INFO", "STREAM", &key, "FULL", "COUNT", "1"]);
+            for g in full.field("groups").map(|g| g.as_array().to_vec()).unwrap_or_default() {
+                count_group(&mut walked, &g);
+            }
+        }
+        let got = info_group_histograms(self.pair.conn(1));
+        assert_eq!(
+            got, walked,
+            "op {i}: INFO xstream group histograms vs the module's streams (replay: XSTREAM_SEED={} cargo test --release {})",
+            self.book.seed, self.book.replay
+        );
     }
 }
 
@@ -1358,11 +1382,16 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         events: BTreeMap::new(),
         delex_native: [false; 2],
         maxcount_native: false,
+        group_stats: false,
     };
+    r.group_stats = r.pair.module && r.pair.conn(1).cmd(&["INFO", "xstream"]).text().contains("groups_by_lag");
     let a_has = matches!(r.pair.a.cmd(&["COMMAND", "INFO", "XDELEX"]).as_array().first(), Some(Reply::Array(_)));
     r.delex_native = [a_has, a_has || r.pair.module || r.pair.two_servers()];
     r.maxcount_native = !is_valkey(&mut r.pair.a) && redis_version(&mut r.pair.a) >= (8, 10);
     r.apply_limits();
+    // XSTREAM_GDIFF_HIST_EVERY=1: the group histograms checked before every op (to find the op
+    // that puts them wrong; periodic otherwise).
+    let hist_every = env_usize("XSTREAM_GDIFF_HIST_EVERY", 0) != 0;
     let (n2, n3) = (o.n2, o.n3);
     let seg_len = ((n2 + n3) / o.segments.max(1)).max(1);
     let mut errors = 0usize;
@@ -1379,6 +1408,9 @@ pub fn run(pair: Pair, o: &Opts) -> usize {
         }
         if i > 0 && i % CHECK_EVERY == 0 {
             r.full_check(i);
+        }
+        if r.group_stats && hist_every {
+            r.check_group_stats(i);
         }
         let op = r.gen_op();
         let emulate = matches!(op.toks.first(), Some(Tok::Cmd("XDELEX" | "XACKDEL"))) && !(r.delex_native[0] && r.delex_native[1]);

@@ -1239,6 +1239,45 @@ pub fn looks_like_id(s: &[u8]) -> bool {
 
 /// Waits until INFO persistence shows no rewrite/save in progress and nothing left in the AOF
 /// buffer (or panics after `timeout`).
+/// Groups by PEL size and by lag (`xstream.group-stats`): bucket label (0, 1, 2, 4... or
+/// `unknown`) -> groups.
+pub type GroupHistograms = (std::collections::BTreeMap<String, i64>, std::collections::BTreeMap<String, i64>);
+
+/// The label of the log-2 bucket holding `v`: 0 for 0 (and below), else the greatest power of
+/// two <= v.
+pub fn bucket_label(v: i64) -> String {
+    if v <= 0 {
+        "0".into()
+    } else {
+        (1i64 << (63 - v.leading_zeros())).to_string()
+    }
+}
+
+/// INFO xstream's `groups_by_pel_size` and `groups_by_lag` (panics without them).
+pub fn info_group_histograms(c: &mut Conn) -> GroupHistograms {
+    let text = c.cmd(&["INFO", "xstream"]).text();
+    let field = |k: &str| -> std::collections::BTreeMap<String, i64> {
+        let line = text.lines().find_map(|l| l.strip_prefix(&format!("xstream_{k}:"))).unwrap_or_else(|| panic!("no field {k} in {text}"));
+        line.trim()
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').map(|(b, n)| (b.to_string(), n.parse().expect("a count"))).expect("bucket=count"))
+            .collect()
+    };
+    (field("groups_by_pel_size"), field("groups_by_lag"))
+}
+
+/// Counts a group of an `XS.INFO STREAM ... FULL` reply in `h` (its `pel-count` and `lag`).
+pub fn count_group(h: &mut GroupHistograms, group: &Reply) {
+    let pel = group.field("pel-count").expect("pel-count").as_int();
+    *h.0.entry(bucket_label(pel)).or_insert(0) += 1;
+    let lag = match group.field("lag").expect("lag") {
+        Reply::Nil => "unknown".to_string(),
+        l => bucket_label(l.as_int()),
+    };
+    *h.1.entry(lag).or_insert(0) += 1;
+}
+
 pub fn wait_persistence_idle(c: &mut Conn, timeout: Duration) {
     let t0 = Instant::now();
     loop {
