@@ -23,13 +23,15 @@
 //! accounted in (`Group::hist`), and an update reports each move to the caller ([`Hist`], bucket,
 //! +1 / -1), which keeps the module's totals (INFO xstream). A PEL changes only through the
 //! recording accessors, so the PEL bucket is looked at for the recorded groups only. The lag
-//! changes without any group being touched: with every append, trim, deletion. The update walks
-//! every group's lag when the stream's metadata ([`Meta`]) changed since the last walk, except for
-//! appends that cannot move any group to another bucket: when every group's lag is counted as
-//! entries added minus entries read ([`Meta::counted_lag`]), the walk records the fewest appends
-//! that take one of them to its bucket's end (the slack), and appends within it cost nothing
-//! more than comparing the metadata. A queue whose group keeps up (lag 0, then 1) walks its one
-//! group once per append; many groups far behind are walked once per doubling of the smallest lag.
+//! changes without any group being touched: with every append, trim, deletion, XSETID. When the
+//! stream's metadata ([`Meta`]) changed otherwise than by appends, the update walks every group.
+//! Appends are cheaper: [`Meta::lag_form`] tells, branch by branch of `Meta::lag`, which lags
+//! follow appends (entries added minus a constant, or unknown for good) and which may change
+//! form; a stream with more than [`WALK_MAX`] groups keeps an index of the first by the
+//! entries-added count at which each crosses into its next bucket, and of the second, so an
+//! append re-buckets only the groups it takes across and the few whose form may change (a queue
+//! whose group keeps up: its group at every append; 1,000 groups far behind: each once per
+//! doubling of its lag). Up to [`WALK_MAX`] groups, walking them all costs less than the index.
 
 use super::group::{Group, Groups};
 use super::{LagForm, LagRules, Meta, Stream};
