@@ -198,7 +198,7 @@ MATRIX_TESTS ?= --test differential --test differential_groups --test group_edge
                 --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster \
                 --test redis8_delex --test redis8_idmp --test redis8_maxcount --test redis8_latest --test redis8_nack \
                 --test redis8_claim --test redis8_combined --test compact --test queue_policy --test info_section \
-                --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive
+                --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive --test keyspace_log
 # Every host is run (a failing one does not stop the others); the summary has a line per host:
 # "make test-matrix: HOST | ok / FAILED / SKIPPED (why) | seconds".
 test-matrix: build hosts venv

@@ -436,16 +436,19 @@ pub const COMPAT_VALUES: &[(&str, u8)] = &[
 /// SET (Redis reads the old value to roll back a failed SET): LeakSanitizer's finding. The
 /// wrapper returned here does not own the cached string: `take()` passes the pointer on and
 /// nothing ever frees it (the crate never drops a getter's value otherwise).
-pub fn interned(value: &'static str) -> RedisString {
-    static CACHE: std::sync::Mutex<Vec<(&'static str, usize)>> = std::sync::Mutex::new(Vec::new());
+/// Values a user sets (the keyspace log's key and pattern) are cached the same way: one string
+/// per distinct value ever set, a few bytes each.
+pub fn interned(value: impl AsRef<[u8]>) -> RedisString {
+    static CACHE: std::sync::Mutex<Vec<(Vec<u8>, usize)>> = std::sync::Mutex::new(Vec::new());
+    let value = value.as_ref();
     let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let ptr = match cache.iter().find(|(v, _)| *v == value) {
+    let ptr = match cache.iter().find(|(v, _)| v == value) {
         Some(&(_, p)) => p,
         None => {
             let r = RedisString::create(None, value);
             let p = r.inner as usize;
             std::mem::forget(r); // kept for the life of the module
-            cache.push((value, p));
+            cache.push((value.to_vec(), p));
             p
         }
     };
@@ -469,5 +472,143 @@ impl ConfigurationValue<RedisString> for CompatConfig {
                 COMPAT_VALUES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
             ))),
         }
+    }
+}
+
+// ---- the keyspace log (`xstream.keyspace-log*`, issue 33) -------------------------------------
+
+/// The keyspace log's settings (docs/keyspace-log.md): every notification of a class in
+/// `classes` on a key matching `pattern` is appended to the stream `key` (database 0), trimmed
+/// to about `maxlen` entries (0: never). Off while `key` is empty.
+pub struct KeyLog {
+    pub key: Vec<u8>,
+    /// REDISMODULE_NOTIFY_* bits.
+    pub classes: u32,
+    /// None: `*`.
+    pub pattern: Option<Vec<u8>>,
+}
+
+pub static KEYLOG: std::sync::Mutex<KeyLog> =
+    std::sync::Mutex::new(KeyLog { key: Vec::new(), classes: redis_module::raw::REDISMODULE_NOTIFY_ALL as u32, pattern: None });
+/// `xstream.keyspace-log-maxlen`.
+pub static KEYLOG_MAXLEN: AtomicI64 = AtomicI64::new(KEYLOG_MAXLEN_DEFAULT);
+pub const KEYLOG_MAXLEN_DEFAULT: i64 = 1_000_000;
+
+/// `xstream.keyspace-log` is set (read first by every notification, without the lock).
+pub static KEYLOG_ON: AtomicBool = AtomicBool::new(false);
+
+pub fn keylog() -> std::sync::MutexGuard<'static, KeyLog> {
+    KEYLOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The letters of `notify-keyspace-events` for classes of keys' events, in the server's order
+/// (keyspaceEventsFlagsToString), with their bits. `A` is `g$lshzxetd`.
+const CLASS_LETTERS: [(u8, u32); 12] = {
+    use redis_module::raw::*;
+    [
+        (b'g', REDISMODULE_NOTIFY_GENERIC as u32),
+        (b'$', REDISMODULE_NOTIFY_STRING as u32),
+        (b'l', REDISMODULE_NOTIFY_LIST as u32),
+        (b's', REDISMODULE_NOTIFY_SET as u32),
+        (b'h', REDISMODULE_NOTIFY_HASH as u32),
+        (b'z', REDISMODULE_NOTIFY_ZSET as u32),
+        (b'x', REDISMODULE_NOTIFY_EXPIRED as u32),
+        (b'e', REDISMODULE_NOTIFY_EVICTED as u32),
+        (b't', REDISMODULE_NOTIFY_STREAM as u32),
+        (b'd', REDISMODULE_NOTIFY_MODULE as u32),
+        (b'm', REDISMODULE_NOTIFY_KEY_MISS as u32),
+        (b'n', REDISMODULE_NOTIFY_NEW as u32),
+    ]
+};
+
+/// The classes named by `letters` (the server's letters; `A` for all but `m` and `n`), or None
+/// for a letter that names no class of key events.
+pub fn parse_classes(letters: &[u8]) -> Option<u32> {
+    let mut mask = 0;
+    for &l in letters {
+        mask |= match l {
+            b'A' => redis_module::raw::REDISMODULE_NOTIFY_ALL as u32,
+            _ => CLASS_LETTERS.iter().find(|(c, _)| *c == l)?.1,
+        };
+    }
+    Some(mask)
+}
+
+/// `classes` in letters, as the server shows `notify-keyspace-events`: `A` when all of it.
+pub fn classes_text(classes: u32) -> String {
+    let all = redis_module::raw::REDISMODULE_NOTIFY_ALL as u32;
+    let mut out = String::new();
+    let mut rest = classes;
+    if classes & all == all {
+        out.push('A');
+        rest &= !all;
+    }
+    for (l, bit) in CLASS_LETTERS {
+        if rest & bit != 0 {
+            out.push(l as char);
+        }
+    }
+    out
+}
+
+/// `xstream.keyspace-log`: the log's key; empty = off. Refused on a server without
+/// post-notification jobs (before Redis 7.2): nothing there lets a module write safely in
+/// reaction to a notification.
+pub struct KeyLogKeyConfig;
+pub static KEYLOG_KEY_CONFIG: KeyLogKeyConfig = KeyLogKeyConfig;
+
+/// The refusal on servers without RedisModule_AddPostNotificationJob.
+pub const KEYLOG_NEEDS_72: &str = "xstream.keyspace-log needs Redis 7.2 or later (or Valkey): this server's module API has no post-notification jobs (RedisModule_AddPostNotificationJob), the only safe way to write in reaction to a keyspace event";
+
+impl ConfigurationValue<RedisString> for KeyLogKeyConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        interned(keylog().key.clone())
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let key = val.as_slice().to_vec();
+        if !key.is_empty() && !crate::ffi::keyspace::post_jobs_available() {
+            return Err(RedisError::Str(KEYLOG_NEEDS_72));
+        }
+        if !key.is_empty() && LOADED.load(Ordering::Relaxed) {
+            crate::jobs::keylog::check_log_key(&key).map_err(RedisError::String)?;
+        }
+        KEYLOG_ON.store(!key.is_empty(), Ordering::Relaxed);
+        keylog().key = key;
+        Ok(())
+    }
+}
+
+/// `xstream.keyspace-log-events`: the classes logged, in `notify-keyspace-events` letters.
+pub struct KeyLogEventsConfig;
+pub static KEYLOG_EVENTS_CONFIG: KeyLogEventsConfig = KeyLogEventsConfig;
+
+impl ConfigurationValue<RedisString> for KeyLogEventsConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        interned(classes_text(keylog().classes))
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let classes = parse_classes(val.as_slice()).ok_or(RedisError::Str(
+            "xstream.keyspace-log-events takes the letters g $ l s h z x e t m d n and A (as notify-keyspace-events, without K and E)",
+        ))?;
+        keylog().classes = classes;
+        Ok(())
+    }
+}
+
+/// `xstream.keyspace-log-pattern`: a glob on key names (as KEYS and PSUBSCRIBE match).
+pub struct KeyLogPatternConfig;
+pub static KEYLOG_PATTERN_CONFIG: KeyLogPatternConfig = KeyLogPatternConfig;
+
+impl ConfigurationValue<RedisString> for KeyLogPatternConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        interned(keylog().pattern.clone().unwrap_or_else(|| b"*".to_vec()))
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let p = val.as_slice();
+        keylog().pattern = (p != b"*").then(|| p.to_vec());
+        Ok(())
     }
 }

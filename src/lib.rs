@@ -79,6 +79,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         }
     }
     config::LOADED.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Err(e) = keylog_subscribe() {
+        ctx.log_warning(&format!("xstream: keyspace log: {e}"));
+        return Status::Err;
+    }
     Status::Ok
 }
 
@@ -94,11 +98,15 @@ redis_module! {
             ["compact-deleted", &config::COMPACT_DELETED, -1, -1, 100, ConfigurationFlags::DEFAULT, None],
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
             ["idmp-duration", &config::IDMP_DURATION, stream::idmp::DURATION_S_DEFAULT, stream::idmp::DURATION_S_MIN, stream::idmp::DURATION_S_MAX, ConfigurationFlags::DEFAULT, None],
+            ["keyspace-log-maxlen", &config::KEYLOG_MAXLEN, config::KEYLOG_MAXLEN_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
             ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, Some(Box::new(on_compat))],
             ["compression", &config::COMPRESSION_CONFIG, "off", ConfigurationFlags::DEFAULT, None],
+            ["keyspace-log", &config::KEYLOG_KEY_CONFIG, "", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
+            ["keyspace-log-events", &config::KEYLOG_EVENTS_CONFIG, "A", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
+            ["keyspace-log-pattern", &config::KEYLOG_PATTERN_CONFIG, "*", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
         ],
         bool: [
             ["takeover", &config::TAKEOVER, false, ConfigurationFlags::IMMUTABLE, None],
@@ -122,4 +130,25 @@ fn on_compat(_: &redis_module::configuration::ConfigurationContext, _: &str, _: 
 /// `xstream.group-stats` set: the histograms start (or stop) keeping (src/ffi/stats.rs).
 fn on_group_stats(_: &redis_module::configuration::ConfigurationContext, _: &str, v: &'static std::sync::atomic::AtomicBool) {
     ffi::stats::group_stats_changed(v.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+/// `xstream.keyspace-log*` set: the classes the log now needs are subscribed (from the end of
+/// the load on; values from redis.conf or the module arguments are subscribed by `init`).
+fn on_keylog<T>(_: &redis_module::configuration::ConfigurationContext, _: &str, _: &'static T) {
+    if config::LOADED.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Err(e) = keylog_subscribe() {
+            ffi::log_warning(&format!("xstream: keyspace log: {e}"));
+        }
+    }
+}
+
+fn keylog_subscribe() -> Result<(), String> {
+    let classes = {
+        let s = config::keylog();
+        if s.key.is_empty() {
+            return Ok(());
+        }
+        s.classes
+    };
+    ffi::keyspace::subscribe(classes)
 }

@@ -22,6 +22,8 @@
 //! - `cluster_reshard_under_load`: `redis-cli --cluster reshard` of 300 slots while a producer
 //!   adds and three consumers of two groups read and ack through a redirect-following client;
 //!   0 acknowledged adds lost, every group's deliveries and PEL consistent.
+//! - `cluster_keyspace_log`: the keyspace log (issue 33) on a node: its key must be in a slot
+//!   the node serves (CONFIG SET refused otherwise); keys of a slot it imports are not logged.
 
 mod common;
 
@@ -1092,4 +1094,40 @@ fn cluster_takeover_mode() {
         )
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The keyspace log in a cluster: CONFIG SET refuses a log key of a slot another node serves;
+/// a node logs the keys of its slots, not a key written into a slot it is importing (ASKING).
+#[test]
+fn cluster_keyspace_log() {
+    let cl = Cluster::start(3);
+    let mut c = cl.nodes[0].conn();
+    if redis_version(&mut c) < (7, 2) {
+        let r = c.cmd(&["CONFIG", "SET", "xstream.keyspace-log", "klog"]);
+        assert!(r.text().contains("needs Redis 7.2 or later"), "{r}");
+        return;
+    }
+    // Names whose slots node 0 serves, and one of node 1.
+    let owned_by = |n: usize, prefix: &str| (0..).map(|i| format!("{prefix}{i}")).find(|k| cl.owner(cl.slot(k)) == n).expect("a key");
+    let (log, mine, theirs) = (owned_by(0, "klog"), owned_by(0, "mine"), owned_by(1, "theirs"));
+    let elsewhere = owned_by(1, "klog");
+    let r = c.cmd(&["CONFIG", "SET", "xstream.keyspace-log", &elsewhere]);
+    let slot = cl.slot(&elsewhere);
+    assert!(r.text().contains(&format!("xstream.keyspace-log {elsewhere}: its slot {slot} is not served by this node")), "{r}");
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.keyspace-log", &log]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["SET", &mine, "1"]), Reply::Simple("OK".into()));
+    // A slot node 0 imports: a key written there (ASKING) is not logged.
+    let their_slot = cl.slot(&theirs).to_string();
+    assert_eq!(c.cmd(&["CLUSTER", "SETSLOT", &their_slot, "IMPORTING", &cl.node_id(1)]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["ASKING"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["SET", &theirs, "1"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["ASKING"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["DEL", &theirs]), Reply::Int(1));
+    assert_eq!(c.cmd(&["CLUSTER", "SETSLOT", &their_slot, "STABLE"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["SET", &mine, "2"]), Reply::Simple("OK".into()));
+    let entries: Vec<Vec<String>> =
+        c.cmd(&["XS.RANGE", &log, "-", "+"]).as_array().iter().map(|e| e.as_array()[1].as_array().iter().map(Reply::text).collect()).collect();
+    let want: Vec<Vec<String>> =
+        ["set", "set"].iter().map(|ev| ["event", ev, "key", &mine, "db", "0"].iter().map(|s| s.to_string()).collect()).collect();
+    assert_eq!(entries, want);
 }

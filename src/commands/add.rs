@@ -17,7 +17,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name};
-use crate::ops::trim::{compact_touched, exact_threshold, policy_threshold, policy_word};
+use crate::ops::trim::{compact_touched, default_approx_limit, exact_threshold, policy_threshold, policy_word};
 use crate::stream::{AddError, IdSpec, RefPolicy, SeqGiven, Stream, StreamId, Trim, TrimStrategy};
 
 /// Field and value arguments kept on the stack before falling back to a Vec.
@@ -186,16 +186,6 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     }
     a.trim = strategy.map(|strategy| Trim { strategy, approx, limit });
     Ok((a, i))
-}
-
-/// The work cap of an approximate trim without LIMIT: ~100 nodes, as the built-in.
-pub fn default_approx_limit() -> i64 {
-    let limit = 100i64.saturating_mul(config::limits().entries_max);
-    if limit <= 0 {
-        10_000
-    } else {
-        limit.min(1_000_000)
-    }
 }
 
 pub fn run(c: &Ctx) -> Result<()> {

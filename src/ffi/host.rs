@@ -36,6 +36,25 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Whether a module's keyspace callback runs on the executing client, selected to the
+    /// event's DB and left there: Valkey from 8.1 (valkey-io/valkey #1819) until the fix
+    /// (#4024, in 9.1; 9.0 is taken as affected). A notification the module raises in another
+    /// DB than the client's, with a subscriber of its class, moves the client to that DB.
+    pub fn notifications_move_the_client(&self) -> bool {
+        let mut v = self.valkey_version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+        self.valkey && (8, 1) <= (major, minor) && (major, minor) < (9, 1)
+    }
+}
+
+static NOTIFY_MOVES_CLIENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`Host::notifications_move_the_client`] of the running server.
+pub fn notifications_move_the_client() -> bool {
+    NOTIFY_MOVES_CLIENT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The host, from INFO server (empty fields if the reply has none).
 pub fn detect(ctx: &Context) -> Host {
     let text = match ctx.call("INFO", &["server"]) {
@@ -56,6 +75,7 @@ static SUMMARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Keeps `redis 7.0.15` / `valkey 8.0.1` for INFO xstream.
 pub fn remember(h: &Host) {
+    NOTIFY_MOVES_CLIENT.store(h.notifications_move_the_client(), std::sync::atomic::Ordering::Relaxed);
     let s = if h.valkey && !h.valkey_version.is_empty() {
         format!("valkey {}", h.valkey_version)
     } else if h.valkey {

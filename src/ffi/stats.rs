@@ -217,6 +217,12 @@ pub struct Events {
     pub nodes_compacted: AtomicU64,
     pub nodes_merged: AtomicU64,
     pub compacted_bytes_freed: AtomicU64,
+    /// The keyspace log (issue 33): entries appended; notifications seen and not logged (class,
+    /// pattern, a key of a slot this node does not own); notifications lost (the log key holds
+    /// another type or is in a slot not owned, clients paused, the server refused the job).
+    pub keyspace_log_appended: AtomicU64,
+    pub keyspace_log_dropped: AtomicU64,
+    pub keyspace_log_errors: AtomicU64,
 }
 
 pub static EVENTS: Events = Events {
@@ -243,6 +249,9 @@ pub static EVENTS: Events = Events {
     nodes_compacted: AtomicU64::new(0),
     nodes_merged: AtomicU64::new(0),
     compacted_bytes_freed: AtomicU64::new(0),
+    keyspace_log_appended: AtomicU64::new(0),
+    keyspace_log_dropped: AtomicU64::new(0),
+    keyspace_log_errors: AtomicU64::new(0),
 };
 
 /// `counter += n`.
@@ -307,6 +316,9 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("nodes_compacted", e(&EVENTS.nodes_compacted)),
             ("nodes_merged", e(&EVENTS.nodes_merged)),
             ("compacted_bytes_freed", e(&EVENTS.compacted_bytes_freed)),
+            ("keyspace_log_appended", e(&EVENTS.keyspace_log_appended)),
+            ("keyspace_log_dropped", e(&EVENTS.keyspace_log_dropped)),
+            ("keyspace_log_errors", e(&EVENTS.keyspace_log_errors)),
         ];
         // The time-driven jobs' fields (compression_queued_keys), last.
         let mut jobs = Vec::new();

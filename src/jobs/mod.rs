@@ -9,11 +9,14 @@
 //! - `idmp`: expiry of idempotency records.
 //! - `age`: retention by age (MAXAGE) of streams nobody writes to.
 //! - `pack`: compression of sealed nodes off the append path (every server, nothing propagated).
+//! - `keylog`: the keyspace log, run by the server's notifications rather than a clock: each
+//!   notification kept, appended after its execution unit (post-notification jobs).
 
 #![forbid(unsafe_code)]
 
 pub mod age;
 pub mod idmp;
+pub mod keylog;
 pub mod pack;
 pub mod ttl;
 pub mod wake;
@@ -30,6 +33,7 @@ pub fn init() {
     due::AGE.bind(&age::Age);
     due::CONSUMER_TTL.bind(&ttl::ConsumerTtl);
     due::READERS.bind(&wake::Wake);
+    crate::ffi::keyspace::listen(&keylog::KEYLOG);
 }
 
 /// How often a replica (or a loading server) looks again whether it became primary (ms).

@@ -14,6 +14,16 @@ pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
     }
 }
 
+/// The work cap of an approximate trim without LIMIT: ~100 nodes, as the built-in.
+pub fn default_approx_limit() -> i64 {
+    let limit = 100i64.saturating_mul(crate::config::limits().entries_max);
+    if limit <= 0 {
+        10_000
+    } else {
+        limit.min(1_000_000)
+    }
+}
+
 /// The keyword of a policy, for propagation.
 pub fn policy_word(p: RefPolicy) -> &'static [u8] {
     match p {

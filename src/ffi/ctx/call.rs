@@ -92,6 +92,29 @@ impl Ctx {
         Some(format!("MOVED {slot} {}", addr(owner)?))
     }
 
+    /// In cluster mode, the slots this node serves now (16,384 bits), from `CLUSTER NODES`'
+    /// `myself` line: its ranges, not the slots it imports or the ones migrating away
+    /// (bracketed). None when not in cluster mode or the line cannot be read.
+    pub fn owned_slots(&self) -> Option<Vec<u64>> {
+        if !self.in_cluster() {
+            return None;
+        }
+        let nodes = self.call_words(c"CLUSTER", &[b"NODES"])?;
+        let text = String::from_utf8_lossy(nodes.as_ref().bytes()?).into_owned();
+        let myself = text.lines().find(|l| l.split_whitespace().nth(2).is_some_and(|f| f.contains("myself")))?;
+        let mut bits = vec![0u64; 16384 / 64];
+        for r in myself.split_whitespace().skip(8).filter(|r| !r.starts_with('[')) {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else { continue };
+            for slot in a..=b.min(16383) {
+                if let Some(w) = bits.get_mut(slot / 64) {
+                    *w |= 1 << (slot % 64);
+                }
+            }
+        }
+        Some(bits)
+    }
+
     pub fn call(&self, cmd: &CStr, args: &[usize]) -> Option<CallReply<'_>> {
         let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|&i| self.arg_string(i)).filter(|p| !p.is_null()).collect();
         // SAFETY: "v" takes (RedisModuleString **, size_t): live argument strings,

@@ -268,6 +268,12 @@ impl Ctx {
         f & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && f & raw::REDISMODULE_CTX_FLAGS_LOADING == 0 && !paused()
     }
 
+    /// A primary that is not loading (the keyspace log's notifications count only there).
+    pub fn is_primary_serving(&self) -> bool {
+        let f = self.flags();
+        f & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && f & raw::REDISMODULE_CTX_FLAGS_LOADING == 0
+    }
+
     pub fn argc(&self) -> usize {
         self.argc
     }
@@ -433,11 +439,18 @@ impl Ctx {
     /// Keyspace event, WATCH signal and blocked-reader wake-up for an XADD to a key
     /// the module named (the dead-letter key).
     pub fn added_to_named(&self, name: &[u8]) {
+        self.appended_to_named(name, true);
+    }
+
+    /// [`Ctx::added_to_named`], the keyspace event (`xadd`) only with `notify`.
+    pub fn appended_to_named(&self, name: &[u8], notify: bool) {
         // SAFETY: a string from a valid buffer with a NULL ctx, freed below; valid ctx.
         unsafe {
             let n = api!(RedisModule_CreateString)(ptr::null_mut(), name.as_ptr().cast(), name.len());
             api!(RedisModule_SignalModifiedKey)(self.ctx, n);
-            api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_STREAM as c_int, c"xadd".as_ptr(), n);
+            if notify {
+                api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_STREAM as c_int, c"xadd".as_ptr(), n);
+            }
             api!(RedisModule_SignalKeyAsReady)(self.ctx, n);
             api!(RedisModule_FreeString)(ptr::null_mut(), n);
         }

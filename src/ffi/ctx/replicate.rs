@@ -74,6 +74,38 @@ impl Ctx {
         self.replicate_raw(cmd, args);
     }
 
+    /// Propagates `cmd` with eight arguments given as bytes (RM_Replicate's `b` format: Redis
+    /// makes its own strings from the buffers; no module string is created and freed per
+    /// argument). For a write of the module's own that propagates often (the keyspace log's
+    /// `XS.ADD log id event .. key .. db ..`): a third of the cost of [`Ctx::replicate`] there.
+    pub fn replicate_bytes8(&self, cmd: &'static CStr, a: [&[u8]; 8]) {
+        // SAFETY: valid ctx; "bbbbbbbb" takes eight (char *, size_t) pairs, each a live buffer
+        // read during the call (Redis copies them into its own strings).
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                cmd.as_ptr(),
+                c"bbbbbbbb".as_ptr(),
+                a[0].as_ptr().cast::<c_char>(),
+                a[0].len(),
+                a[1].as_ptr().cast::<c_char>(),
+                a[1].len(),
+                a[2].as_ptr().cast::<c_char>(),
+                a[2].len(),
+                a[3].as_ptr().cast::<c_char>(),
+                a[3].len(),
+                a[4].as_ptr().cast::<c_char>(),
+                a[4].len(),
+                a[5].as_ptr().cast::<c_char>(),
+                a[5].len(),
+                a[6].as_ptr().cast::<c_char>(),
+                a[6].len(),
+                a[7].as_ptr().cast::<c_char>(),
+                a[7].len(),
+            )
+        };
+    }
+
     /// The string for a propagated argument; `.1` tells whether it was created here.
     fn arg_ptr(&self, a: &Arg) -> (*mut raw::RedisModuleString, bool) {
         match a {
