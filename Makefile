@@ -207,7 +207,7 @@ test-matrix: build hosts venv
 		srv=$$($(HOSTS_SH) server $$h) || { \
 			summary+=("make test-matrix: $$h | SKIPPED: $$($(HOSTS_SH) why $$h) | 0 s"); continue; }; \
 		echo "make test-matrix: $$h ($$($$srv --version | head -1))"; t0=$$(date +%s); \
-		if XSTREAM_REDIS_SERVER=$$srv XSTREAM_MODULE=$(MODULE) \
+		if XSTREAM_REDIS_SERVER=$$srv XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
 			$(CARGO) test --release --no-fail-fast $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS); \
 		then r=ok; else r=FAILED; status=1; fi; \
 		summary+=("make test-matrix: $$h | $$r | $$(( $$(date +%s) - t0 )) s"); \

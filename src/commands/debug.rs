@@ -3,6 +3,8 @@
 //!   reply, not a dead server.
 //! - XS.DEBUG-DOUBLE-FREE frees a block twice on purpose (see ffi::alloc::debug_double_free): the
 //!   ASan pass proves a real memory error fails the test. Never called on a jemalloc server.
+//! - XS.DEBUG-NOTIFY key event raises a keyspace notification of the module class (`d`), which
+//!   no command of this module raises: the keyspace log's tests log one.
 
 use crate::error::Result;
 use crate::ffi::ctx::Ctx;
@@ -15,5 +17,11 @@ pub fn run_double_free(c: &Ctx) -> Result<()> {
     crate::ffi::alloc::debug_double_free();
     // Reached only without a sanitizer (the allocator did not notice).
     c.reply_int(0);
+    Ok(())
+}
+
+pub fn run_notify(c: &Ctx) -> Result<()> {
+    c.notify_module_class(c.arg(2), 1);
+    c.reply_ok();
     Ok(())
 }

@@ -75,6 +75,8 @@ command_entry!(xs_scan, keyspace::run_scan);
 command_entry!(xs_debug_panic, debug::run_panic);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_double_free, debug::run_double_free);
+#[cfg(feature = "test-hooks")]
+command_entry!(xs_debug_notify, debug::run_notify);
 
 const fn key1(flags: u32) -> Option<KeyAt> {
     Some(KeyAt { pos: 1, flags, after_streams: false })
@@ -181,6 +183,8 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.debug-panic", func: Some(xs_debug_panic), flags: "", arity: 1, key: None, subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-double-free", func: Some(xs_debug_double_free), flags: "", arity: 1, key: None, subcommands: &[] },
+    #[cfg(feature = "test-hooks")]
+    Command { name: "xs.debug-notify", func: Some(xs_debug_notify), flags: "readonly", arity: 3, key: key1(RO_ACCESS), subcommands: &[] },
 ];
 
 // ---- argument helpers shared by the commands ---------------------------------

@@ -105,8 +105,9 @@ pub trait Listener: Sync {
     /// Whether it listens at all now (the first, cheapest check of every notification).
     fn active(&self) -> bool;
     /// Inside the notification (nothing may be written): whether to keep it. `class` is the
-    /// notification's REDISMODULE_NOTIFY_* bit.
-    fn wants(&self, class: u32, event: &[u8], key: &[u8], db: i32) -> bool;
+    /// notification's REDISMODULE_NOTIFY_* bit; `db` answers its database (asked only when
+    /// needed: every notification of its classes comes here, kept or not).
+    fn wants(&self, class: u32, key: &[u8], db: &dyn Fn() -> i32) -> bool;
     /// After the execution unit, with writes allowed: the kept notifications, in order.
     fn write(&self, c: &Ctx, events: Vec<Event>);
     /// A kept notification could not be handed on (the server refused the job).
@@ -207,16 +208,18 @@ unsafe extern "C" fn on_logged(ctx: *mut raw::RedisModuleCtx, class: c_int, even
             restore_client_db(&c);
             return 0;
         };
-        // SAFETY: a NUL-terminated event name and a key name, valid during the callback.
-        let (ev, name) = unsafe { (std::ffi::CStr::from_ptr(event).to_bytes(), super::ctx::string_bytes(key)) };
-        let db = c.selected_db();
+        // SAFETY: the key name, valid during the callback.
+        let name = unsafe { super::ctx::string_bytes(key) };
         // A replica logs nothing (its primary's entries arrive with the changes), nor does a
         // server loading its AOF (the log's entries are in it): asked last, as the costliest.
-        let keep = l.wants(class as u32, ev, name, db) && c.is_primary_serving();
+        let keep = l.wants(class as u32, name, &|| c.selected_db()) && c.is_primary_serving();
         restore_client_db(&c);
         if !keep {
             return 0;
         }
+        let db = c.selected_db();
+        // SAFETY: a NUL-terminated event name, valid during the callback.
+        let ev = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
         if !IN_JOB.get() {
             LAST_DB.set(db);
         }

@@ -43,12 +43,12 @@ impl Listener for KeyLog {
         config::KEYLOG_ON.load(Ordering::Relaxed)
     }
 
-    fn wants(&self, class: u32, _event: &[u8], key: &[u8], db: i32) -> bool {
+    fn wants(&self, class: u32, key: &[u8], db: &dyn Fn() -> i32) -> bool {
         let s = config::keylog();
         if s.key.is_empty() {
             return false;
         }
-        if db == LOG_DB && key == s.key.as_slice() {
+        if key == s.key.as_slice() && db() == LOG_DB {
             // The log's own writes (and anything else done to it) never log.
             return false;
         }

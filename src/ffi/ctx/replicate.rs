@@ -185,6 +185,14 @@ impl Ctx {
         }
     }
 
+    /// Keyspace event of the module class (`d`) named `event` on key argument `i` (test builds).
+    #[cfg(feature = "test-hooks")]
+    pub fn notify_module_class(&self, event: &[u8], i: usize) {
+        let event = std::ffi::CString::new(event.to_vec()).unwrap_or_default();
+        // SAFETY: valid ctx, NUL-terminated event, live key argument.
+        unsafe { api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, raw::REDISMODULE_NOTIFY_MODULE as c_int, event.as_ptr(), self.arg_string(i)) };
+    }
+
     /// Keyspace event of class `t` (streams) on key argument `i`.
     pub fn notify(&self, event: &CStr, i: usize) {
         // SAFETY: valid ctx, NUL-terminated event, live key argument.
