@@ -348,7 +348,7 @@ fn stat(c: &mut Conn, name: &str) -> i64 {
 /// digest, after random commands, MULTI blocks, scripts and expiries.
 #[test]
 fn replica_and_aof_have_the_primarys_log() {
-    let p = Server::builder().arg("--appendonly", "yes").start();
+    let mut p = Server::builder().arg("--appendonly", "yes").start();
     let mut pc = p.conn();
     if !supported(&mut pc) {
         return;
@@ -383,6 +383,14 @@ fn replica_and_aof_have_the_primarys_log() {
     // The replica did not move since: the reloaded primary is the same as it.
     same_dataset(&mut pc, &mut rc, "the primary reloaded from its AOF");
     assert_eq!(info_field(&mut pc, "keyspace_log_appended"), log.len() as i64);
+
+    // A restart from the AOF (multi-part, with its RDB preamble base): the same again.
+    let whole = pc.cmd(&["DEBUG", "DIGEST"]);
+    drop(pc);
+    p.restart();
+    let mut pc = p.conn();
+    assert_eq!(pc.cmd(&["DEBUG", "DIGEST-VALUE", LOG]), digest);
+    assert_eq!(pc.cmd(&["DEBUG", "DIGEST"]), whole);
 }
 
 /// `got` is `want`, or a panic showing where they part.
