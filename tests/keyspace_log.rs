@@ -582,3 +582,27 @@ fn module_class_events_are_logged() {
     c.cmd(&["SET", "k4", "1"]);
     assert_eq!(entries(&mut c), vec![e("custom-event", "k1", "0"), e("set", "k4", "0")]);
 }
+
+/// While clients are paused for writes (CLIENT PAUSE WRITE, a failover), nothing may be
+/// propagated (the server asserts it): a key miss then is counted as an error, not logged, and
+/// the server goes on; after the pause the log works again.
+#[test]
+fn paused_clients_log_nothing_and_the_server_lives() {
+    let s = Server::start();
+    let mut c = s.conn();
+    if !supported(&mut c) {
+        return;
+    }
+    enable(&mut c, "Am", "*");
+    c.cmd(&["SET", "a", "1"]);
+    let mut admin = s.conn();
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]), ok());
+    let errors = info_field(&mut c, "keyspace_log_errors");
+    assert_eq!(c.cmd(&["GET", "missing"]), Reply::Nil);
+    assert_eq!(c.cmd(&["EXISTS", "missing2"]), Reply::Int(0));
+    assert_eq!(info_field(&mut c, "keyspace_log_errors"), errors + 2);
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    c.cmd(&["SET", "b", "1"]);
+    assert!(c.ping());
+    assert_eq!(entries(&mut c), vec![e("set", "a", "0"), e("set", "b", "0")]);
+}
