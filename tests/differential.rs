@@ -35,15 +35,21 @@ fn differential_aa() {
     assert!(n >= 5000);
 }
 
-/// Built-in vs module.
+/// Built-in vs module, with the keyspace log on (7.2+: it changes no reply).
 #[test]
 fn differential_module() {
     let server = Server::start();
     let list = format!("{}", server.conn().cmd(&["MODULE", "LIST"]));
     assert!(list.contains("xstream"), "module xstream not loaded: {list}");
+    let mut c = server.conn();
+    let logged = keyspace_log_on(&mut c);
     let o = opts("differential built-in vs xstream");
     let n = gen_basic::run(Pair::same(&server, true), &o);
     assert!(n >= 5000);
+    if logged {
+        let appended = keyspace_log_appended(&mut c);
+        assert!(appended >= n / 4, "the keyspace log logged {appended} entries for {n} ops");
+    }
 }
 
 /// Built-in vs module with compaction on (`xstream.compact-deleted`, a threshold picked by the

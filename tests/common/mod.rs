@@ -1736,3 +1736,21 @@ pub fn pipeline(c: &mut Conn, cmds: &[Vec<String>]) -> Vec<Reply> {
     }
     out
 }
+
+/// On a server with post-notification jobs (7.2+), turns the keyspace log on with every class
+/// and key (`keyspace-log`, about 10,000 entries kept) for a runner to prove it changes no
+/// reply; false (and nothing set) on 7.0.
+pub fn keyspace_log_on(c: &mut Conn) -> bool {
+    if redis_version(c) < (7, 2) {
+        return false;
+    }
+    let r = c.cmd(&["CONFIG", "SET", "xstream.keyspace-log", "keyspace-log", "xstream.keyspace-log-maxlen", "10000"]);
+    assert_eq!(r, Reply::Simple("OK".into()));
+    true
+}
+
+/// INFO xstream's `keyspace_log_appended`.
+pub fn keyspace_log_appended(c: &mut Conn) -> usize {
+    let info = c.cmd(&["INFO", "xstream"]).text();
+    info.lines().find_map(|l| l.trim().strip_prefix("xstream_keyspace_log_appended:")).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
