@@ -195,11 +195,6 @@ pub fn with_module_ctx<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     Some(f(&c))
 }
 
-/// The classes subscribed for the listener.
-pub fn subscribed() -> u32 {
-    SUBSCRIBED.load(Ordering::Relaxed)
-}
-
 unsafe extern "C" fn on_logged(ctx: *mut raw::RedisModuleCtx, class: c_int, event: *const c_char, key: *mut raw::RedisModuleString) -> c_int {
     fence::guard("keyspace log event", 0, || {
         // SAFETY: the event's context, valid during the callback.
@@ -249,8 +244,25 @@ unsafe extern "C" fn run_job(ctx: *mut raw::RedisModuleCtx, _pd: *mut c_void) {
         // SAFETY: the job's context, valid during the callback.
         let c = unsafe { Ctx::for_callback(ctx) };
         JOB_DB.set(LAST_DB.get());
-        IN_JOB.set(true);
+        let _in_job = InJob::enter();
         l.write(&c, events);
-        IN_JOB.set(false);
     })
+}
+
+/// [`IN_JOB`] for the duration of the job's writes, cleared on the way out even when a write
+/// panics (the fence catches it): a flag left set would keep selecting the client's DB in
+/// every later callback on the hosts that need it.
+struct InJob;
+
+impl InJob {
+    fn enter() -> InJob {
+        IN_JOB.set(true);
+        InJob
+    }
+}
+
+impl Drop for InJob {
+    fn drop(&mut self) {
+        IN_JOB.set(false);
+    }
 }
