@@ -198,7 +198,8 @@ MATRIX_TESTS ?= --test differential --test differential_groups --test group_edge
                 --test takeover_errors --test takeover_types --test propagation --test command_docs --test cluster \
                 --test redis8_delex --test redis8_idmp --test redis8_maxcount --test redis8_latest --test redis8_nack \
                 --test redis8_claim --test redis8_combined --test compact --test queue_policy --test info_section \
-                --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive --test keyspace_log
+                --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive --test keyspace_log \
+                --test timed_wake
 # Every host is run (a failing one does not stop the others); the summary has a line per host:
 # "make test-matrix: HOST | ok / FAILED / SKIPPED (why) | seconds".
 test-matrix: build hosts venv
@@ -264,7 +265,7 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
               --test propagation --test command_docs --test cluster \
               --test redis8_nack --test redis8_claim --test redis8_idmp --test redis8_combined --test queue_policy \
-              --test retention --test delayed --test compact --test redrive --test rdb_fixtures
+              --test retention --test delayed --test compact --test redrive --test rdb_fixtures --test timed_wake
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a

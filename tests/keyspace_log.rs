@@ -65,14 +65,6 @@ fn ids(c: &mut Conn) -> Vec<(u64, u64)> {
     c.cmd(&["XS.RANGE", LOG, "-", "+"]).as_array().iter().map(|e| parse_id(e.as_array()[0].as_bytes().unwrap_or_default()).expect("id")).collect()
 }
 
-fn info_field(c: &mut Conn, name: &str) -> i64 {
-    let info = c.cmd(&["INFO", "xstream"]).text();
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("xstream_{name}:")).or_else(|| l.trim().strip_prefix(&format!("{name}:"))))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in INFO xstream:\n{info}"))
-}
-
 fn e(event: &str, key: &str, db: &str) -> (String, String, String) {
     (event.into(), key.into(), db.into())
 }
@@ -234,7 +226,7 @@ fn log_is_the_servers_own_notifications() {
         }
         total += got.len();
     }
-    assert_eq!(info_field(&mut c, "keyspace_log_errors"), 0);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_errors"), 0);
     report(&format!("keyspace log: {rounds} rounds, {total} entries, all as the server's notifications (seed {})", rng.seed()));
 }
 
@@ -335,7 +327,7 @@ fn expiry_and_eviction_are_logged() {
     let logged: Vec<_> = entries(&mut c).into_iter().filter(|(ev, _, _)| ev == "evicted").collect();
     assert_eq!(logged.len() as i64, evicted, "one entry per evicted key");
     assert!(logged.iter().all(|(_, k, db)| k.starts_with('v') && db == "0"));
-    assert_eq!(info_field(&mut c, "keyspace_log_errors"), 0);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_errors"), 0);
 }
 
 fn stat(c: &mut Conn, name: &str) -> i64 {
@@ -370,8 +362,8 @@ fn replica_and_aof_have_the_primarys_log() {
     assert_eq!(rc.cmd(&["DEBUG", "DIGEST-VALUE", LOG]), digest);
     assert_same_log(&entries(&mut rc), &log, "the replica");
     same_dataset(&mut pc, &mut rc, "the replica");
-    assert_eq!(info_field(&mut rc, "keyspace_log_appended"), 0, "the replica logs nothing itself");
-    assert_eq!(info_field(&mut pc, "keyspace_log_appended"), log.len() as i64);
+    assert_eq!(info_xstream(&mut rc, "keyspace_log_appended"), 0, "the replica logs nothing itself");
+    assert_eq!(info_xstream(&mut pc, "keyspace_log_appended"), log.len() as i64);
 
     // The AOF: replayed (with the log on), it gives the same log and appends nothing while
     // loading.
@@ -382,7 +374,7 @@ fn replica_and_aof_have_the_primarys_log() {
     assert_eq!(pc.cmd(&["DEBUG", "DIGEST-VALUE", LOG]), digest);
     // The replica did not move since: the reloaded primary is the same as it.
     same_dataset(&mut pc, &mut rc, "the primary reloaded from its AOF");
-    assert_eq!(info_field(&mut pc, "keyspace_log_appended"), log.len() as i64);
+    assert_eq!(info_xstream(&mut pc, "keyspace_log_appended"), log.len() as i64);
 
     // A restart from the AOF (multi-part, with its RDB preamble base): the same again.
     let whole = pc.cmd(&["DEBUG", "DIGEST"]);
@@ -489,25 +481,25 @@ fn configs_refusals_and_trimming() {
     // Nothing is logged with no class, nor before a key is set.
     c.cmd(&["SET", "a", "1"]);
     enable(&mut c, "A", "*");
-    assert_eq!(info_field(&mut c, "keyspace_log_appended"), 0);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_appended"), 0);
 
     // Another type at the log's key: the events are counted as errors and the key is untouched.
     c.cmd(&["DEL", LOG]);
     c.cmd(&["SET", LOG, "mine"]);
-    let errors = info_field(&mut c, "keyspace_log_errors");
+    let errors = info_xstream(&mut c, "keyspace_log_errors");
     c.cmd(&["SET", "a", "2"]);
     c.cmd(&["SET", "b", "2"]);
-    assert_eq!(info_field(&mut c, "keyspace_log_errors"), errors + 2);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_errors"), errors + 2);
     assert_eq!(c.cmd(&["GET", LOG]), Reply::Bulk(b"mine".to_vec()));
     c.cmd(&["DEL", LOG]);
 
     // Dropped by the pattern and the classes: counted.
     enable(&mut c, "$", "a*");
-    let dropped = info_field(&mut c, "keyspace_log_dropped");
+    let dropped = info_xstream(&mut c, "keyspace_log_dropped");
     c.cmd(&["SET", "b", "3"]);
     c.cmd(&["DEL", "a"]);
     c.cmd(&["SET", "a", "3"]);
-    assert_eq!(info_field(&mut c, "keyspace_log_dropped"), dropped + 2);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_dropped"), dropped + 2);
     assert_eq!(entries(&mut c), vec![e("set", "a", "0")]);
 
     // Trimmed to about maxlen (whole nodes of 10 entries): between 25 and 34 entries kept.
@@ -597,10 +589,10 @@ fn paused_clients_log_nothing_and_the_server_lives() {
     c.cmd(&["SET", "a", "1"]);
     let mut admin = s.conn();
     assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]), ok());
-    let errors = info_field(&mut c, "keyspace_log_errors");
+    let errors = info_xstream(&mut c, "keyspace_log_errors");
     assert_eq!(c.cmd(&["GET", "missing"]), Reply::Nil);
     assert_eq!(c.cmd(&["EXISTS", "missing2"]), Reply::Int(0));
-    assert_eq!(info_field(&mut c, "keyspace_log_errors"), errors + 2);
+    assert_eq!(info_xstream(&mut c, "keyspace_log_errors"), errors + 2);
     assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
     c.cmd(&["SET", "b", "1"]);
     assert!(c.ping());

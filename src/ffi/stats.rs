@@ -223,6 +223,11 @@ pub struct Events {
     pub keyspace_log_appended: AtomicU64,
     pub keyspace_log_dropped: AtomicU64,
     pub keyspace_log_errors: AtomicU64,
+    /// Blocked readers: reads run again for a signalled key (a write, or a time-driven
+    /// wake-up meant for them); readers a time-driven wake-up passed over without running their
+    /// read (it was meant for the first reader of another wait, src/ffi/blocking.rs).
+    pub blocked_reads_rerun: AtomicU64,
+    pub blocked_reads_skipped: AtomicU64,
 }
 
 pub static EVENTS: Events = Events {
@@ -252,6 +257,8 @@ pub static EVENTS: Events = Events {
     keyspace_log_appended: AtomicU64::new(0),
     keyspace_log_dropped: AtomicU64::new(0),
     keyspace_log_errors: AtomicU64::new(0),
+    blocked_reads_rerun: AtomicU64::new(0),
+    blocked_reads_skipped: AtomicU64::new(0),
 };
 
 /// `counter += n`.
@@ -319,6 +326,8 @@ unsafe extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash
             ("keyspace_log_appended", e(&EVENTS.keyspace_log_appended)),
             ("keyspace_log_dropped", e(&EVENTS.keyspace_log_dropped)),
             ("keyspace_log_errors", e(&EVENTS.keyspace_log_errors)),
+            ("blocked_reads_rerun", e(&EVENTS.blocked_reads_rerun)),
+            ("blocked_reads_skipped", e(&EVENTS.blocked_reads_skipped)),
         ];
         // The time-driven jobs' fields (compression_queued_keys), last.
         let mut jobs = Vec::new();

@@ -3,13 +3,17 @@
 //! becomes due, although no write touches the key then. When such a reader blocks (and each
 //! time it is woken without being served) the command registers its keys in
 //! [`due::READERS`](crate::ops::due::READERS) with that time (src/commands/read.rs). When the
-//! timer fires, every due key is signalled ready in its DB; Redis then serves the readers
-//! blocked on those keys before it sleeps (handleClientsBlockedOnKeys from beforeSleep): each
-//! re-runs its read, and one with nothing due yet stays blocked and registers again. Entries
-//! whose readers left (timeout, served by a write, disconnect) are dropped when reached, at the
-//! price of one signal nobody waits for.
+//! timer fires, every due key is signalled ready in its DB, for the first reader of each wait
+//! (readers of the same group, CLAIM and keys: src/ffi/blocking.rs `wake_on_time`); Redis then
+//! calls back the readers blocked on those keys before it sleeps (handleClientsBlockedOnKeys
+//! from beforeSleep): the first of each wait re-runs its read, the others are passed over
+//! without running theirs. A first reader with nothing due yet stays blocked and registers its
+//! wait again; one that is served passes the wake-up on to the next of its wait while
+//! something is still due, and registers the wait's next time when nothing is. Entries whose
+//! readers left (timeout, served by a write, disconnect) are dropped when reached.
 
-use crate::ffi::ctx::{paused, Ctx, Name};
+use crate::ffi::blocking::wake_on_time;
+use crate::ffi::ctx::{paused, Ctx};
 use crate::ffi::timer::Job;
 use crate::ops::due::READERS;
 
@@ -32,9 +36,7 @@ impl Job for Wake {
             return;
         }
         for (db, key) in READERS.pop_due(now, usize::MAX) {
-            if c.select_db(db) {
-                c.signal_ready_name(Name::Bytes(&key));
-            }
+            wake_on_time(c, db, &key);
         }
         READERS.rearm(c, i64::MIN);
     }

@@ -1456,6 +1456,15 @@ pub fn explicit_workload(c: &mut Conn, rng: &mut Rng, module: bool, key: &str, o
 }
 
 /// Waits (up to 3 s) until INFO clients reports `n` blocked clients; returns whether it did.
+/// A counter of `INFO xstream` (`xstream_<name>` on hosts that prefix module fields).
+pub fn info_xstream(c: &mut Conn, name: &str) -> i64 {
+    let info = c.cmd(&["INFO", "xstream"]).text();
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("xstream_{name}:")).or_else(|| l.trim().strip_prefix(&format!("{name}:"))))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in INFO xstream:\n{info}"))
+}
+
 pub fn wait_blocked_clients(c: &mut Conn, n: usize) -> bool {
     let want = format!("blocked_clients:{n}\r");
     for _ in 0..300 {

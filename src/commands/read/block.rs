@@ -17,8 +17,6 @@ pub struct BlockState {
     pub(super) group_arg: Option<usize>,
     /// CLAIM min-idle-time (ms).
     pub(super) claim: Option<i64>,
-    /// When the block times out (unix ms); None for BLOCK 0.
-    pub(super) deadline_ms: Option<i64>,
     /// The client's db when it blocked.
     pub(super) db: i32,
     /// Group readers are registered so that a deleted key releases them.
@@ -51,6 +49,38 @@ impl crate::ffi::blocking::Waiter for BlockState {
     fn registration(&self) -> Option<&crate::ffi::blocking::Registration> {
         self.registration.as_ref()
     }
+
+    fn served_on_time(&self, c: &Ctx) -> bool {
+        let now = c.now_ms() as i64;
+        match claim_wake_at(c, self, now) {
+            Some(due) if due <= now => true,
+            Some(due) => {
+                let names = (0..self.from.len()).map(|k| c.arg(self.streams_arg + k));
+                crate::ops::due::wake_readers(c, self.db, names, due);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+/// What a group reader waits for, as bytes equal for readers served by the same entries in
+/// the same way ([`Registration::wait`](crate::ffi::blocking::Registration)): its group, CLAIM,
+/// NOACK and keys (COUNT, MAXCOUNT, MAXSIZE and the consumer change how much it takes, not
+/// whether something is there for it).
+pub(super) fn wait_bytes(c: &Ctx, group_arg: usize, claim: Option<i64>, noack: bool, keys: std::ops::Range<usize>) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut put = |b: &[u8]| {
+        v.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        v.extend_from_slice(b);
+    };
+    put(c.arg(group_arg));
+    put(&claim.map_or(-1, |m| m).to_le_bytes());
+    put(&[u8::from(noack)]);
+    for k in keys {
+        put(c.arg(k));
+    }
+    v
 }
 
 /// The first pass of a command Redis 7.2 re-executes for a blocked reader: the
@@ -123,8 +153,9 @@ fn replied(c: &Ctx, r: Result<bool>) -> bool {
 
 /// When a CLAIM reader about to block (or staying blocked) must re-run (§4.5):
 /// min-idle after the oldest delivery among the first live pending entries of its
-/// streams, or min-idle from now when they have none. None without CLAIM, or when
-/// the block times out first.
+/// streams, or min-idle from now when they have none. None without CLAIM. A time past the
+/// reader's own timeout is registered all the same: the wake-up is for every reader that
+/// waits as it does (src/ffi/blocking.rs).
 pub(super) fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     let at = claim_or_due_wake_at(c, st, now);
     let sched = scheduled_wake_at(c, st, now);
@@ -135,8 +166,7 @@ pub(super) fn claim_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
 }
 
 /// When a blocked `>` reader must re-run for its groups' scheduled entries (delayed
-/// delivery): the earliest due time in their schedules; None without one, or when
-/// the block times out first.
+/// delivery): the earliest due time in their schedules; None without one.
 pub(super) fn scheduled_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     let g = c.arg(st.group_arg?);
     let mut due: Option<i64> = None;
@@ -146,11 +176,7 @@ pub(super) fn scheduled_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i6
             due = Some(due.map_or(d, |o: i64| o.min(d)));
         }
     }
-    let due = due?.max(now);
-    match st.deadline_ms {
-        Some(d) if due > d => None,
-        _ => Some(due),
-    }
+    Some(due?.max(now))
 }
 
 pub(super) fn claim_or_due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
@@ -164,16 +190,12 @@ pub(super) fn claim_or_due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option
             oldest = Some(oldest.map_or(n.delivery_time, |o| o.min(n.delivery_time)));
         }
     }
-    let due = oldest.unwrap_or(now).saturating_add(min_idle);
-    match st.deadline_ms {
-        Some(d) if due > d => None,
-        _ => Some(due),
-    }
+    Some(oldest.unwrap_or(now).saturating_add(min_idle))
 }
 
 /// When a `>` reader (without CLAIM) of groups whose policy redelivers must re-run:
-/// the earliest due time of its groups (issue 16). None without such a group, with
-/// NOACK, or when the block times out first.
+/// the earliest due time of its groups (issue 16). None without such a group, or with
+/// NOACK.
 pub(super) fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
     if st.noack {
         return None;
@@ -187,11 +209,7 @@ pub(super) fn due_wake_at(c: &Ctx, st: &BlockState, now: i64) -> Option<i64> {
             due = Some(due.map_or(d, |o: i64| o.min(d)));
         }
     }
-    let due = due?.max(now);
-    match st.deadline_ms {
-        Some(d) if due > d => None,
-        _ => Some(due),
-    }
+    Some(due?.max(now))
 }
 
 /// Whether a blocked group reader has a group whose policy redelivers (served

@@ -272,6 +272,7 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             db: c.selected_db(),
             keys: (streams_arg..streams_arg + streams_count).map(|i| c.arg(i).to_vec()).collect(),
             consumer: Some((c.arg(ga).to_vec(), c.arg(ga + 1).to_vec())),
+            wait: wait_bytes(c, ga, claim, noack, streams_arg..streams_arg + streams_count),
             key_gone: std::cell::Cell::new(false),
         });
         let state = BlockState {
@@ -291,7 +292,6 @@ fn run_generic(c: &Ctx, xreadgroup: bool) -> Result<()> {
             noack,
             group_arg,
             claim,
-            deadline_ms: (timeout > 0).then(|| now.saturating_add(timeout)),
             db: c.selected_db(),
             registration,
         };

@@ -131,6 +131,7 @@ impl Ctx {
 
     /// Wakes clients blocked on key argument `i` (served after the command).
     pub fn signal_ready(&self, i: usize) {
+        super::super::blocking::written();
         // SAFETY: valid ctx and key argument.
         unsafe { api!(RedisModule_SignalKeyAsReady)(self.ctx, self.arg_string(i)) };
     }

@@ -249,6 +249,13 @@ impl Ctx {
 
     /// Blocked readers of a key by name may be served (SignalKeyAsReady, in the selected DB).
     pub fn signal_ready_name(&self, n: Name<'_>) {
+        super::blocking::written();
+        self.signal_ready_quietly(n);
+    }
+
+    /// SignalKeyAsReady without telling the blocked readers' registry that a write did it
+    /// (the time-driven wake-ups, src/ffi/blocking.rs `wake_on_time`).
+    pub(in crate::ffi) fn signal_ready_quietly(&self, n: Name<'_>) {
         // SAFETY: valid ctx and live string.
         self.with_string(n, |s| unsafe {
             api!(RedisModule_SignalKeyAsReady)(self.ctx, s);
