@@ -25,7 +25,7 @@
 #![forbid(unsafe_code)]
 
 use crate::listpack::Listpack;
-use crate::stream::validate::validate_stream;
+use crate::stream::validate::StreamCheck;
 use crate::stream::{Stream, StreamId, ENTRIES_READ_INVALID};
 
 /// RDB object types of streams.
@@ -299,17 +299,20 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
     let mut s = Stream::new();
     let nodes = r.len()?;
     let mut prev: Option<StreamId> = None;
+    // Each node is checked as soon as it is read (every element and its structure, one pass),
+    // while its bytes are in the CPU's caches.
+    let mut checked = StreamCheck::default();
     for _ in 0..nodes {
         let master = id_of(&r.string()?)?;
         if prev.is_some_and(|p| master <= p) {
             return err("node keys not increasing");
         }
         prev = Some(master);
-        // Every element is checked by validate_stream below (one pass per node).
         let lp = Listpack::from_vec(r.string()?, false).map_err(|e| NativeError(format!("listpack: {e}")))?;
         if lp.is_empty() {
             return err("empty listpack");
         }
+        checked.node(master, &lp).map_err(|e| NativeError(e.to_string()))?;
         s.insert_node(master, lp);
     }
     s.length = r.len()?;
@@ -366,7 +369,7 @@ pub fn decode_dump(payload: &[u8]) -> Result<Stream, NativeError> {
     if r.pos != obj.len() {
         return err("trailing bytes");
     }
-    validate_stream(&s).map_err(|e| NativeError(e.to_string()))?;
+    checked.finish(&s).map_err(|e| NativeError(e.to_string()))?;
     Ok(s)
 }
 

@@ -16,7 +16,7 @@
 use crate::listpack::{Codec, Listpack};
 use crate::stream::idmp::{self, Idmp};
 use crate::stream::queue::{AckTimeout, DeadLetter, QueuePolicy, BACKOFF_MAX, MS_MAX};
-use crate::stream::validate::validate_stream;
+use crate::stream::validate::StreamCheck;
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
@@ -423,6 +423,8 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
     let mut s = Stream::new();
     let mut prev: Option<StreamId> = None;
     let deep = check == Check::Deep;
+    // Deep: each node is checked as soon as it is read, while its bytes are in the caches.
+    let mut checked = StreamCheck::default();
     // No preallocation from `nodes`: each iteration reads real bytes or fails.
     for _ in 0..nodes {
         let key = inp.get_bytes()?;
@@ -431,15 +433,13 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
             return Err(invalid("node keys not increasing"));
         }
         prev = Some(master);
-        // Deep: every element is checked by validate_stream below, in the same pass
-        // as the node structure.
         let codec = if version >= 6 { inp.get_u64()? } else { 0 };
         let lp = if codec == 0 {
             Listpack::from_vec(inp.get_bytes()?, false)
         } else {
             // A compressed node, kept compressed, taken here with its claimed size checked
-            // only. Deep: validate_stream below decompresses every block once (a copy, dropped
-            // at once) and refuses one that does not decode to exactly its size or whose bytes
+            // only. Deep: the check below decompresses the block once (a copy, dropped at
+            // once) and refuses one that does not decode to exactly its size or whose bytes
             // break any rule. Shallow: as the built-in takes its own files' node bodies; a
             // block that does not decode reads as a node with no entry (listpack::UNDECODABLE),
             // which the core reads totally.
@@ -451,6 +451,10 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         if !lp.is_packed() && lp.first().is_none() {
             // (from_packed checked a packed one.) As rdbLoadObject (the deep check refuses it too, later).
             return Err(invalid("empty listpack inside stream"));
+        }
+        if deep {
+            // Every element and the node's structure, in one pass.
+            checked.node(master, &lp).map_err(|e| LoadError::Invalid(e.to_string()))?;
         }
         s.insert_node(master, lp);
     }
@@ -528,10 +532,10 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         }
     }
     if deep {
-        let checked = validate_stream(&s).map_err(|e| LoadError::Invalid(e.to_string()));
-        // The check read packed nodes through their caches: they go.
+        let done = checked.finish(&s).map_err(|e| LoadError::Invalid(e.to_string()));
+        // Whatever the check read through a node's cache goes.
         s.release_caches();
-        checked?;
+        done?;
     }
     // After the nodes were validated: the deep check looks the records' entries up.
     if version >= 5 {
@@ -876,7 +880,7 @@ mod tests {
                 }
                 let mut t = VecIo { items: m, pos: 0 };
                 if let Ok(st) = load(ENCVER, &mut t, Check::Deep) {
-                    validate_stream(&st).unwrap();
+                    crate::stream::validate::validate_stream(&st).unwrap();
                     let _ = dump(&st);
                 }
             }
