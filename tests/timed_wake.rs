@@ -49,6 +49,11 @@ fn reply_of(w: &mut Conn) -> Reply {
     w.read_reply().expect("the reader's reply").0
 }
 
+fn host_is_redis_7_0(c: &mut Conn) -> bool {
+    let info = c.cmd(&["INFO", "server"]).text();
+    info.contains("redis_version:7.0.") && !info.contains("valkey")
+}
+
 fn readgroup(group: &str, consumer: &str, extra: &[&str], key: &str) -> Vec<String> {
     let mut v: Vec<String> = ["XS.READGROUP", "GROUP", group, consumer, "BLOCK", "0"].iter().map(|s| s.to_string()).collect();
     v.extend(extra.iter().map(|s| s.to_string()));
@@ -119,6 +124,37 @@ fn ack_timeout_runs_one_reader() {
     assert_eq!(read_ids(&reply_of(&mut ws[0])), ["1-0"]);
     assert_eq!(counters(&mut c), (r0 + 1, k0 + n as i64 - 1));
     assert!(wait_blocked_clients(&mut c, n - 1));
+}
+
+/// The reader a wake-up is meant for leaves before it runs: the server was busy (DEBUG SLEEP)
+/// past both the entry's claim time and the first reader's BLOCK timeout, so the wake-up timer
+/// signals the key for that reader, and Redis times it out before it serves the key (7.0 times
+/// blocked clients out before it sleeps, not in its cron). The next reader of the wait runs in
+/// its place and gets the entry (without that hand-over it would wait forever: BLOCK 0).
+#[test]
+fn a_reader_timed_out_before_its_wake_up_hands_it_on() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.cmd_str("XS.ADD s 1-0 f v");
+    c.cmd_str("XS.GROUP CREATE s g 0");
+    assert_eq!(read_ids(&c.cmd_str("XS.READGROUP GROUP g c0 STREAMS s >")), ["1-0"]);
+    let t0 = Instant::now();
+    let cmds = [readgroup("g", "r0", &["CLAIM", "600"], "s"), readgroup("g", "r1", &["CLAIM", "600"], "s")];
+    let mut cmds = cmds.to_vec();
+    // r0 times out at 300 ms, before the entry is claimable (600 ms).
+    cmds[0][5] = "300".to_string();
+    let mut ws = block(&s, &mut c, &cmds);
+    assert!(t0.elapsed() < Duration::from_millis(250), "blocking took {:?}", t0.elapsed());
+    // The server sleeps through both times.
+    c.cmd_str("DEBUG SLEEP 0.9");
+    let first = reply_of(&mut ws[0]);
+    if first.is_nil() {
+        assert_eq!(read_ids(&reply_of(&mut ws[1])), ["1-0"]);
+    } else {
+        // A host that serves blocked keys before it times clients out: r0 had it.
+        assert!(!host_is_redis_7_0(&mut c), "7.0 times r0 out first");
+        assert_eq!(read_ids(&first), ["1-0"]);
+    }
 }
 
 /// Measurement (by hand: `cargo test --release --test timed_wake -- --ignored --nocapture`):

@@ -246,7 +246,10 @@ fn ran(db: i32, key: &[u8], id: u64, pass: bool) {
 }
 
 /// A reader leaves (served, timed out, disconnected, unblocked): if a time-driven wake-up was
-/// meant for it and it has not run, the next reader of its wait runs in its place.
+/// meant for it and it has not run, the next reader of its wait runs in its place. The key is
+/// signalled again: Redis 7.2+ frees a timed-out reader after it has served the ready keys
+/// (7.0 before), and the next reader must still be called back. If the server sleeps first,
+/// the wake-up is over by then and every reader of the key runs, as for a write.
 fn leaving(reg: &Registration) {
     if !TIMED_ANY.load(std::sync::atomic::Ordering::Relaxed) {
         return;
@@ -255,7 +258,24 @@ fn leaving(reg: &Registration) {
         let meant = lock(&TIMED).as_ref().and_then(|t| t.get(&reg.db)).and_then(|m| m.get(k.as_slice())).is_some_and(|c| c.contains(&reg.id));
         if meant {
             ran(reg.db, k, reg.id, true);
+            signal_again(reg.db, k);
         }
+    }
+}
+
+/// SignalKeyAsReady on `key` of `db` through the module's own context (outside any command).
+fn signal_again(db: i32, key: &[u8]) {
+    let ctx = CHECK_CTX.load(std::sync::atomic::Ordering::Relaxed);
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: the detached context is valid for the module's lifetime and used on the main
+    // thread only (this runs from a blocked client's free callback); the string is freed here.
+    unsafe {
+        api!(RedisModule_SelectDb)(ctx, db);
+        let name = api!(RedisModule_CreateString)(std::ptr::null_mut(), key.as_ptr().cast(), key.len());
+        api!(RedisModule_SignalKeyAsReady)(ctx, name);
+        api!(RedisModule_FreeString)(std::ptr::null_mut(), name);
     }
 }
 
