@@ -77,7 +77,7 @@ MODES = {
         trim_cases=[("big", 200_000)],
         save_n=500_000, add_n=25_000, add_p_n=120_000, maxlen_n=120_000, range10_n=80_000,
         range100_n=12_000, point_n=25_000, group_entries=15_000, xdel_n=10_000,
-        pending_summary_n=20_000, block_iters=500,
+        pending_summary_n=20_000, block_iters=500, json_n=100_000, json_calls=4_000,
     ),
     # tiny sizes, only to check that the tool works (python3 bench/xbench.py --smoke --no-docs)
     "smoke": dict(
@@ -86,7 +86,7 @@ MODES = {
         trim_cases=[("big", 20_000), ("sensor", 20_000)],
         save_n=50_000, add_n=3_000, add_p_n=10_000, maxlen_n=10_000, range10_n=5_000,
         range100_n=2_000, point_n=2_000, group_entries=2_000, xdel_n=1_000,
-        pending_summary_n=2_000, block_iters=30,
+        pending_summary_n=2_000, block_iters=30, json_n=10_000, json_calls=400,
     ),
     "full": dict(
         reps=5, big=1_000_000, mid=100_000,
@@ -95,7 +95,7 @@ MODES = {
         trim_cases=[("big", 1_000_000), ("sensor", 200_000)],
         save_n=5_000_000, add_n=100_000, add_p_n=500_000, maxlen_n=400_000, range10_n=300_000,
         range100_n=50_000, point_n=100_000, group_entries=50_000, xdel_n=10_000,
-        pending_summary_n=50_000, block_iters=2000,
+        pending_summary_n=50_000, block_iters=2000, json_n=200_000, json_calls=10_000,
     ),
 }
 
@@ -1198,6 +1198,94 @@ class Bench:
                             note="used_memory delta (before the fill -> after the XDELs)")
 
     # ----------------------------------------------------------------------------------------
+    def compression_workloads(self) -> None:
+        """Compressed nodes (issues 18 and 29): the same JSON events (bench/compression.py's,
+        ~200 bytes, fixed seed) in a built-in stream on the native arms and in a module stream
+        stored with `xstream.compression lz4` / `zstd` on the module arm, the decoded-node cache
+        at its default (`xstream.compression-cache 1mb`). Rows: bytes per entry; XRANGE from a
+        random ID COUNT 100 (each call decodes about 6 nodes, mostly not in the cache: a random
+        start in a stream larger than the cache); XRANGE COUNT 10 walking the stream in order
+        (a consumer catching up: each node is decoded once, the cache serves the rest)."""
+        import compression  # bench/compression.py: the event generator and its fill
+        cfg = self.cfg
+        n = cfg["json_n"]
+        calls = cfg["json_calls"]
+        rng = random.Random(7)
+        starts = [rng.randrange(1, n) for _ in range(calls)]
+        for arm in ("n", "a"):
+            self.delete(f"xb:{arm}:json")
+        for codec in ("lz4", "zstd"):
+            mem_wid, rand_wid, walk_wid = f"mem-json-{codec}", f"xrange-100-json-{codec}", f"xrange-walk-json-{codec}"
+            if not (self.wanted(mem_wid) or self.wanted(rand_wid) or self.wanted(walk_wid)):
+                continue
+            log(f"compressed streams ({codec}, {n:,} JSON events per arm) ...")
+            data = {}
+            for arm in ARMS:
+                key = f"xb:{arm}:json" + (f":{codec}" if arm == "m" else "")
+                if arm != "m" and self.ctl.call("EXISTS", key) == 1:
+                    data[arm] = [{"bytes_per_entry": self._json_bytes[arm]}]
+                    continue
+                self.delete(key)
+                if arm == "m":
+                    self.ctl.call("CONFIG", "SET", "xstream.compression", codec)
+                before = self.used_memory()
+                try:
+                    compression.fill(self.port, C(arm, "XADD"), key, n)
+                    if arm == "m":
+                        t0 = time.time()
+                        while int(self.ctl.info("xstream").get("xstream_compression_queued_keys", 0)) != 0:
+                            if time.time() - t0 > 60:
+                                raise RuntimeError("the background step never compressed the sealed nodes")
+                            time.sleep(0.05)
+                finally:
+                    self.ctl.call("CONFIG", "SET", "xstream.compression", "off")
+                bpe = (self.used_memory() - before) / n
+                if arm != "m":
+                    self._json_bytes = getattr(self, "_json_bytes", {})
+                    self._json_bytes[arm] = bpe
+                data[arm] = [{"bytes_per_entry": bpe}]
+            if self.wanted(mem_wid):
+                self.record(mem_wid, f"bytes per entry, {n:,} JSON events of ~200 bytes (module: compression {codec})",
+                            "memory", "B", data, "memory", metrics=("bytes_per_entry",),
+                            note="used_memory delta ÷ entries, once every sealed node is compressed")
+
+            def key_of(arm, codec=codec):
+                return f"xb:{arm}:json" + (f":{codec}" if arm == "m" else "")
+
+            def run_calls(arm, payload_starts, count):
+                cmdname = C(arm, "XRANGE")
+                key = key_of(arm)
+                cmds = [enc(cmdname, key, b"%d-0" % s, "+", "COUNT", count) for s in payload_starts]
+                payloads, counts = batched(cmds, 100)
+                self.reset([cmdname])
+                t0 = time.perf_counter()
+                errs = pipeline(self.ctl, payloads, counts, None, self.tick)
+                el = time.perf_counter() - t0
+                if errs:
+                    raise RuntimeError(f"{errs} errors")
+                return self.collect([cmdname], len(cmds), el, min_calls=len(cmds))
+
+            if self.wanted(rand_wid):
+                self.guarded(rand_wid, lambda: self.record(
+                    rand_wid, f"XRANGE <random id> + COUNT 100 on {n:,} JSON events (module: compression {codec}), "
+                    "1 client, pipeline 100", "speed", "us",
+                    self.interleave(rand_wid, lambda arm, rep: run_calls(arm, starts, "100")), "compression"))
+            if self.wanted(walk_wid):
+                walk = calls // 2
+
+                def run_walk(arm, rep):
+                    first = 1 + (rep * walk * 10) % max(1, n - walk * 10)
+                    return run_calls(arm, [first + 10 * k for k in range(walk)], "10")
+
+                self.guarded(walk_wid, lambda: self.record(
+                    walk_wid, f"XRANGE <id> + COUNT 10 over {walk * 10:,} consecutive JSON events, in order "
+                    f"(module: compression {codec}), 1 client, pipeline 100", "speed", "us",
+                    self.interleave(walk_wid, run_walk), "compression"))
+            self.delete(key_of("m"))
+        for arm in ("n", "a"):
+            self.delete(f"xb:{arm}:json")
+
+    # ----------------------------------------------------------------------------------------
     def run_all(self) -> None:
         self.setup_streams()
         self.xadd_workloads()
@@ -1212,6 +1300,8 @@ class Bench:
             self.delete_workloads()
         if self.touches("mem-xdel"):
             self.compaction_workloads()
+        if self.touches("json"):
+            self.compression_workloads()
         self.guarded("xread-block", self.block_workload)
         if self.touches("rdb-load", "rdb-save", "rdb-size", "mem-rdb-loaded", "rdb-load-sanitize"):
             self.guarded("rdb", self.rdb_workloads, force=True)
@@ -1525,6 +1615,12 @@ def short_label(r: dict) -> str:
         "rdb-size": "RDB size",
         "mem-pending": "bytes per pending entry",
         "mem-rdb-loaded": "bytes per entry after RDB load",
+        "mem-json-lz4": "bytes per entry, JSON events, lz4",
+        "mem-json-zstd": "bytes per entry, JSON events, zstd",
+        "xrange-100-json-lz4": "XRANGE COUNT 100, JSON, lz4",
+        "xrange-100-json-zstd": "XRANGE COUNT 100, JSON, zstd",
+        "xrange-walk-json-lz4": "XRANGE COUNT 10 in order, JSON, lz4",
+        "xrange-walk-json-zstd": "XRANGE COUNT 10 in order, JSON, zstd",
     }.get(r["id"], r["id"].replace("mem-", "bytes per entry, ").replace("-small", ", small value")
                    .replace("-64b", ", 64-byte value")
                    .replace("-sensor", ", sensor readings").replace("-1ms", ", one per ms").replace("-5f", ", 5 fields"))

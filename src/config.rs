@@ -192,6 +192,25 @@ impl ConfigurationValue<RedisString> for CompressionConfig {
     }
 }
 
+/// `xstream.compression-cache`: bytes of decoded compressed nodes kept between commands
+/// (src/listpack/decoded.rs), so that reads which come back to a node (a consumer reading a
+/// few entries at a time) do not decompress it again; 0 = none. Kept per thread in the core,
+/// like the codec.
+pub struct CompressionCacheConfig;
+
+pub static COMPRESSION_CACHE: CompressionCacheConfig = CompressionCacheConfig;
+
+impl ConfigurationValue<i64> for CompressionCacheConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> i64 {
+        i64::try_from(crate::listpack::decoded::budget()).unwrap_or(i64::MAX)
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: i64) -> Result<(), RedisError> {
+        crate::listpack::decoded::set_budget(usize::try_from(val).unwrap_or(0));
+        Ok(())
+    }
+}
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

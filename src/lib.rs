@@ -99,6 +99,7 @@ redis_module! {
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
             ["idmp-duration", &config::IDMP_DURATION, stream::idmp::DURATION_S_DEFAULT, stream::idmp::DURATION_S_MIN, stream::idmp::DURATION_S_MAX, ConfigurationFlags::DEFAULT, None],
             ["keyspace-log-maxlen", &config::KEYLOG_MAXLEN, config::KEYLOG_MAXLEN_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["compression-cache", &config::COMPRESSION_CACHE, crate::listpack::decoded::DEFAULT_BUDGET as i64, 0, 1 << 40, ConfigurationFlags::MEMORY, None],
             ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [

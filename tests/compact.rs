@@ -570,3 +570,87 @@ fn compact_reply_case(c: &mut Conn, resp3: bool) {
     }
     c.cmd(&["CONFIG", "SET", "xstream.compression", "off", "xstream.compact-deleted", "-1"]);
 }
+
+/// The counters of the decoded-node cache: (hits, misses, nodes, bytes).
+fn cache_counters(c: &mut Conn) -> [i64; 4] {
+    ["hits", "misses", "nodes", "bytes"].map(|f| info_field(c, &format!("compression_cache_{f}")))
+}
+
+/// `xstream.compression-cache` (src/listpack/decoded.rs): a node that one command decoded is
+/// served to the next from the cache (a hit), never after a write changed it; the cache stays
+/// within its budget; 0 keeps nothing; freed nodes leave it. Replies are the built-in's
+/// throughout, with each codec.
+#[test]
+fn decoded_nodes_are_cached_between_commands() {
+    for codec in CODECS {
+        let s = Server::start();
+        let mut c = s.conn();
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression-cache"]).as_array()[1].text(), "1048576");
+        c.cmd(&["CONFIG", "SET", "xstream.compression", codec]);
+        pipeline(&mut c, &events("XS.ADD", "m", 3000, 5));
+        pipeline(&mut c, &events("XADD", "b", 3000, 5));
+        wait_queue_empty(&mut c);
+        let same = |c: &mut Conn, start: &str, count: &str| {
+            assert_eq!(c.cmd(&["XS.RANGE", "m", start, "+", "COUNT", count]), c.cmd(&["XRANGE", "b", start, "+", "COUNT", count]), "{codec} {start}");
+        };
+        // Entry 100 is in a sealed (compressed) node; one entry read decodes one node.
+        let [h, m, _, _] = cache_counters(&mut c);
+        same(&mut c, "100", "1");
+        assert_eq!(cache_counters(&mut c)[..3], [h, m + 1, 1], "{codec}: first read decodes");
+        let bytes = cache_counters(&mut c)[3];
+        assert!(bytes > 128 && bytes <= 4096 + 128, "{codec}: {bytes}");
+        same(&mut c, "100", "1");
+        same(&mut c, "101", "1");
+        assert_eq!(cache_counters(&mut c), [h + 2, m + 1, 1, bytes], "{codec}: rereads are hits");
+        // A write to the node takes its decoded form (a hit) and packs it anew: the next read
+        // cannot be served the bytes from before the write.
+        assert_eq!(c.cmd(&["XS.DEL", "m", "100-0"]), c.cmd(&["XDEL", "b", "100-0"]));
+        let [h, m, _, _] = cache_counters(&mut c);
+        same(&mut c, "99", "3");
+        assert_eq!(cache_counters(&mut c)[..2], [h, m + 1], "{codec}: the rewritten node is decoded again");
+        same(&mut c, "99", "3");
+        assert_eq!(cache_counters(&mut c)[..2], [h + 1, m + 1], "{codec}");
+        // A scan keeps only the node it stopped in (and the one it served); the nodes it passed
+        // through once are kept the second time they are decoded. Within the budget always.
+        same(&mut c, "-", "3000");
+        let [_, _, nodes, _] = cache_counters(&mut c);
+        assert!(nodes <= 3, "{codec}: {nodes} nodes kept after one scan");
+        same(&mut c, "-", "3000");
+        let [_, _, nodes, bytes] = cache_counters(&mut c);
+        assert!(bytes <= 1 << 20 && nodes > 100, "{codec}: {nodes} nodes, {bytes} bytes");
+        let [h, m, _, _] = cache_counters(&mut c);
+        same(&mut c, "-", "3000");
+        let [h2, m2, _, _] = cache_counters(&mut c);
+        assert_eq!(m2, m, "{codec}: the third scan decodes nothing");
+        assert!(h2 - h > 100, "{codec}");
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression-cache", "10000"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression-cache"]).as_array()[1].text(), "10000");
+        let [_, _, nodes, bytes] = cache_counters(&mut c);
+        assert!(bytes <= 10_000 && (1..=2).contains(&nodes), "{codec}: {nodes} nodes, {bytes} bytes");
+        for start in ["1", "500", "1000", "2500"] {
+            same(&mut c, start, "200");
+            assert!(cache_counters(&mut c)[3] <= 10_000);
+        }
+        // 0: nothing kept, every read decodes.
+        c.cmd(&["CONFIG", "SET", "xstream.compression-cache", "0"]);
+        assert_eq!(cache_counters(&mut c)[2..], [0, 0]);
+        let [h, m, _, _] = cache_counters(&mut c);
+        same(&mut c, "100", "1");
+        same(&mut c, "100", "1");
+        assert_eq!(cache_counters(&mut c), [h, m + 2, 0, 0], "{codec}: no cache");
+        // Freed nodes leave the cache: DEBUG RELOAD and FLUSHALL free every node.
+        c.cmd(&["CONFIG", "SET", "xstream.compression-cache", "1mb"]);
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.compression-cache"]).as_array()[1].text(), "1048576");
+        same(&mut c, "-", "3000");
+        same(&mut c, "-", "3000");
+        assert!(cache_counters(&mut c)[2] > 100);
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        assert_eq!(cache_counters(&mut c)[2..], [0, 0], "{codec}: after DEBUG RELOAD");
+        same(&mut c, "-", "3000");
+        same(&mut c, "-", "3000");
+        assert!(cache_counters(&mut c)[2] > 100);
+        c.cmd(&["FLUSHALL"]);
+        assert_eq!(cache_counters(&mut c)[2..], [0, 0], "{codec}: after FLUSHALL");
+        assert!(c.cmd(&["CONFIG", "SET", "xstream.compression-cache", "-1"]).is_error());
+    }
+}

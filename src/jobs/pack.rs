@@ -61,5 +61,10 @@ impl Job for Pack {
 
     fn info(&self, out: &mut Vec<(&'static str, i64)>) {
         out.push(("compression_queued_keys", PACK.len() as i64));
+        let c = crate::listpack::decoded::stats();
+        out.push(("compression_cache_bytes", c.bytes as i64));
+        out.push(("compression_cache_nodes", c.nodes as i64));
+        out.push(("compression_cache_hits", c.hits as i64));
+        out.push(("compression_cache_misses", c.misses as i64));
     }
 }

@@ -42,6 +42,7 @@
 //!   return `LpError::TooLarge`, the plain ones panic, in both cases before
 //!   touching the buffer.
 
+pub mod decoded;
 mod encoding;
 mod validate;
 
@@ -163,10 +164,11 @@ impl std::error::Error for LpError {}
 
 /// An owned, always-valid listpack.
 ///
-/// It may be stored LZ4-compressed ([`Listpack::pack`]: a sealed stream node with
-/// `xstream.compression lz4`). Readers then go through [`Listpack::view`], which
-/// decompresses it once into a cache kept with it until [`Listpack::release_cache`] (so one
-/// command never decompresses a node twice); a mutation decompresses it for good. A packed
+/// It may be stored compressed ([`Listpack::pack`]: a sealed stream node with
+/// `xstream.compression lz4|zstd`). Readers then go through [`Listpack::view`], which
+/// decompresses it once into a slot kept with it until [`Listpack::release_cache`] (so one
+/// command never decompresses a node twice), which hands the bytes to the decoded-node cache
+/// ([`decoded`]) for the next command; a mutation decompresses it for good. A packed
 /// listpack read without `view` reads as an empty listpack (its own buffer), never garbage.
 #[derive(Debug)]
 pub struct Listpack {
@@ -214,6 +216,9 @@ pub const MAX_RATIO: usize = 255;
 
 #[derive(Debug)]
 struct Packed {
+    /// Never reused: the key of the decoded-node cache ([`decoded`]); a packed form's bytes
+    /// never change (a write makes the listpack plain).
+    id: u64,
     codec: Codec,
     /// The compressed block of the listpack's bytes.
     data: Box<[u8]>,
@@ -221,23 +226,36 @@ struct Packed {
     plain_len: usize,
     /// The decompressed listpack, while a reader needs it.
     cache: std::sync::OnceLock<Listpack>,
+    /// Whether the decoded-node cache filled `cache` (then it is kept again when released).
+    hit: std::sync::atomic::AtomicBool,
+}
+
+impl Packed {
+    fn new(codec: Codec, data: Box<[u8]>, plain_len: usize) -> Box<Packed> {
+        Box::new(Packed { id: decoded::next_id(), codec, data, plain_len, cache: std::sync::OnceLock::new(), hit: false.into() })
+    }
+
+    /// The plain bytes: from the decoded-node cache, or decompressed.
+    fn plain(&self) -> Vec<u8> {
+        decoded::with(|c| c.take(self.id)).flatten().unwrap_or_else(|| unpack_block(self))
+    }
 }
 
 impl Clone for Listpack {
     fn clone(&self) -> Self {
         // A clone starts without a cache (the fill count stays exact).
-        let z = self
-            .z
-            .as_ref()
-            .map(|p| Box::new(Packed { codec: p.codec, data: p.data.clone(), plain_len: p.plain_len, cache: std::sync::OnceLock::new() }));
+        let z = self.z.as_ref().map(|p| Packed::new(p.codec, p.data.clone(), p.plain_len));
         Listpack { buf: self.buf.clone(), z }
     }
 }
 
 impl Drop for Listpack {
     fn drop(&mut self) {
-        if self.z.as_ref().is_some_and(|p| p.cache.get().is_some()) {
-            fills_sub(1);
+        if let Some(p) = &self.z {
+            if p.cache.get().is_some() {
+                fills_sub(1);
+            }
+            decoded::with(|c| c.forget(p.id));
         }
     }
 }
@@ -269,7 +287,14 @@ fn fills_sub(n: u64) {
 fn packed_view(p: &Packed) -> &Listpack {
     p.cache.get_or_init(|| {
         CACHE_FILLS.with(|c| c.set(c.get() + 1));
-        Listpack { buf: unpack_block(p), z: None }
+        let buf = match decoded::with(|c| c.take(p.id)).flatten() {
+            Some(buf) => {
+                p.hit.store(true, std::sync::atomic::Ordering::Relaxed);
+                buf
+            }
+            None => unpack_block(p),
+        };
+        Listpack { buf, z: None }
     })
 }
 
@@ -427,7 +452,7 @@ impl Listpack {
         if data.len() + plain_len / 8 > plain_len || plain_len > data.len().saturating_mul(MAX_RATIO) {
             return false;
         }
-        self.z = Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() }));
+        self.z = Some(Packed::new(codec, data.into_boxed_slice(), plain_len));
         self.buf = EMPTY.to_vec();
         true
     }
@@ -447,10 +472,7 @@ impl Listpack {
         if plain_len < EMPTY_BYTES + 2 || plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
             return Err(LpError::BadBlock);
         }
-        Ok(Listpack {
-            buf: EMPTY.to_vec(),
-            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
-        })
+        Ok(Listpack { buf: EMPTY.to_vec(), z: Some(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
     }
 
     /// A packed listpack from its stored form (RDB encoding 6), checked as
@@ -464,10 +486,7 @@ impl Listpack {
         if lp.first().is_none() {
             return Err(LpError::TooShort { len: plain_len });
         }
-        Ok(Listpack {
-            buf: EMPTY.to_vec(),
-            z: Some(Box::new(Packed { codec, data: data.into_boxed_slice(), plain_len, cache: std::sync::OnceLock::new() })),
-        })
+        Ok(Listpack { buf: EMPTY.to_vec(), z: Some(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
     }
 
     /// Decompresses for good (before a mutation; public for callers that read a node they
@@ -488,16 +507,21 @@ impl Listpack {
                     fills_sub(1);
                     std::mem::take(&mut v.buf)
                 }
-                None => unpack_block(&p),
+                None => p.plain(),
             };
         }
     }
 
-    /// Drops the decompressed cache of a packed listpack; returns whether there was one.
-    pub fn release_cache(&mut self) -> bool {
+    /// Empties the decompressed slot of a packed listpack into the decoded-node cache (kept
+    /// there within its budget, for the next command, when `last`: the node a reader stopped
+    /// in; see [`decoded::Decoded::offer`] for the others); returns whether it was filled.
+    pub fn release_cache(&mut self, last: bool) -> bool {
         let Some(p) = &mut self.z else { return false };
-        if p.cache.take().is_some() {
+        if let Some(mut v) = p.cache.take() {
             fills_sub(1);
+            let buf = std::mem::take(&mut v.buf);
+            let hit = p.hit.swap(false, std::sync::atomic::Ordering::Relaxed);
+            decoded::with(|c| c.offer(p.id, buf, last || hit));
             true
         } else {
             false

@@ -1407,9 +1407,9 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
     assert_eq!(lp, plain);
     assert_eq!(lp.iter().collect::<Vec<_>>(), plain.iter().collect::<Vec<_>>());
     assert_eq!(super::cache_fills(), before + 1);
-    assert!(lp.release_cache());
+    assert!(lp.release_cache(true));
     assert_eq!(super::cache_fills(), before);
-    assert!(!lp.release_cache());
+    assert!(!lp.release_cache(true));
     // Read without view(): an empty listpack, never garbage.
     assert!(lp.first().is_none());
     // A mutation decompresses for good.
@@ -1428,6 +1428,52 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
         r.append_str(&x.to_le_bytes());
     }
     assert!(!r.pack(Codec::Lz4));
+}
+
+/// The decoded-node cache between reads: a released slot is kept (within the budget) and the
+/// next view takes it back without decoding; a write takes it too; a clone, a new packing and
+/// a freed listpack never see another's bytes.
+#[test]
+fn decoded_cache_serves_the_next_view_and_never_a_changed_node() {
+    use super::decoded;
+    decoded::set_budget(1 << 20);
+    let mut lp = Listpack::new();
+    for i in 0..200 {
+        lp.append_str(format!("{{\"user\":\"u{}\",\"action\":\"click\"}}", i % 7).as_bytes());
+        lp.append_int(i);
+    }
+    let plain = lp.clone();
+    assert!(lp.pack(Codec::Zstd));
+    let s0 = decoded::stats();
+    assert_eq!(lp, plain);
+    assert!(lp.release_cache(true));
+    let s1 = decoded::stats();
+    assert_eq!((s1.hits, s1.misses, s1.nodes), (s0.hits, s0.misses + 1, s0.nodes + 1));
+    assert_eq!(s1.bytes, s0.bytes + decoded::alloc_class(plain.bytes_len()) + decoded::ENTRY_OVERHEAD);
+    assert_eq!(lp, plain);
+    assert!(lp.release_cache(true));
+    assert_eq!(decoded::stats().hits, s1.hits + 1);
+    // A clone is another packed form: it decodes on its own.
+    let copy = lp.clone();
+    assert_eq!(copy, plain);
+    assert_eq!(decoded::stats().misses, s1.misses + 1);
+    drop(copy);
+    // A write takes the cached bytes; packed again, the listpack is a new form.
+    let f = lp.view().first().unwrap();
+    assert_eq!(decoded::stats().hits, s1.hits + 2);
+    assert!(lp.release_cache(true));
+    lp.replace(f, Value::Int(7));
+    assert_eq!(decoded::stats().hits, s1.hits + 3);
+    assert!(lp.pack(Codec::Lz4));
+    assert_eq!(lp.view().get(f), Value::Int(7));
+    assert_eq!(decoded::stats().misses, s1.misses + 2);
+    assert!(lp.release_cache(true));
+    // Freed: its entry goes.
+    let n = decoded::stats().nodes;
+    drop(lp);
+    assert_eq!(decoded::stats().nodes, n - 1);
+    decoded::set_budget(0);
+    assert_eq!(decoded::stats().nodes, 0);
 }
 
 /// RDB encoding 6: a packed listpack's stored form loads back packed; any mutation of the

@@ -1080,8 +1080,9 @@ pub(crate) fn touch(owner: usize, key: &[u8]) {
 }
 
 impl Stream {
-    /// Drops the decompressed copies of this stream's packed nodes that readers made (what
-    /// the module calls when a command is done with the key): the nodes read, or every node
+    /// Empties the decompressed slots of this stream's packed nodes that readers filled (what
+    /// the module calls when a command is done with the key) into the decoded-node cache
+    /// (`xstream.compression-cache`, src/listpack/decoded.rs): the nodes read, or every node
     /// when some were decompressed by a path that does not say which.
     pub fn release_caches(&mut self) {
         if crate::listpack::cache_fills() == 0 {
@@ -1094,15 +1095,16 @@ impl Stream {
             t.retain(|(o, _)| *o != me);
             mine
         });
-        for k in &mine {
+        // The node opened last is where the reader stopped: its next read starts there.
+        for (i, k) in mine.iter().enumerate() {
             if let Some(lp) = self.rax.get_mut(k) {
-                lp.release_cache();
+                lp.release_cache(i + 1 == mine.len());
             }
         }
         let others = TOUCHED.with(|t| !t.borrow().is_empty());
         if crate::listpack::cache_fills() > 0 && !others {
             for lp in self.rax.values_mut() {
-                lp.release_cache();
+                lp.release_cache(false);
             }
         }
     }
