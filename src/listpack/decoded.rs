@@ -23,8 +23,9 @@
 //! a node makes it plain (and a later compression makes a new packed form with a new id),
 //! so a cached entry can only ever be the bytes its id was made from. The cache lives per
 //! thread (the server's main thread runs every command); a node freed on another thread
-//! (lazy free) leaves its entry here until it is evicted, and its id is never asked for
-//! again.
+//! (Redis's lazy free) leaves its id in a shared list, and the main thread's cache drops
+//! those entries at its next use (see [`freed`]). Until then they are only memory: an id is
+//! never asked for again.
 
 #![forbid(unsafe_code)]
 
@@ -121,7 +122,9 @@ impl std::fmt::Debug for IdHasher {
 
 impl Decoded {
     pub fn new(budget: usize) -> Decoded {
-        Decoded { budget, ..Decoded::default() }
+        let mut d = Decoded::default();
+        d.budget = budget;
+        d
     }
 
     fn cost(buf: Option<&Vec<u8>>) -> usize {
@@ -168,6 +171,7 @@ impl Decoded {
         self.evict_to(self.budget - cost);
         self.age += 1;
         self.order.push_back((self.age, id));
+        ENTRIES.fetch_add(1, Ordering::Relaxed);
         self.stats.bytes += cost;
         if buf.is_some() {
             self.stats.nodes += 1;
@@ -190,6 +194,7 @@ impl Decoded {
     /// Removes `id`'s entry: None if there was none, Some(None) for a ghost.
     fn remove(&mut self, id: u64) -> Option<Option<Vec<u8>>> {
         let (_, buf) = self.by_id.remove(&id)?;
+        ENTRIES.fetch_sub(1, Ordering::Relaxed);
         self.stats.bytes -= Decoded::cost(buf.as_ref());
         if buf.is_some() {
             self.stats.nodes -= 1;
@@ -233,14 +238,89 @@ impl Decoded {
     }
 }
 
+impl Drop for Decoded {
+    fn drop(&mut self) {
+        ENTRIES.fetch_sub(self.by_id.len(), Ordering::Relaxed);
+    }
+}
+
 thread_local! {
     static CACHE: std::cell::RefCell<Decoded> = std::cell::RefCell::new(Decoded::new(0));
 }
 
-/// Runs `f` on this thread's cache; None during the thread's teardown (a node freed then
-/// simply is not cached).
+/// Entries (kept bytes or ghosts) in all threads' caches: a node freed on a thread whose
+/// own cache is empty can have an entry elsewhere only while this is not 0.
+static ENTRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Nodes freed on a thread without a cache (Redis's lazy free: FLUSHALL ASYNC, the default
+/// of `lazyfree-lazy-user-flush` on Redis 8; DEL of a large stream), whose entries the main
+/// thread's cache drops at its next use. Past [`ORPHANS_MAX`] ids it drops everything instead.
+struct Orphans {
+    ids: Vec<u64>,
+    all: bool,
+}
+
+static ORPHANS: std::sync::Mutex<Orphans> = std::sync::Mutex::new(Orphans { ids: Vec::new(), all: false });
+static ORPHANED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const ORPHANS_MAX: usize = 4096;
+
+/// Runs `f` on this thread's cache, after dropping the entries of nodes freed elsewhere; None
+/// during the thread's teardown (a node freed then simply is not cached).
 pub(super) fn with<R>(f: impl FnOnce(&mut Decoded) -> R) -> Option<R> {
-    CACHE.try_with(|c| c.try_borrow_mut().ok().map(|mut c| f(&mut c))).ok().flatten()
+    CACHE
+        .try_with(|c| {
+            c.try_borrow_mut().ok().map(|mut c| {
+                if ORPHANED.load(Ordering::Relaxed) && !c.by_id.is_empty() {
+                    adopt_orphans(&mut c);
+                }
+                f(&mut c)
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+#[cold]
+fn adopt_orphans(c: &mut Decoded) {
+    ORPHANED.store(false, Ordering::Relaxed);
+    let (ids, all) = {
+        let mut o = ORPHANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (std::mem::take(&mut o.ids), std::mem::replace(&mut o.all, false))
+    };
+    if all {
+        let budget = c.budget;
+        c.set_budget(0);
+        c.budget = budget;
+    } else {
+        for id in ids {
+            c.forget(id);
+        }
+    }
+}
+
+/// A packed node was freed: its entry goes, from this thread's cache or (freed on another
+/// thread) from the one that has it.
+pub(super) fn freed(id: u64) {
+    let here = with(|c| {
+        if c.by_id.is_empty() {
+            false
+        } else {
+            c.forget(id);
+            true
+        }
+    });
+    if here != Some(true) && ENTRIES.load(Ordering::Relaxed) > 0 {
+        let mut o = ORPHANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !o.all {
+            if o.ids.len() < ORPHANS_MAX {
+                o.ids.push(id);
+            } else {
+                o.ids = Vec::new();
+                o.all = true;
+            }
+        }
+        ORPHANED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Sets this thread's budget (the module: `xstream.compression-cache`; 0 until set).
@@ -256,6 +336,11 @@ pub fn budget() -> usize {
 pub fn stats() -> Stats {
     with(|c| c.stats()).unwrap_or_default()
 }
+
+/// Tests that fill their thread's cache hold this: nodes freed on other threads go to
+/// whichever thread's cache is not empty next, so two at once could take each other's.
+#[cfg(test)]
+pub static TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
 mod tests {
@@ -369,6 +454,31 @@ mod tests {
         let classes: Vec<usize> =
             [1, 16, 17, 64, 65, 80, 81, 128, 129, 160, 2049, 2560, 2561, 3585, 4096, 4097, 8193].into_iter().map(alloc_class).collect();
         assert_eq!(classes, [16, 16, 32, 64, 80, 80, 96, 128, 160, 160, 2560, 2560, 3072, 4096, 4096, 5120, 10240]);
+    }
+
+    #[test]
+    fn nodes_freed_on_another_thread_leave_this_threads_cache() {
+        let _serial = TEST_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_budget(1 << 20);
+        with(|c| {
+            c.put(next_id(), buf(100, 1));
+            c.put(next_id(), buf(100, 2));
+        });
+        let ids: Vec<u64> = with(|c| c.by_id.keys().copied().collect()).unwrap();
+        let first = ids[0];
+        std::thread::spawn(move || freed(first)).join().unwrap();
+        assert_eq!(stats().nodes, 1, "the orphan was dropped at the next use");
+        // Past ORPHANS_MAX ids freed elsewhere, the whole cache goes.
+        std::thread::spawn(move || {
+            for id in 0..=ORPHANS_MAX as u64 {
+                freed(u64::MAX - id);
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(stats().nodes, 0);
+        assert_eq!(budget(), 1 << 20, "the budget stays");
+        set_budget(0);
     }
 
     #[test]

@@ -255,7 +255,7 @@ impl Drop for Listpack {
             if p.cache.get().is_some() {
                 fills_sub(1);
             }
-            decoded::with(|c| c.forget(p.id));
+            decoded::freed(p.id);
         }
     }
 }

@@ -1436,6 +1436,7 @@ fn packed_listpack_reads_as_plain_and_unpacks_on_write() {
 #[test]
 fn decoded_cache_serves_the_next_view_and_never_a_changed_node() {
     use super::decoded;
+    let _serial = decoded::TEST_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     decoded::set_budget(1 << 20);
     let mut lp = Listpack::new();
     for i in 0..200 {
