@@ -12,6 +12,7 @@ pub mod native;
 pub mod rax;
 pub mod rdb;
 pub mod stream;
+pub mod tier;
 
 pub mod commands;
 pub mod config;

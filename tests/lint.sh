@@ -4,7 +4,7 @@
 # as file:line: text, with the rule; exit 1 if any.
 #
 # Layers, arrows pointing down only:
-#   lib.rs -> commands, jobs -> ops -> ffi (safe surface) -> core (rax, listpack, stream, rdb, native)
+#   lib.rs -> commands, jobs -> ops -> ffi (safe surface) -> core (rax, listpack, stream, tier, rdb, native)
 # - the core names nothing above it, no redis_module, no unsafe;
 # - ffi never names commands, ops or jobs (it defines traits - Waiter, Job - that they implement);
 # - ops never name commands or jobs; jobs never name commands; commands never name jobs;
@@ -57,7 +57,7 @@ code_grep() { # pattern, paths...
     grep -rnE --include='*.rs' "$pat" "$@" 2>/dev/null | grep -vE '^[^:]+:[0-9]+:\s*//' || true
 }
 
-core=(src/rax src/listpack src/stream src/rdb.rs src/native.rs)
+core=(src/rax src/listpack src/stream src/tier src/rdb.rs src/native.rs)
 
 fail "the core names a layer above it (crate::ffi/commands/ops/jobs/config/error)" \
     "$(code_grep 'crate::(ffi|commands|ops|jobs|config|error)\b' "${core[@]}")"

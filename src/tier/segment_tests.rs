@@ -1,0 +1,205 @@
+//! Model tests of the segment store: records against a map of what was written.
+
+use super::*;
+use crate::stream::tests::{seed, Rng};
+use std::collections::HashMap;
+
+/// A fresh directory under the system's temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("xstream-tier-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn payload(rng: &mut Rng, max: u64) -> Vec<u8> {
+    let n = rng.below(max + 1) as usize;
+    let b = rng.next() as u8;
+    // Compressible or not, like nodes.
+    (0..n).map(|i| if i % 7 == 0 { rng.next() as u8 } else { b.wrapping_add(i as u8) }).collect()
+}
+
+fn seg_files(dir: &Path) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| is_seg_name(e.file_name().to_str().unwrap()))
+        .map(|e| (e.file_name().into_string().unwrap(), e.metadata().unwrap().len()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Random puts, gets and releases against a model; every segment left with nothing live is
+/// deleted (the active one excepted), and the stats are the files' and the model's.
+#[test]
+fn records_read_back_and_space_comes_back() {
+    let d = TempDir::new("model");
+    let mut rng = Rng::new(seed());
+    let mut st = Store::open(&d.0, 8192).unwrap();
+    let mut model: HashMap<Loc, Vec<u8>> = HashMap::new();
+    for step in 0..20_000 {
+        match rng.below(10) {
+            0..=4 => {
+                let p = payload(&mut rng, 3000);
+                let loc = st.put(&p).unwrap();
+                assert!(model.insert(loc, p).is_none(), "step {step}: {loc:?} given twice");
+            }
+            5..=7 if !model.is_empty() => {
+                let loc = *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap();
+                assert_eq!(st.get(loc).unwrap(), model[&loc], "step {step}: {loc:?}");
+            }
+            8..=9 if !model.is_empty() => {
+                let loc = *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap();
+                model.remove(&loc);
+                st.release(loc);
+            }
+            _ => {}
+        }
+    }
+    for (loc, p) in &model {
+        assert_eq!(&st.get(*loc).unwrap(), p);
+    }
+    let s = st.stats();
+    assert_eq!(s.live_records, model.len() as u64);
+    assert_eq!(s.live_bytes, model.keys().map(|l| l.size()).sum::<u64>());
+    let files = seg_files(&d.0);
+    assert_eq!(s.file_bytes, files.iter().map(|(_, n)| n).sum::<u64>());
+    assert_eq!(s.segments, files.len() as u64);
+    // Only segments holding a live record remain, and the active one.
+    let live: std::collections::BTreeSet<u32> = model.keys().map(|l| l.seg).collect();
+    assert!(files.len() <= live.len() + 1, "{} files for {} segments with live records", files.len(), live.len());
+    assert!(s.segments_deleted > 10, "{s:?}");
+    // Release everything: one file is left, the active segment.
+    for loc in model.keys() {
+        st.release(*loc);
+    }
+    assert_eq!(seg_files(&d.0).len(), 1);
+    assert_eq!((st.stats().live_records, st.stats().live_bytes), (0, 0));
+}
+
+/// Whatever happens to a segment file (a byte changed, a run of bytes zeroed, the file cut
+/// short), a read gives the bytes written or an error: never other bytes, never a panic.
+#[test]
+fn damaged_files_give_errors_never_other_bytes() {
+    let d = TempDir::new("damage");
+    let mut rng = Rng::new(seed());
+    let mut st = Store::open(&d.0, 1 << 20).unwrap();
+    let mut recs = Vec::new();
+    for _ in 0..200 {
+        let p = payload(&mut rng, 2000);
+        recs.push((st.put(&p).unwrap(), p));
+    }
+    let path = st.segment_path(1).unwrap().to_path_buf();
+    let original = std::fs::read(&path).unwrap();
+    let (mut ok, mut errors) = (0u64, 0u64);
+    for case in 0..10_000 {
+        let mut bytes = original.clone();
+        match rng.below(3) {
+            0 => {
+                let i = rng.below(bytes.len() as u64) as usize;
+                bytes[i] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let i = rng.below(bytes.len() as u64) as usize;
+                let n = (rng.below(64) as usize).min(bytes.len() - i);
+                bytes[i..i + n].iter_mut().for_each(|b| *b = 0);
+            }
+            _ => bytes.truncate(rng.below(bytes.len() as u64) as usize),
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        // Five records, among them the damaged one when there is one.
+        for _ in 0..5 {
+            let (loc, p) = &recs[rng.below(recs.len() as u64) as usize];
+            match st.get(*loc) {
+                Ok(got) => {
+                    assert_eq!(&got, p, "case {case}: other bytes than written at {loc:?}");
+                    ok += 1;
+                }
+                Err(TierError::Corrupt { .. }) => errors += 1,
+                Err(e) => panic!("case {case}: {e}"),
+            }
+        }
+    }
+    std::fs::write(&path, &original).unwrap();
+    for (loc, p) in &recs {
+        assert_eq!(&st.get(*loc).unwrap(), p);
+    }
+    assert!(ok > 1000 && errors > 100, "{ok} reads intact, {errors} errors");
+    assert_eq!(st.stats().checksum_errors, errors);
+}
+
+/// One server per directory; segments of a previous run are deleted, other files are not.
+#[test]
+fn a_directory_has_one_owner_and_no_past() {
+    let d = TempDir::new("lock");
+    let mut a = Store::open(&d.0, 1 << 20).unwrap();
+    let loc = a.put(b"hello").unwrap();
+    assert!(matches!(Store::open(&d.0, 1 << 20), Err(TierError::Locked(_))));
+    drop(a);
+    std::fs::write(d.0.join("seg-00000007.xst"), b"from before").unwrap();
+    std::fs::write(d.0.join("notes.txt"), b"mine").unwrap();
+    let mut b = Store::open(&d.0, 1 << 20).unwrap();
+    assert_eq!(seg_files(&d.0), vec![("seg-00000001.xst".to_string(), 0)]);
+    assert_eq!(std::fs::read(d.0.join("notes.txt")).unwrap(), b"mine");
+    // The old run's record is not readable as this run's.
+    assert!(b.get(loc).is_err());
+    let loc2 = b.put(b"again").unwrap();
+    assert_eq!(b.get(loc2).unwrap(), b"again");
+}
+
+/// While pinned (a fork child reads the files), nothing is deleted; unpinning deletes the
+/// sealed segments with nothing live.
+#[test]
+fn pinned_segments_stay_until_unpinned() {
+    let d = TempDir::new("pin");
+    let mut st = Store::open(&d.0, 100).unwrap();
+    let locs: Vec<Loc> = (0..10u8).map(|i| st.put(&[i; 60]).unwrap()).collect();
+    assert_eq!(seg_files(&d.0).len(), 10);
+    st.pin();
+    st.pin();
+    for l in &locs[..9] {
+        st.release(*l);
+    }
+    assert_eq!(seg_files(&d.0).len(), 10);
+    // Released records are not served, pinned or not.
+    assert!(st.get(locs[0]).is_ok(), "the file is still there while pinned");
+    st.unpin();
+    assert_eq!(seg_files(&d.0).len(), 10, "one pin left");
+    st.unpin();
+    assert_eq!(seg_files(&d.0).len(), 1);
+    assert!(matches!(st.get(locs[0]), Err(TierError::NoSegment(1))));
+    assert_eq!(st.get(locs[9]).unwrap(), vec![9u8; 60]);
+    assert_eq!(st.stats().segments_deleted, 9);
+}
+
+/// A Loc that this store did not make (or one past a segment's end) is an error, sized by
+/// nothing read from the file.
+#[test]
+fn foreign_locations_are_errors() {
+    let d = TempDir::new("foreign");
+    let mut st = Store::open(&d.0, 1 << 20).unwrap();
+    let loc = st.put(b"abc").unwrap();
+    for bad in [
+        Loc { seg: 1, off: 0, len: 4 },
+        Loc { seg: 1, off: 1, len: 3 },
+        Loc { seg: 1, off: u64::MAX - 3, len: 3 },
+        Loc { seg: 1, off: 0, len: u32::MAX },
+        Loc { seg: 2, off: 0, len: 3 },
+    ] {
+        assert!(st.get(bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(st.get(loc).unwrap(), b"abc");
+    assert!(matches!(st.put(&vec![0u8; MAX_RECORD + 1]), Err(TierError::TooLarge(_))));
+}
