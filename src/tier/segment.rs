@@ -109,8 +109,18 @@ struct Segment {
     live_records: u64,
 }
 
+/// Faults to inject (tests, and a debug command of test builds): the next `writes` appends
+/// fail after writing half of their record (a disk that filled up mid-write), the next `reads`
+/// reads fail with EIO.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub writes: u32,
+    pub reads: u32,
+}
+
 /// An open segment store.
 pub struct Store {
+    faults: Faults,
     dir: PathBuf,
     _lock: File,
     segment_bytes: u64,
@@ -147,6 +157,7 @@ impl Store {
             }
         }
         let mut s = Store {
+            faults: Faults::default(),
             dir: dir.to_path_buf(),
             _lock: lock,
             segment_bytes: segment_bytes.max(HEADER as u64 + 1),
@@ -198,6 +209,11 @@ impl Store {
         let loc = Loc { seg: self.active, off: seg.len, len };
         // At the segment's length, not at the file's end: after a failed (partial) write the
         // two differ, and the next record overwrites the partial one.
+        if self.faults.writes > 0 {
+            self.faults.writes -= 1;
+            seg.file.write_all_at(&rec[..rec.len() / 2], loc.off)?;
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "injected: no space left on device").into());
+        }
         seg.file.write_all_at(&rec, loc.off)?;
         seg.len += loc.size();
         self.stats.file_bytes += loc.size();
@@ -211,7 +227,12 @@ impl Store {
     /// The payload of the record at `loc`, checked; an error if it is not what was written.
     pub fn get(&mut self, loc: Loc) -> Result<Vec<u8>, TierError> {
         self.stats.reads += 1;
-        let r = self.read(loc);
+        let r = if self.faults.reads > 0 {
+            self.faults.reads -= 1;
+            Err(TierError::Io(io::Error::other("injected: input/output error")))
+        } else {
+            self.read(loc)
+        };
         match &r {
             Err(TierError::Corrupt { .. }) => self.stats.checksum_errors += 1,
             Err(_) => self.stats.read_errors += 1,
@@ -293,6 +314,11 @@ impl Store {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Injects faults (see [`Faults`]); replaces those not yet used.
+    pub fn inject(&mut self, f: Faults) {
+        self.faults = f;
     }
 
     pub fn dir(&self) -> &Path {

@@ -103,22 +103,29 @@ fn damaged_files_give_errors_never_other_bytes() {
     }
     let path = st.segment_path(1).unwrap().to_path_buf();
     let original = std::fs::read(&path).unwrap();
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
     let (mut ok, mut errors) = (0u64, 0u64);
     for case in 0..10_000 {
-        let mut bytes = original.clone();
-        match rng.below(3) {
+        // Damage the file in place, then put it back: (offset, bytes to restore there).
+        let len = original.len() as u64;
+        let restore = match rng.below(3) {
             0 => {
-                let i = rng.below(bytes.len() as u64) as usize;
-                bytes[i] ^= 1 << rng.below(8);
+                let i = rng.below(len) as usize;
+                f.write_all_at(&[original[i] ^ (1 << rng.below(8))], i as u64).unwrap();
+                (i, i + 1)
             }
             1 => {
-                let i = rng.below(bytes.len() as u64) as usize;
-                let n = (rng.below(64) as usize).min(bytes.len() - i);
-                bytes[i..i + n].iter_mut().for_each(|b| *b = 0);
+                let i = rng.below(len) as usize;
+                let n = (rng.below(64) as usize).min(original.len() - i);
+                f.write_all_at(&vec![0u8; n], i as u64).unwrap();
+                (i, i + n)
             }
-            _ => bytes.truncate(rng.below(bytes.len() as u64) as usize),
-        }
-        std::fs::write(&path, &bytes).unwrap();
+            _ => {
+                let k = rng.below(len) as usize;
+                f.set_len(k as u64).unwrap();
+                (k, original.len())
+            }
+        };
         // Five records, among them the damaged one when there is one.
         for _ in 0..5 {
             let (loc, p) = &recs[rng.below(recs.len() as u64) as usize];
@@ -131,8 +138,9 @@ fn damaged_files_give_errors_never_other_bytes() {
                 Err(e) => panic!("case {case}: {e}"),
             }
         }
+        f.write_all_at(&original[restore.0..restore.1], restore.0 as u64).unwrap();
     }
-    std::fs::write(&path, &original).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), original);
     for (loc, p) in &recs {
         assert_eq!(&st.get(*loc).unwrap(), p);
     }
@@ -202,4 +210,54 @@ fn foreign_locations_are_errors() {
     }
     assert_eq!(st.get(loc).unwrap(), b"abc");
     assert!(matches!(st.put(&vec![0u8; MAX_RECORD + 1]), Err(TierError::TooLarge(_))));
+}
+
+/// A write that fails (the disk filled up half way through the record) records nothing: the
+/// caller keeps the node in RAM, the next record goes where the failed one started, and every
+/// earlier record reads back. A failed read is an error for that read only.
+#[test]
+fn failed_writes_and_reads_lose_nothing() {
+    let d = TempDir::new("faults");
+    let mut rng = Rng::new(seed());
+    let mut st = Store::open(&d.0, 1 << 16).unwrap();
+    let mut recs = Vec::new();
+    let mut failed = 0;
+    for i in 0..2000 {
+        if i % 13 == 0 {
+            st.inject(Faults { writes: 1 + rng.below(3) as u32, reads: 0 });
+        }
+        let p = payload(&mut rng, 1500);
+        match st.put(&p) {
+            Ok(loc) => recs.push((loc, p)),
+            Err(TierError::Io(e)) => {
+                assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+                failed += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(failed > 100, "{failed}");
+    assert_eq!(st.stats().write_errors, failed);
+    assert_eq!(st.stats().live_records, recs.len() as u64);
+    for (loc, p) in &recs {
+        assert_eq!(&st.get(*loc).unwrap(), p, "{loc:?}");
+    }
+    // Records are packed: each starts where the previous one ended, failed writes or not.
+    let mut by_seg: std::collections::BTreeMap<u32, Vec<Loc>> = std::collections::BTreeMap::new();
+    for (loc, _) in &recs {
+        by_seg.entry(loc.seg).or_default().push(*loc);
+    }
+    for locs in by_seg.values() {
+        let mut off = 0;
+        for l in locs {
+            assert_eq!(l.off, off);
+            off += l.size();
+        }
+    }
+    st.inject(Faults { writes: 0, reads: 2 });
+    let (loc, p) = &recs[0];
+    assert!(matches!(st.get(*loc), Err(TierError::Io(_))));
+    assert!(matches!(st.get(*loc), Err(TierError::Io(_))));
+    assert_eq!(&st.get(*loc).unwrap(), p);
+    assert_eq!((st.stats().read_errors, st.stats().checksum_errors), (2, 0));
 }
