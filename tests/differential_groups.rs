@@ -58,3 +58,22 @@ fn differential_groups_module() {
         assert!(appended >= n / 4, "the keyspace log logged {appended} entries for {n} ops");
     }
 }
+
+/// Built-in vs module with sealed nodes compressed (lz4 or zstd by the seed) and a 16 KB
+/// decoded-node cache, as in `differential::differential_module_compressed`: group reads
+/// (`>`, history, CLAIM, XAUTOCLAIM with their entries) through compressed nodes change no
+/// reply. Shorter than the main run (XSTREAM_GDIFF_Z_OPS / _OPS3, default 6000 / 3000).
+#[test]
+fn differential_groups_module_compressed() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let seed = std::env::var("XSTREAM_SEED").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let codec = ["zstd", "lz4"][(seed % 2) as usize];
+    assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.compression", codec, "xstream.compression-cache", "16kb"]).to_string(), "+OK");
+    let o = opts("differential_groups built-in vs xstream, compression on", "XSTREAM_GDIFF_Z_OPS", "XSTREAM_GDIFF_Z_OPS3", 6000, 3000);
+    let n = gen_groups::run(Pair::same(&server, true), &o);
+    assert!(n >= 5000 || o.n2 + o.n3 < 9000);
+    let reads = info_xstream(&mut c, "compression_cache_hits") + info_xstream(&mut c, "compression_cache_misses");
+    eprintln!("compression {codec}: {reads} reads of compressed nodes");
+    assert!(reads >= 10, "few compressed nodes were read");
+}
