@@ -235,9 +235,12 @@ impl Packed {
         Box::new(Packed { id: decoded::next_id(), codec, data, plain_len, cache: std::sync::OnceLock::new(), hit: false.into() })
     }
 
-    /// The plain bytes: from the decoded-node cache, or decompressed.
-    fn plain(&self) -> Vec<u8> {
-        decoded::with(|c| c.take(self.id)).flatten().unwrap_or_else(|| unpack_block(self))
+    /// The plain bytes: from the decoded-node cache (then true), or decompressed.
+    fn plain(&self) -> (Vec<u8>, bool) {
+        match decoded::with(|c| c.take(self.id)).flatten() {
+            Some(buf) => (buf, true),
+            None => (unpack_block(self), false),
+        }
     }
 }
 
@@ -287,13 +290,8 @@ fn fills_sub(n: u64) {
 fn packed_view(p: &Packed) -> &Listpack {
     p.cache.get_or_init(|| {
         CACHE_FILLS.with(|c| c.set(c.get() + 1));
-        let buf = match decoded::with(|c| c.take(p.id)).flatten() {
-            Some(buf) => {
-                p.hit.store(true, std::sync::atomic::Ordering::Relaxed);
-                buf
-            }
-            None => unpack_block(p),
-        };
+        let (buf, hit) = p.plain();
+        p.hit.store(hit, std::sync::atomic::Ordering::Relaxed);
         Listpack { buf, z: None }
     })
 }
@@ -507,7 +505,7 @@ impl Listpack {
                     fills_sub(1);
                     std::mem::take(&mut v.buf)
                 }
-                None => p.plain(),
+                None => p.plain().0,
             };
         }
     }
