@@ -75,5 +75,6 @@ fn differential_groups_module_compressed() {
     assert!(n >= 5000 || o.n2 + o.n3 < 9000);
     let reads = info_xstream(&mut c, "compression_cache_hits") + info_xstream(&mut c, "compression_cache_misses");
     eprintln!("compression {codec}: {reads} reads of compressed nodes");
+    // Seeds 1-12: 111-802 reads of compressed nodes.
     assert!(reads >= 10, "few compressed nodes were read");
 }
