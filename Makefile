@@ -199,7 +199,7 @@ MATRIX_TESTS ?= --test differential --test differential_groups --test group_edge
                 --test redis8_delex --test redis8_idmp --test redis8_maxcount --test redis8_latest --test redis8_nack \
                 --test redis8_claim --test redis8_combined --test compact --test queue_policy --test info_section \
                 --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive --test keyspace_log \
-                --test timed_wake
+                --test timed_wake --test tier
 # Every host is run (a failing one does not stop the others); the summary has a line per host:
 # "make test-matrix: HOST | ok / FAILED / SKIPPED (why) | seconds".
 test-matrix: build hosts venv
@@ -265,7 +265,7 @@ ASAN_TESTS ?= --test differential --test differential_groups --test group_edges 
               --test takeover_types --test adopt --test migrate --test incident --test acl --test oom \
               --test propagation --test command_docs --test cluster \
               --test redis8_nack --test redis8_claim --test redis8_idmp --test redis8_combined --test queue_policy \
-              --test retention --test delayed --test compact --test redrive --test rdb_fixtures --test timed_wake
+              --test retention --test delayed --test compact --test redrive --test rdb_fixtures --test timed_wake --test tier
 ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 # The short pass (CI, after make test; 1m40s here with the server build, 2 cores): the comparison
 # runners and the RESTORE fuzz at reduced size, the harness self-tests (the sanitizer check on a
@@ -274,10 +274,11 @@ ASAN_ENV   ?= XSTREAM_HOSTILE_FIELDS=20000
 ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restore_fuzz --test harness \
                     --test roundtrip --test roundtrip_groups --test replication_groups --test blocking \
                     --test hostile --test group_edges --test propagation --test command_docs --test cluster \
-                    --test rdb_sanitize
+                    --test rdb_sanitize --test tier
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \
+                    XSTREAM_GDIFF_T_OPS=3000 XSTREAM_GDIFF_T_OPS3=1500 \
                     XSTREAM_FUZZ_SCALE=1 XSTREAM_FUZZ_TRAFFIC_MS=20
 # What every sanitizer run sets: the server, the modules, a longer start-up allowance.
 SAN_ENV = XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) XSTREAM_START_TIMEOUT_S=30

@@ -211,6 +211,50 @@ impl ConfigurationValue<i64> for CompressionCacheConfig {
     }
 }
 
+/// `xstream.tier-dir`: the directory of the segment store (src/tier, src/jobs/tier.rs), where
+/// sealed nodes beyond `xstream.tier-memory` go; empty = tiering off (the default). Opening it
+/// takes its lock (one server per directory) and deletes the segments a previous run left.
+/// Changing or clearing it is refused while nodes are on disk in the current one.
+pub struct TierDirConfig;
+
+pub static TIER_DIR_CONFIG: TierDirConfig = TierDirConfig;
+
+static TIER_DIR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// `xstream.tier-dir` as set.
+pub fn tier_dir() -> String {
+    TIER_DIR.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
+impl ConfigurationValue<RedisString> for TierDirConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        interned(tier_dir())
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let dir = val.to_string_lossy();
+        if dir == tier_dir() {
+            return Ok(());
+        }
+        if crate::tier::cold::busy() {
+            return Err(RedisError::String(format!("xstream.tier-dir: nodes are on disk in {}: it cannot change while they are", tier_dir())));
+        }
+        if dir.is_empty() {
+            crate::tier::cold::close();
+        } else {
+            crate::tier::cold::open(std::path::Path::new(&dir), crate::tier::segment::SEGMENT_BYTES_DEFAULT)
+                .map_err(|e| RedisError::String(format!("xstream.tier-dir {dir}: {e}")))?;
+        }
+        *TIER_DIR.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = dir;
+        Ok(())
+    }
+}
+
+/// `xstream.tier-memory`: bytes of sealed nodes kept in RAM across all streams when tiering is
+/// on; beyond it the oldest go to disk (src/jobs/tier.rs). 0: every sealed node.
+pub static TIER_MEMORY: AtomicI64 = AtomicI64::new(TIER_MEMORY_DEFAULT);
+pub const TIER_MEMORY_DEFAULT: i64 = 64 << 20;
+
 /// The server's `stream-node-max-entries` / `-bytes`, kept in sync in takeover mode.
 pub static SERVER_NODE_MAX_ENTRIES: AtomicI64 = AtomicI64::new(NODE_ENTRIES_DEFAULT);
 pub static SERVER_NODE_MAX_BYTES: AtomicI64 = AtomicI64::new(NODE_BYTES_DEFAULT);

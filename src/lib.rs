@@ -31,6 +31,7 @@ pub const MODULE_VERSION: i32 = 100;
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
     ffi::ctx::init_words();
+    ffi::remember_pid();
     let host = ffi::host::detect(ctx);
     ffi::host::remember(&host);
     if let Err(e) = ffi::stats::register(ctx) {
@@ -100,12 +101,14 @@ redis_module! {
             ["node-max-bytes", &config::NODE_MAX_BYTES, stream::NODE_BYTES_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, None],
             ["idmp-duration", &config::IDMP_DURATION, stream::idmp::DURATION_S_DEFAULT, stream::idmp::DURATION_S_MIN, stream::idmp::DURATION_S_MAX, ConfigurationFlags::DEFAULT, None],
             ["keyspace-log-maxlen", &config::KEYLOG_MAXLEN, config::KEYLOG_MAXLEN_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["tier-memory", &config::TIER_MEMORY, config::TIER_MEMORY_DEFAULT, 0, i64::MAX, ConfigurationFlags::MEMORY, Some(Box::new(on_tier))],
             ["compression-cache", &config::COMPRESSION_CACHE, crate::listpack::decoded::DEFAULT_BUDGET as i64, 0, 1 << 40, ConfigurationFlags::MEMORY, None],
             ["idmp-maxsize", &config::IDMP_MAXSIZE, stream::idmp::MAX_ENTRIES_DEFAULT, stream::idmp::MAX_ENTRIES_MIN, stream::idmp::MAX_ENTRIES_MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             ["compat", &config::COMPAT_CONFIG, "host", ConfigurationFlags::DEFAULT, Some(Box::new(on_compat))],
             ["compression", &config::COMPRESSION_CONFIG, "off", ConfigurationFlags::DEFAULT, None],
+            ["tier-dir", &config::TIER_DIR_CONFIG, "", ConfigurationFlags::DEFAULT, Some(Box::new(on_tier))],
             ["keyspace-log", &config::KEYLOG_KEY_CONFIG, "", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
             ["keyspace-log-events", &config::KEYLOG_EVENTS_CONFIG, "A", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
             ["keyspace-log-pattern", &config::KEYLOG_PATTERN_CONFIG, "*", ConfigurationFlags::DEFAULT, Some(Box::new(on_keylog))],
@@ -141,6 +144,14 @@ fn on_keylog<T>(_: &redis_module::configuration::ConfigurationContext, _: &str, 
         if let Err(e) = keylog_subscribe() {
             ffi::log_warning(&format!("xstream: keyspace log: {e}"));
         }
+    }
+}
+
+/// `xstream.tier-dir` / `-memory` set after the load: the streams already there are queued
+/// for tiering (at load, the end of the RDB / AOF load queues them).
+fn on_tier<T>(_: &redis_module::configuration::ConfigurationContext, _: &str, _: &'static T) {
+    if config::LOADED.load(std::sync::atomic::Ordering::Relaxed) {
+        ffi::keyspace::with_module_ctx(jobs::pack::tiering_changed);
     }
 }
 

@@ -65,6 +65,10 @@ impl std::fmt::Display for LoadError {
 pub trait RdbOut {
     fn put_u64(&mut self, v: u64);
     fn put_bytes(&mut self, b: &[u8]);
+    /// What was to be saved cannot be read (a cold node's record: `why`). The save must not
+    /// complete as if it were whole: the module's writer ends a fork child (the save fails,
+    /// the previous file stays).
+    fn fail(&mut self, why: &str);
 }
 
 /// Where a load reads.
@@ -125,10 +129,15 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
     for (master, lp) in s.stored_nodes() {
         out.put_bytes(&master.to_be_bytes());
         match lp.packed_parts() {
-            Some((codec, plain_len, data)) => {
+            Some(Ok((codec, plain_len, data))) => {
                 out.put_u64(codec.tag());
                 out.put_u64(plain_len as u64);
-                out.put_bytes(data);
+                out.put_bytes(&data);
+            }
+            Some(Err(e)) => {
+                out.fail(&format!("node {master} of a stream: {e}"));
+                out.put_u64(0);
+                out.put_bytes(&crate::listpack::UNDECODABLE);
             }
             None => {
                 out.put_u64(0);
@@ -563,6 +572,9 @@ impl RdbOut for VecIo {
     }
     fn put_bytes(&mut self, b: &[u8]) {
         self.items.push(VecItem::Bytes(b.to_vec()));
+    }
+    fn fail(&mut self, why: &str) {
+        self.items.push(VecItem::Bytes(format!("FAILED: {why}").into_bytes()));
     }
 }
 

@@ -100,3 +100,36 @@ fn differential_module_compressed() {
     // Seeds 1, 3 and 8 others read compressed nodes 480-1,250 times.
     assert!(field("compression_cache_misses") + field("compression_cache_hits") >= 10, "few compressed nodes were read: {info}");
 }
+
+/// Built-in vs module with every sealed node tiered to disk (`xstream.tier-dir`, a budget of
+/// 0) between the generator's commands, compression off or zstd by the seed, and a 16 KB
+/// decoded-node cache: cold nodes read back (and are rewritten by XDEL and trims) with the
+/// built-in's replies.
+#[test]
+fn differential_module_tiered() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let seed = std::env::var("XSTREAM_SEED").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let codec = ["off", "zstd"][(seed % 2) as usize];
+    let set = c.cmd(&[
+        "CONFIG",
+        "SET",
+        "xstream.compression",
+        codec,
+        "xstream.compression-cache",
+        "16kb",
+        "xstream.tier-dir",
+        "tier",
+        "xstream.tier-memory",
+        "0",
+    ]);
+    assert_eq!(set.to_string(), "+OK");
+    let o = opts("differential built-in vs xstream, sealed nodes on disk");
+    let n = gen_basic::run(Pair::same(&server, true), &o);
+    assert!(n >= 5000);
+    let cold = info_xstream(&mut c, "tier_cold_reads");
+    let writes = info_xstream(&mut c, "tier_writes");
+    eprintln!("tiering, compression {codec}: {writes} nodes written to disk, {cold} cold reads");
+    assert_eq!(info_xstream(&mut c, "tier_read_errors") + info_xstream(&mut c, "tier_write_errors"), 0);
+    assert!(cold >= 10, "few cold nodes were read: {cold}");
+}

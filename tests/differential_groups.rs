@@ -78,3 +78,34 @@ fn differential_groups_module_compressed() {
     // Seeds 1-12: 111-802 reads of compressed nodes.
     assert!(reads >= 10, "few compressed nodes were read");
 }
+
+/// Built-in vs module with every sealed node on disk (`xstream.tier-dir`, a budget of 0),
+/// compression lz4 or off by the seed: group reads (`>`, history, CLAIM, XAUTOCLAIM with their
+/// entries) through cold nodes change no reply.
+#[test]
+fn differential_groups_module_tiered() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let seed = std::env::var("XSTREAM_SEED").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let codec = ["lz4", "off"][(seed % 2) as usize];
+    let set = c.cmd(&[
+        "CONFIG",
+        "SET",
+        "xstream.compression",
+        codec,
+        "xstream.compression-cache",
+        "16kb",
+        "xstream.tier-dir",
+        "tier",
+        "xstream.tier-memory",
+        "0",
+    ]);
+    assert_eq!(set.to_string(), "+OK");
+    let o = opts("differential_groups built-in vs xstream, sealed nodes on disk", "XSTREAM_GDIFF_T_OPS", "XSTREAM_GDIFF_T_OPS3", 6000, 3000);
+    let n = gen_groups::run(Pair::same(&server, true), &o);
+    assert!(n >= 5000 || o.n2 + o.n3 < 9000);
+    let cold = info_xstream(&mut c, "tier_cold_reads");
+    eprintln!("tiering, compression {codec}: {cold} cold reads");
+    assert_eq!(info_xstream(&mut c, "tier_read_errors") + info_xstream(&mut c, "tier_write_errors"), 0);
+    assert!(cold >= 10, "few cold nodes were read: {cold}");
+}

@@ -51,6 +51,28 @@ pub(crate) fn missing_api(name: &str) -> ! {
     panic!("module API {name} is not available on this server")
 }
 
+/// The server's process id, recorded at load: a different one is a fork child's (an RDB save,
+/// an AOF rewrite, a full sync to a replica).
+static MAIN_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Records the server's process id (module load).
+pub fn remember_pid() {
+    MAIN_PID.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs in a fork child of the server?
+pub fn in_fork_child() -> bool {
+    let main = MAIN_PID.load(std::sync::atomic::Ordering::Relaxed);
+    main != 0 && main != std::process::id()
+}
+
+/// Ends a fork child at once, with status 1 (its parent logs the save as failed and keeps the
+/// previous file), without the exit handlers (as Redis's own exitFromChild).
+pub fn exit_fork_child() -> ! {
+    // SAFETY: _exit takes no pointer and never returns; called only in a fork child.
+    unsafe { libc::_exit(1) }
+}
+
 /// Writes a warning to the server log (works outside a command context too).
 pub fn log_warning(msg: &str) {
     log(std::ptr::null_mut(), "warning", msg);

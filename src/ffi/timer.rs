@@ -245,6 +245,14 @@ impl KeyQueue {
         }
     }
 
+    /// Arms the timer if it is not (work beyond the queued keys: the tiering step).
+    pub fn arm(&'static self, c: &Ctx) {
+        let mut g = lock(&self.state);
+        if g.2.is_none() {
+            self.arm_locked(c, &mut g);
+        }
+    }
+
     /// Arms the timer if keys wait.
     pub fn rearm(&'static self, c: &Ctx) {
         let mut g = lock(&self.state);

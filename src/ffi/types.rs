@@ -103,6 +103,17 @@ impl RdbOut for IoOut {
         // SAFETY: b valid for b.len() bytes; Redis copies it.
         unsafe { api!(RedisModule_SaveStringBuffer)(self.0, b.as_ptr().cast::<c_char>(), b.len()) };
     }
+    /// In a fork child (BGSAVE, a full sync, an RDB-preamble rewrite) the child ends: the
+    /// save fails as a whole, the previous file stays. In the server itself (SAVE, DEBUG
+    /// RELOAD) there is no way to fail a module value's save: the node is written as an empty
+    /// one, and the log says which.
+    fn fail(&mut self, why: &str) {
+        if super::in_fork_child() {
+            super::log_warning(&format!("xstream: saving failed, a cold node cannot be read: {why}"));
+            super::exit_fork_child();
+        }
+        super::log_warning(&format!("xstream: SAVED WITHOUT ITS ENTRIES, a cold node cannot be read: {why}"));
+    }
 }
 
 /// The (db, key) a running `rdb_load` loads, when the server tells the loader (7.0+: not for

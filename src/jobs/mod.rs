@@ -8,7 +8,8 @@
 //! - `ttl`: CONSUMERTTL expiry of idle consumers.
 //! - `idmp`: expiry of idempotency records.
 //! - `age`: retention by age (MAXAGE) of streams nobody writes to.
-//! - `pack`: compression of sealed nodes off the append path (every server, nothing propagated).
+//! - `pack`: compression of sealed nodes off the append path (every server, nothing propagated),
+//!   then `tier`: sealed nodes beyond `xstream.tier-memory` to disk.
 //! - `keylog`: the keyspace log, run by the server's notifications rather than a clock: each
 //!   notification kept, appended after its execution unit (post-notification jobs).
 
@@ -18,6 +19,7 @@ pub mod age;
 pub mod idmp;
 pub mod keylog;
 pub mod pack;
+pub mod tier;
 pub mod ttl;
 pub mod wake;
 

@@ -41,7 +41,9 @@ impl Job for Pack {
             // our own memory, changed in layout only).
             let mut k = c.open_key_named(&key, false);
             let Some(s) = k.stream_mut() else { continue };
-            let taken = s.pack_queued(left, || start.elapsed() < TICK_BUDGET);
+            let mut sealed = Vec::new();
+            let taken = s.pack_queued_then(left, || start.elapsed() < TICK_BUDGET, |id, bytes| sealed.push((id, bytes)));
+            super::tier::queue(db, &key, sealed);
             let more = !s.pack_queue.is_empty();
             drop(k);
             left = left.saturating_sub(taken.max(1));
@@ -50,12 +52,27 @@ impl Job for Pack {
             }
         }
         c.select_db(home);
+        super::tier::step(c);
         PACK.rearm(c);
+        if super::tier::over_budget() {
+            PACK.arm(c);
+        }
     }
 
-    fn arrived(&self, c: &Ctx, db: i32, key: &[u8], _s: &mut Stream) {
+    fn arrived(&self, c: &Ctx, db: i32, key: &[u8], s: &mut Stream) {
         if crate::stream::compression() {
             PACK.note(c, db, key);
+        }
+        if crate::stream::tiering() {
+            super::tier::arrived(db, key, s);
+            PACK.arm(c);
+        }
+    }
+
+    fn loading_ended(&self, c: &Ctx) {
+        super::tier::requeue_all(c);
+        if super::tier::over_budget() {
+            PACK.arm(c);
         }
     }
 
@@ -66,5 +83,15 @@ impl Job for Pack {
         out.push(("compression_cache_nodes", c.nodes as i64));
         out.push(("compression_cache_hits", c.hits as i64));
         out.push(("compression_cache_misses", c.misses as i64));
+        super::tier::info(out);
+    }
+}
+
+/// `xstream.tier-dir` or `-memory` changed: the streams already there are queued again (their
+/// sealed nodes in RAM, oldest first per stream), and the step runs.
+pub fn tiering_changed(c: &Ctx) {
+    super::tier::requeue_all(c);
+    if super::tier::over_budget() {
+        PACK.arm(c);
     }
 }

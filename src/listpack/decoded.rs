@@ -283,9 +283,18 @@ pub(super) fn with<R>(f: impl FnOnce(&mut Decoded) -> R) -> Option<R> {
 #[cold]
 fn adopt_orphans(c: &mut Decoded) {
     ORPHANED.store(false, Ordering::Relaxed);
-    let (ids, all) = {
-        let mut o = ORPHANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        (std::mem::take(&mut o.ids), std::mem::replace(&mut o.all, false))
+    // Never waits for the list's lock: a fork child (which reads nodes to save them) may
+    // inherit it held by the lazy-free thread, which the child does not have.
+    let (ids, all) = match ORPHANS.try_lock() {
+        Ok(mut o) => (std::mem::take(&mut o.ids), std::mem::replace(&mut o.all, false)),
+        Err(std::sync::TryLockError::Poisoned(p)) => {
+            let mut o = p.into_inner();
+            (std::mem::take(&mut o.ids), std::mem::replace(&mut o.all, false))
+        }
+        Err(std::sync::TryLockError::WouldBlock) => {
+            ORPHANED.store(true, Ordering::Relaxed);
+            return;
+        }
     };
     if all {
         let budget = c.budget;

@@ -220,8 +220,8 @@ struct Packed {
     /// never change (a write makes the listpack plain).
     id: u64,
     codec: Codec,
-    /// The compressed block of the listpack's bytes.
-    data: Box<[u8]>,
+    /// The compressed block of the listpack's bytes, in RAM or in the segment store.
+    data: Block,
     /// Bytes once decompressed.
     plain_len: usize,
     /// The decompressed listpack, while a reader needs it.
@@ -230,9 +230,35 @@ struct Packed {
     hit: std::sync::atomic::AtomicBool,
 }
 
+/// Where a packed listpack's block is.
+#[derive(Debug)]
+enum Block {
+    Mem(Box<[u8]>),
+    /// A record of the segment store (`xstream.tier-dir`): a *cold* node. Released when the
+    /// packed form is dropped (the node freed, or made plain by a write).
+    Disk(crate::tier::segment::Loc),
+}
+
 impl Packed {
     fn new(codec: Codec, data: Box<[u8]>, plain_len: usize) -> Box<Packed> {
-        Box::new(Packed { id: decoded::next_id(), codec, data, plain_len, cache: std::sync::OnceLock::new(), hit: false.into() })
+        Box::new(Packed { id: decoded::next_id(), codec, data: Block::Mem(data), plain_len, cache: std::sync::OnceLock::new(), hit: false.into() })
+    }
+
+    /// The block: borrowed from RAM, or read back from the store (checked; an error is a
+    /// fault, counted by the store's handle).
+    fn block(&self) -> Result<std::borrow::Cow<'_, [u8]>, crate::tier::segment::TierError> {
+        match &self.data {
+            Block::Mem(d) => Ok(std::borrow::Cow::Borrowed(&d[..])),
+            Block::Disk(loc) => crate::tier::cold::get(*loc).map(std::borrow::Cow::Owned),
+        }
+    }
+
+    /// Bytes of the block held in RAM.
+    fn mem_len(&self) -> usize {
+        match &self.data {
+            Block::Mem(d) => d.len(),
+            Block::Disk(_) => 0,
+        }
     }
 
     /// The plain bytes: from the decoded-node cache (then true), or decompressed.
@@ -246,9 +272,25 @@ impl Packed {
 
 impl Clone for Listpack {
     fn clone(&self) -> Self {
-        // A clone starts without a cache (the fill count stays exact).
-        let z = self.z.as_ref().map(|p| Packed::new(p.codec, p.data.clone(), p.plain_len));
+        // A clone starts without a cache (the fill count stays exact), its block in RAM (a
+        // copy is a new key's, tiered on its own). A cold block that cannot be read back
+        // copies as what the node reads as then.
+        let z = match &self.z {
+            None => None,
+            Some(p) => match p.block() {
+                Ok(d) => Some(Packed::new(p.codec, d.into_owned().into_boxed_slice(), p.plain_len)),
+                Err(_) => return Listpack { buf: UNDECODABLE.to_vec(), z: None },
+            },
+        };
         Listpack { buf: self.buf.clone(), z }
+    }
+}
+
+impl Drop for Packed {
+    fn drop(&mut self) {
+        if let Block::Disk(loc) = self.data {
+            crate::tier::cold::release(loc);
+        }
     }
 }
 
@@ -300,7 +342,8 @@ fn packed_view(p: &Packed) -> &Listpack {
 /// header and first element (never produced by `pack`; possible only in a block loaded
 /// without the check, [`Listpack::from_packed_unchecked`]) reads as [`UNDECODABLE`].
 fn unpack_block(p: &Packed) -> Vec<u8> {
-    match decompress(p.codec, &p.data, p.plain_len) {
+    let Ok(data) = p.block() else { return UNDECODABLE.to_vec() };
+    match decompress(p.codec, &data, p.plain_len) {
         Some(out) if validate(&out, false).is_ok() && out.get(HDR_SIZE).is_some_and(|&b| b != EOF) => out,
         _ => UNDECODABLE.to_vec(),
     }
@@ -427,7 +470,7 @@ impl Listpack {
     /// plain; an error when the block does not decode to exactly its size (never produced by
     /// `pack`: only a block loaded unchecked). The bytes are not validated here.
     pub fn unpacked_copy(&self) -> Option<Result<Listpack, LpError>> {
-        self.z.as_ref().map(|p| match decompress(p.codec, &p.data, p.plain_len) {
+        self.z.as_ref().map(|p| match p.block().ok().and_then(|d| decompress(p.codec, &d, p.plain_len)) {
             Some(buf) => Ok(Listpack { buf, z: None }),
             None => Err(LpError::BadBlock),
         })
@@ -456,9 +499,45 @@ impl Listpack {
     }
 
     /// The stored form of a packed listpack: (codec, plain bytes, compressed block); None
-    /// when plain (RDB encoding 6 saves it as it is).
-    pub fn packed_parts(&self) -> Option<(Codec, usize, &[u8])> {
-        self.z.as_ref().map(|p| (p.codec, p.plain_len, &p.data[..]))
+    /// when plain (RDB encoding 6 saves it as it is). A cold node's block is read back: an
+    /// error when that fails.
+    #[allow(clippy::type_complexity)]
+    pub fn packed_parts(&self) -> Option<Result<(Codec, usize, std::borrow::Cow<'_, [u8]>), crate::tier::segment::TierError>> {
+        self.z.as_ref().map(|p| p.block().map(|d| (p.codec, p.plain_len, d)))
+    }
+
+    /// Is the block on disk (a cold node)?
+    pub fn is_cold(&self) -> bool {
+        self.z.as_ref().is_some_and(|p| matches!(p.data, Block::Disk(_)))
+    }
+
+    /// Moves the node's block to the segment store (`xstream.tier-dir`): a plain listpack is
+    /// packed first with `codec` (on disk even when that saves little: fewer bytes to read
+    /// back), a packed one goes as it is. Returns whether it is cold now: false without a
+    /// store or when its size is beyond what a block may claim; an error (the node stays as
+    /// it was, in RAM) when the write fails. The decoded forms, if any, stay valid (same id).
+    pub fn tier_out(&mut self, codec: Codec) -> Result<bool, crate::tier::segment::TierError> {
+        if !crate::tier::cold::is_open() {
+            return Ok(false);
+        }
+        if self.z.is_none() {
+            let plain_len = self.buf.len();
+            let Some(data) = compress(codec, &self.buf) else { return Ok(false) };
+            if plain_len > data.len().saturating_mul(MAX_RATIO) || plain_len < EMPTY_BYTES + 2 {
+                return Ok(false);
+            }
+            let Some(r) = crate::tier::cold::put(&data) else { return Ok(false) };
+            let mut p = Packed::new(codec, Box::default(), plain_len);
+            p.data = Block::Disk(r?);
+            self.z = Some(p);
+            self.buf = EMPTY.to_vec();
+            return Ok(true);
+        }
+        let Some(p) = self.z.as_mut() else { return Ok(false) };
+        let Block::Mem(d) = &p.data else { return Ok(true) };
+        let Some(r) = crate::tier::cold::put(d) else { return Ok(false) };
+        p.data = Block::Disk(r?);
+        Ok(true)
     }
 
     /// A packed listpack from its stored form without decompressing it (RDB loading under the
@@ -539,7 +618,7 @@ impl Listpack {
     pub fn alloc_bytes(&self) -> usize {
         match &self.z {
             None => self.buf.capacity(),
-            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len() + p.cache.get().map_or(0, |v| v.buf.capacity()),
+            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.mem_len() + p.cache.get().map_or(0, |v| v.buf.capacity()),
         }
     }
 
@@ -548,7 +627,7 @@ impl Listpack {
     pub fn stored_bytes(&self) -> usize {
         match &self.z {
             None => self.buf.capacity(),
-            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.data.len(),
+            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.mem_len(),
         }
     }
 

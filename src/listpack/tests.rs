@@ -1494,7 +1494,7 @@ fn packed_parts_with(codec: Codec) {
     }
     let plain = lp.clone();
     assert!(lp.pack(codec));
-    let (c, n, data) = lp.packed_parts().unwrap();
+    let (c, n, data) = lp.packed_parts().unwrap().unwrap();
     assert_eq!((c, n), (codec, plain.bytes_len()));
     let data = data.to_vec();
     let back = Listpack::from_packed(codec, n, data.clone(), true).unwrap();

@@ -490,7 +490,7 @@ impl Stream {
                 // Sealed: the node will not grow again. Compressed later, off the append
                 // path, by the background step (src/jobs/pack.rs).
                 lp.shrink_to_fit();
-                if compression() {
+                if compression() || tiering() {
                     self.pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));
                 }
             } else {
@@ -587,6 +587,7 @@ impl Stream {
         let key = node.to_be_bytes();
         let Some(lp) = self.rax.get_mut(&key) else { return false };
         let was_packed = lp.is_packed();
+        let was_cold = lp.is_cold();
         // Fails only on a node that was not deep-checked (flags not an element).
         if lp.try_replace(flags_off, Value::Int(flags | FLAG_DELETED)).is_err() {
             return false;
@@ -598,6 +599,7 @@ impl Stream {
             node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
             if was_packed {
                 lp.pack(codec().unwrap_or(Codec::Lz4));
+                refreeze(lp, was_cold);
             }
         }
         self.length = self.length.saturating_sub(1);
@@ -713,6 +715,7 @@ impl Stream {
             }
             // Mark entries of this node deleted until the condition holds.
             let was_packed = lp.is_packed();
+            let was_cold = lp.is_cold();
             lp.unpack();
             let m = node::master(lp);
             let mut p = m.first_entry;
@@ -758,6 +761,7 @@ impl Stream {
             node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
             if was_packed && left != 0 {
                 lp.pack(codec().unwrap_or(Codec::Lz4));
+                refreeze(lp, was_cold);
             }
             if policy == RefPolicy::KeepRef {
                 break;
@@ -1068,6 +1072,19 @@ pub fn compression() -> bool {
     codec().is_some()
 }
 
+/// A cold node that a write rewrote (XDEL, a trim inside it) goes back to disk as it came
+/// (a failed write keeps it in RAM: counted by the store's handle).
+fn refreeze(lp: &mut Listpack, was_cold: bool) {
+    if was_cold && lp.is_packed() {
+        let _ = lp.tier_out(codec().unwrap_or(Codec::Lz4));
+    }
+}
+
+/// Are sealed nodes tiered to disk (`xstream.tier-dir` set: the segment store is open)?
+pub fn tiering() -> bool {
+    crate::tier::cold::is_open()
+}
+
 /// Remembers that a packed node of the tree at `owner` is being read.
 pub(crate) fn touch(owner: usize, key: &[u8]) {
     let Ok(k) = <[u8; 16]>::try_from(key) else { return };
@@ -1129,22 +1146,37 @@ impl Stream {
     /// `more()` says the time budget allows. Nodes gone (deleted, trimmed, merged) or that
     /// became the tail are skipped; with compression off the queue is dropped. Returns the
     /// nodes taken off the queue.
-    pub fn pack_queued(&mut self, max: usize, mut more: impl FnMut() -> bool) -> usize {
-        let Some(codec) = codec() else {
+    pub fn pack_queued(&mut self, max: usize, more: impl FnMut() -> bool) -> usize {
+        self.pack_queued_then(max, more, |_, _| {})
+    }
+
+    /// [`Stream::pack_queued`], and with tiering on, each sealed node taken (packed or not)
+    /// handed to `sealed` with the bytes it holds in RAM: the tiering step's queue
+    /// (src/jobs/pack.rs). With compression and tiering off the queue is dropped.
+    pub fn pack_queued_then(&mut self, max: usize, mut more: impl FnMut() -> bool, mut sealed: impl FnMut(StreamId, usize)) -> usize {
+        let tier = tiering();
+        let codec = codec();
+        if codec.is_none() && !tier {
             let n = self.pack_queue.len();
             self.pack_queue = Vec::new();
             return n;
-        };
+        }
         let last = self.rax.seek(SeekOp::Last, &[]).next().map(|(k, _)| k.to_vec());
         let mut taken = 0;
         while taken < max && taken < self.pack_queue.len() && more() {
-            let k = self.pack_queue[taken].to_be_bytes();
+            let id = self.pack_queue[taken];
+            let k = id.to_be_bytes();
             taken += 1;
             if last.as_deref() == Some(&k[..]) {
                 continue;
             }
             if let Some(lp) = self.rax.get_mut(&k) {
-                lp.pack(codec);
+                if let Some(codec) = codec {
+                    lp.pack(codec);
+                }
+                if tier && !lp.is_cold() {
+                    sealed(id, lp.stored_bytes());
+                }
             }
         }
         self.pack_queue.drain(..taken);
@@ -1162,6 +1194,47 @@ impl Stream {
     /// Nodes stored compressed.
     pub fn packed_nodes(&self) -> u64 {
         self.rax.values().filter(|lp| lp.is_packed()).count() as u64
+    }
+
+    /// Nodes whose block is on disk (`xstream.tier-dir`).
+    pub fn cold_nodes(&self) -> u64 {
+        self.rax.values().filter(|lp| lp.is_cold()).count() as u64
+    }
+
+    /// The sealed nodes (all but the last) held in RAM, oldest first, with the bytes each
+    /// holds: what the tiering step queues for a stream that arrived (a load, RENAME, COPY,
+    /// RESTORE). Not those still in `pack_queue`: the compression step hands them over when
+    /// it takes them.
+    pub fn resident_sealed(&self) -> Vec<(StreamId, usize)> {
+        let n = self.rax.len();
+        let queued: std::collections::HashSet<StreamId> = self.pack_queue.iter().copied().collect();
+        self.stored_nodes()
+            .take(n.saturating_sub(1))
+            .filter(|(k, lp)| !lp.is_cold() && !queued.contains(k))
+            .map(|(k, lp)| (k, lp.stored_bytes()))
+            .collect()
+    }
+
+    /// Moves sealed node `master` to disk (packed with the stream codec, LZ4 without one);
+    /// Ok(None) when there is nothing to do (the node is gone, is the tail, or is cold
+    /// already), Ok(Some(bytes)) with the RAM it gave back, an error (the node stays in RAM)
+    /// when the write failed.
+    pub fn tier_node(&mut self, master: StreamId) -> Result<Option<usize>, crate::tier::segment::TierError> {
+        let k = master.to_be_bytes();
+        let is_last = self.rax.seek(SeekOp::Last, &[]).next().is_some_and(|(last, _)| last == &k[..]);
+        if is_last {
+            return Ok(None);
+        }
+        let Some(lp) = self.rax.get_mut(&k) else { return Ok(None) };
+        if lp.is_cold() {
+            return Ok(None);
+        }
+        let before = lp.stored_bytes();
+        if lp.tier_out(codec().unwrap_or(Codec::Lz4))? {
+            Ok(Some(before.saturating_sub(lp.stored_bytes())))
+        } else {
+            Ok(None)
+        }
     }
 }
 

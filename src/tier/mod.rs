@@ -15,4 +15,5 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cold;
 pub mod segment;

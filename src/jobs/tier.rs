@@ -1,0 +1,152 @@
+//! Tiering of sealed nodes to disk (issue 30, `xstream.tier-dir` / `xstream.tier-memory`),
+//! run by the compression job's timer (src/jobs/pack.rs) after it compresses.
+//!
+//! Every sealed node held in RAM is in [`RESIDENT`], oldest first across all streams, with the
+//! bytes it holds: a node enters when the compression step takes it off its stream's queue
+//! (sealed by an append: packed first when `xstream.compression` is on), and when its stream
+//! arrives (the end of a load, RENAME, MOVE, COPY, RESTORE). While the queued bytes are over
+//! `tier-memory`, the oldest node goes to the segment store (`Stream::tier_node`), a bounded
+//! number per tick. The tail node, groups, consumers and PELs never leave RAM.
+//!
+//! What this does not count (yet): a cold node that a write brought back (XDEL, an exact trim
+//! of its entries) stays in RAM until its stream arrives again; a node queued under a name
+//! that has gone (a renamed or deleted key, a SWAPDB) is skipped, and its stream's nodes are
+//! queued again under the new name when it arrives. Layout only, like compression: nothing is
+//! propagated, every server (primary or replica) tiers on its own budget.
+
+use crate::config::TIER_MEMORY;
+use crate::ffi::ctx::Ctx;
+use crate::stream::StreamId;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Nodes moved to disk per tick at most.
+const NODES_PER_TICK: usize = 512;
+/// Time spent per tick at most (checked between nodes).
+const TICK_BUDGET: Duration = Duration::from_micros(2000);
+
+struct Resident {
+    db: i32,
+    key: Arc<[u8]>,
+    node: StreamId,
+    bytes: usize,
+}
+
+static RESIDENT: Mutex<VecDeque<Resident>> = Mutex::new(VecDeque::new());
+/// The bytes of the nodes in RESIDENT.
+static RESIDENT_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Write errors already logged (one line per error, the first few).
+static WRITE_ERRORS_LOGGED: AtomicU64 = AtomicU64::new(0);
+const WRITE_ERRORS_LOG_MAX: u64 = 16;
+
+fn resident() -> std::sync::MutexGuard<'static, VecDeque<Resident>> {
+    RESIDENT.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Nodes of `key` (in `db`) now held in RAM, oldest first.
+pub fn queue(db: i32, key: &[u8], nodes: impl IntoIterator<Item = (StreamId, usize)>) {
+    let key: Arc<[u8]> = Arc::from(key);
+    let mut q = resident();
+    for (node, bytes) in nodes {
+        RESIDENT_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+        q.push_back(Resident { db, key: key.clone(), node, bytes });
+    }
+}
+
+/// More sealed bytes in RAM than `tier-memory` allows (with a store open)?
+pub fn over_budget() -> bool {
+    crate::stream::tiering() && RESIDENT_BYTES.load(Ordering::Relaxed) > TIER_MEMORY.load(Ordering::Relaxed).max(0) as u64
+}
+
+/// Moves the oldest queued nodes to disk while over budget, within this tick's bounds.
+pub fn step(c: &Ctx) {
+    log_faults();
+    if !crate::stream::tiering() {
+        if !resident().is_empty() {
+            resident().clear();
+            RESIDENT_BYTES.store(0, Ordering::Relaxed);
+        }
+        return;
+    }
+    let start = Instant::now();
+    let home = c.selected_db();
+    let mut left = NODES_PER_TICK;
+    while left > 0 && over_budget() && start.elapsed() < TICK_BUDGET {
+        let Some(r) = resident().pop_front() else { break };
+        RESIDENT_BYTES.fetch_sub(r.bytes as u64, Ordering::Relaxed);
+        if !c.select_db(r.db) {
+            continue;
+        }
+        let mut k = c.open_key_named(&r.key, false);
+        let Some(s) = k.stream_mut() else { continue };
+        left -= 1;
+        if let Err(e) = s.tier_node(r.node) {
+            if WRITE_ERRORS_LOGGED.fetch_add(1, Ordering::Relaxed) < WRITE_ERRORS_LOG_MAX {
+                crate::ffi::log_warning(&format!("xstream: tiering a node to {}: {e} (the node stays in RAM)", crate::config::tier_dir()));
+            }
+        }
+    }
+    c.select_db(home);
+}
+
+/// Logs the cold-read faults since the last tick (their count is in INFO).
+fn log_faults() {
+    for f in crate::tier::cold::take_faults() {
+        crate::ffi::log_warning(&format!("xstream: {f}"));
+    }
+}
+
+/// A stream arrived (RENAME, MOVE, COPY, RESTORE, or seen at the end of a load): its sealed
+/// nodes in RAM are queued.
+pub fn arrived(db: i32, key: &[u8], s: &crate::stream::Stream) {
+    if crate::stream::tiering() {
+        queue(db, key, s.resident_sealed());
+    }
+}
+
+/// The end of a load, or the settings changed: every stream's sealed nodes in RAM are queued
+/// (anew: the queue is rebuilt), oldest first per stream.
+pub fn requeue_all(c: &Ctx) {
+    resident().clear();
+    RESIDENT_BYTES.store(0, Ordering::Relaxed);
+    if !crate::stream::tiering() {
+        return;
+    }
+    let mut found = crate::ffi::timer::scan_streams(c, |s| (s.rax_keys() > 1).then_some(0));
+    // (A scan may return a key twice: while the table rehashes.)
+    found.sort_unstable();
+    found.dedup();
+    let home = c.selected_db();
+    for (db, name, _) in found {
+        if !c.select_db(db) {
+            continue;
+        }
+        let k = c.open_key_named(&name, false);
+        if let Some(s) = k.stream() {
+            queue(db, &name, s.resident_sealed());
+        }
+    }
+    c.select_db(home);
+}
+
+/// INFO xstream's tiering fields.
+pub fn info(out: &mut Vec<(&'static str, i64)>) {
+    let q = resident().len();
+    out.push(("tier_resident_queued_nodes", q as i64));
+    out.push(("tier_resident_queued_bytes", RESIDENT_BYTES.load(Ordering::Relaxed) as i64));
+    let (st, cold) = crate::tier::cold::stats().unwrap_or_default();
+    let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    out.push(("tier_disk_nodes", i(st.live_records)));
+    out.push(("tier_disk_bytes", i(st.live_bytes)));
+    out.push(("tier_file_bytes", i(st.file_bytes)));
+    out.push(("tier_segments", i(st.segments)));
+    out.push(("tier_cold_reads", i(cold.reads)));
+    out.push(("tier_cold_read_us", i(cold.read_us)));
+    out.push(("tier_cold_read_us_max", i(cold.read_us_max)));
+    out.push(("tier_read_errors", i(cold.faults)));
+    out.push(("tier_checksum_errors", i(st.checksum_errors)));
+    out.push(("tier_writes", i(cold.writes)));
+    out.push(("tier_write_errors", i(cold.write_faults)));
+}

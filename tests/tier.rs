@@ -1,0 +1,174 @@
+//! Tiering (issue 30, `xstream.tier-dir` / `xstream.tier-memory`): sealed nodes moved to the
+//! segment store read back as they were, through every way a stream leaves and comes back
+//! (DEBUG RELOAD, DUMP / RESTORE, COPY, BGSAVE in a fork child and a restart, an AOF rewrite
+//! with and without an RDB preamble, a replica's full sync), with the built-in's replies.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// Entries `i-0` with a JSON-like event of ~200 bytes.
+fn events(cmd: &str, key: &str, n: u64) -> Vec<Vec<String>> {
+    let mut rng = Rng::new(7);
+    (1..=n)
+        .map(|i| {
+            let v = format!(
+                "{{\"user\":\"user-{}\",\"action\":\"click\",\"ts\":{},\"page\":\"/p/{}\",\"ref\":\"campaign-{}\",\"ms\":{}}}",
+                rng.below(5000),
+                1_700_000_000_000u64 + i * 37,
+                rng.below(300),
+                rng.below(20),
+                rng.below(2000)
+            );
+            vec![cmd.into(), key.into(), format!("{i}-0"), "event".into(), v]
+        })
+        .collect()
+}
+
+/// The nodes of `key` but its tail, from XS.INFO STREAM.
+fn sealed_nodes(c: &mut Conn, key: &str) -> i64 {
+    match c.cmd(&["XS.INFO", "STREAM", key]).field("radix-tree-keys") {
+        Some(Reply::Int(n)) => n - 1,
+        other => panic!("radix-tree-keys of {key}: {other:?}"),
+    }
+}
+
+/// Waits (10 s at most) until `n` nodes are on disk and nothing waits in the tiering queue.
+fn wait_tiered(c: &mut Conn, n: i64, what: &str) {
+    let t0 = std::time::Instant::now();
+    while info_xstream(c, "tier_disk_nodes") != n || info_xstream(c, "tier_resident_queued_nodes") != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{what}: {} nodes on disk, {} queued; {n} expected",
+            info_xstream(c, "tier_disk_nodes"),
+            info_xstream(c, "tier_resident_queued_nodes")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn tiered_nodes_read_back_through_every_round_trip() {
+    for codec in ["off", "zstd"] {
+        let mut p = Server::builder()
+            .arg("--appendonly", "yes")
+            .arg("--aof-use-rdb-preamble", "yes")
+            .arg("--xstream.compression", codec)
+            .arg("--xstream.tier-dir", "tier")
+            .arg("--xstream.tier-memory", "1gb")
+            .start();
+        let mut c = p.conn();
+        assert_eq!(c.cmd(&["CONFIG", "GET", "xstream.tier-dir"]).as_array()[1].text(), "tier");
+        pipeline(&mut c, &events("XS.ADD", "m", 3000));
+        pipeline(&mut c, &events("XADD", "b", 3000));
+        for (x, k) in [("XS.", "m"), ("X", "b")] {
+            c.cmd(&[&format!("{x}GROUP"), "CREATE", k, "g", "0"]);
+            c.cmd(&[&format!("{x}READGROUP"), "GROUP", "g", "a", "COUNT", "10", "STREAMS", k, ">"]);
+        }
+        // Within the budget: nothing on disk. The digest and memory of the stream in RAM.
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(info_xstream(&mut c, "tier_disk_nodes"), 0, "{codec}");
+        let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+        let in_ram = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+        let sealed = sealed_nodes(&mut c, "m");
+        assert!(sealed > 20, "{codec}: {sealed} sealed nodes");
+        // A budget of 0: every sealed node goes, the tail stays.
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.tier-memory", "0"]), Reply::Simple("OK".into()));
+        wait_tiered(&mut c, sealed, codec);
+        let tiered = c.cmd(&["MEMORY", "USAGE", "m"]).as_int();
+        assert!(tiered * 3 < in_ram, "{codec}: MEMORY USAGE {tiered} tiered, {in_ram} in RAM");
+        let check = |c: &mut Conn, key: &str, what: &str| {
+            assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", key]), digest, "{codec} {what}: digest");
+            assert_eq!(c.cmd(&["XS.RANGE", key, "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{codec} {what}");
+            assert_eq!(
+                c.cmd(&["XS.REVRANGE", key, "+", "1500", "COUNT", "100"]),
+                c.cmd(&["XREVRANGE", "b", "+", "1500", "COUNT", "100"]),
+                "{codec} {what}"
+            );
+            for start in ["1", "777", "2999"] {
+                assert_eq!(c.cmd(&["XS.RANGE", key, start, "+", "COUNT", "3"]), c.cmd(&["XRANGE", "b", start, "+", "COUNT", "3"]), "{codec} {what}");
+            }
+            assert_eq!(c.cmd(&["XS.PENDING", key, "g"]), c.cmd(&["XPENDING", "b", "g"]), "{codec} {what}");
+        };
+        let reads = info_xstream(&mut c, "tier_cold_reads");
+        check(&mut c, "m", "tiered");
+        assert!(info_xstream(&mut c, "tier_cold_reads") > reads, "{codec}: reads of cold nodes");
+        assert_eq!(info_xstream(&mut c, "tier_read_errors"), 0);
+        let payload = c.cmd(&["DUMP", "m"]).as_bytes().unwrap().to_vec();
+        assert_eq!(c.cmd(&[b"RESTORE".as_slice(), b"m2", b"0", &payload]), Reply::Simple("OK".into()));
+        check(&mut c, "m2", "RESTORE");
+        assert_eq!(c.cmd(&["COPY", "m", "m3"]), Reply::Int(1));
+        check(&mut c, "m3", "COPY");
+        wait_tiered(&mut c, 3 * sealed, &format!("{codec}: the copies tiered"));
+        c.cmd(&["DEL", "m2", "m3"]);
+        wait_tiered(&mut c, sealed, &format!("{codec}: the copies' records released"));
+        assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+        wait_tiered(&mut c, sealed, &format!("{codec}: after DEBUG RELOAD"));
+        check(&mut c, "m", "DEBUG RELOAD");
+        // A fork child reads the cold nodes (BGSAVE), and a restart loads its file.
+        c.cmd(&["BGSAVE"]);
+        wait_persistence_idle(&mut c, Duration::from_secs(20));
+        assert_eq!(c.cmd(&["CONFIG", "SET", "appendonly", "no"]), Reply::Simple("OK".into()));
+        drop(c);
+        p.restart();
+        let mut c = p.conn();
+        // (Started with the arguments of the first start: a budget of 1gb.)
+        assert_eq!(info_xstream(&mut c, "tier_resident_queued_nodes"), sealed, "{codec}: queued once at the end of the load");
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.tier-memory", "0"]), Reply::Simple("OK".into()));
+        wait_tiered(&mut c, sealed, &format!("{codec}: after a restart from the RDB"));
+        check(&mut c, "m", "restart from the RDB");
+        // AOF rewrites, with and without an RDB preamble, in a fork child.
+        for preamble in ["yes", "no"] {
+            c.cmd(&["CONFIG", "SET", "aof-use-rdb-preamble", preamble]);
+            assert_eq!(c.cmd(&["CONFIG", "SET", "appendonly", "yes"]), Reply::Simple("OK".into()));
+            wait_persistence_idle(&mut c, Duration::from_secs(20));
+            c.cmd(&["BGREWRITEAOF"]);
+            wait_persistence_idle(&mut c, Duration::from_secs(20));
+            assert_eq!(c.cmd(&["DEBUG", "LOADAOF"]), Reply::Simple("OK".into()));
+            wait_tiered(&mut c, sealed, &format!("{codec}: after DEBUG LOADAOF, preamble {preamble}"));
+            check(&mut c, "m", &format!("AOF, preamble {preamble}"));
+        }
+        // A replica tiers on its own budget, in its own directory; two servers never share one.
+        let r = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").start();
+        let mut rc = r.conn();
+        let theirs = p.dir().join("tier");
+        let refused = rc.cmd(&["CONFIG", "SET", "xstream.tier-dir", theirs.to_str().unwrap()]);
+        assert!(refused.is_error() && refused.to_string().contains("in use by another server"), "{refused}");
+        rc.cmd(&["REPLICAOF", "127.0.0.1", &p.port().to_string()]);
+        let t0 = std::time::Instant::now();
+        while rc.cmd(&["DBSIZE"]).as_int() != 2 || !rc.cmd(&["INFO", "replication"]).text().contains("master_link_status:up") {
+            assert!(t0.elapsed() < Duration::from_secs(20), "replica never synced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wait_tiered(&mut rc, sealed, &format!("{codec}: the replica"));
+        check(&mut rc, "m", "replica full sync");
+        // Writes to cold nodes: an entry deleted, an exact trim inside a node, more appends.
+        for (x, k) in [("XS.", "m"), ("X", "b")] {
+            c.cmd(&[&format!("{x}DEL"), k, "100-0", "1001-0"]);
+            c.cmd(&[&format!("{x}TRIM"), k, "MINID", "=", "555"]);
+        }
+        pipeline(&mut c, &events("XS.ADD", "m", 4000).split_off(3000));
+        pipeline(&mut c, &events("XADD", "b", 4000).split_off(3000));
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{codec}: after writes");
+        let sealed = sealed_nodes(&mut c, "m");
+        wait_tiered(&mut c, sealed, &format!("{codec}: after writes"));
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{codec}: after writes, tiered");
+        let t0 = std::time::Instant::now();
+        while rc.cmd(&["XS.LEN", "m"]) != c.cmd(&["XLEN", "b"]) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "replica never caught up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(rc.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), c.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), "{codec}: the replica's copy");
+        // The directory cannot change while nodes are on disk; FLUSHALL frees them all.
+        assert!(c.cmd(&["CONFIG", "SET", "xstream.tier-dir", ""]).is_error());
+        c.cmd(&["FLUSHALL"]);
+        let t0 = std::time::Instant::now();
+        while info_xstream(&mut c, "tier_disk_nodes") != 0 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "{codec}: records never released after FLUSHALL");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(c.cmd(&["CONFIG", "SET", "xstream.tier-dir", ""]), Reply::Simple("OK".into()));
+        assert_eq!(info_xstream(&mut c, "tier_segments"), 0);
+    }
+}
