@@ -5,6 +5,11 @@
 
 use std::borrow::Cow;
 
+/// The text (after `ERR `) of a command that needed a node kept on disk (`xstream.tier-dir`)
+/// whose record could not be read back: an I/O error or a damaged record, logged with its
+/// details. Nothing of the command's reply went out before it.
+pub const COLD_READ_FAILED: &str = "xstream: a node of this stream could not be read back from disk (xstream.tier-dir; see the server log)";
+
 /// A command error; [`Error::message`] is the exact reply text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {

@@ -178,3 +178,123 @@ fn tiered_nodes_read_back_through_every_round_trip() {
         assert_eq!(info_xstream(&mut c, "tier_segments"), 0);
     }
 }
+
+const COLD_ERR: &str = "ERR xstream: a node of this stream could not be read back from disk (xstream.tier-dir; see the server log)";
+
+/// A read of a node on disk that fails (an I/O error injected by XS.DEBUG-TIER-FAULTS of the
+/// test-hooks build, or a damaged record) turns the whole reply into an error, with nothing of
+/// the reply before it; a write that needed the node changes nothing; the next read after a
+/// transient error is the built-in's again. A write to disk that fails keeps the node in RAM. A
+/// fork child that cannot read a node fails its save. The server never stops.
+#[test]
+fn cold_read_faults_are_error_replies() {
+    let Some(so) = test_hooks_module_path() else {
+        report("cold_read_faults_are_error_replies: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
+        return;
+    };
+    let s = Server::builder()
+        .module(&so)
+        .arg("--xstream.tier-dir", "tier")
+        .arg("--xstream.tier-memory", "0")
+        .arg("--xstream.compression-cache", "0")
+        .start();
+    let mut c = s.conn();
+    pipeline(&mut c, &events("XS.ADD", "m", 3000));
+    pipeline(&mut c, &events("XADD", "b", 3000));
+    for (x, k) in [("XS.", "m"), ("X", "b")] {
+        c.cmd(&[&format!("{x}GROUP"), "CREATE", k, "g", "0"]);
+        c.cmd(&[&format!("{x}READGROUP"), "GROUP", "g", "a", "COUNT", "300", "STREAMS", k, ">"]);
+    }
+    let sealed = sealed_nodes(&mut c, "m");
+    wait_tiered(&mut c, sealed, "faults");
+    let err = Reply::Error(COLD_ERR.into());
+    // Each read: an error while a read of its nodes fails (the first node it needs, or one half
+    // way through), then the built-in's reply.
+    let reads: [(&[&str], &[&str]); 6] = [
+        (&["XS.RANGE", "m", "-", "+", "COUNT", "300"], &["XRANGE", "b", "-", "+", "COUNT", "300"]),
+        (&["XS.REVRANGE", "m", "1500", "-", "COUNT", "50"], &["XREVRANGE", "b", "1500", "-", "COUNT", "50"]),
+        (&["XS.RANGE", "m", "100", "2000"], &["XRANGE", "b", "100", "2000"]),
+        (&["XS.READ", "COUNT", "40", "STREAMS", "m", "10"], &["XREAD", "COUNT", "40", "STREAMS", "b", "10"]),
+        (&["XS.INFO", "STREAM", "m"], &["XINFO", "STREAM", "b"]),
+        (&["XS.CLAIM", "m", "g", "a", "0", "5-0", "250-0", "JUSTID"], &["XCLAIM", "b", "g", "a", "0", "5-0", "250-0", "JUSTID"]),
+    ];
+    for (m, b) in reads {
+        // The first node read fails, then one half way through the reply (after 3 good ones).
+        for after in ["0", "3"] {
+            assert_eq!(c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1", after]), Reply::Simple("OK".into()));
+            let r = c.cmd(m);
+            // (A command that reads fewer than 4 cold nodes does not reach the fault.)
+            if after == "0" || r.is_error() {
+                assert_eq!(r, err, "{m:?}, a fault after {after} reads");
+            }
+        }
+        c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "0"]);
+        let (rm, rb) = (c.cmd(m), c.cmd(b));
+        if m[0] == "XS.INFO" {
+            assert_eq!(rm.field("length"), rb.field("length"));
+            assert_eq!(rm.field("first-entry"), rb.field("first-entry"), "{m:?}");
+        } else if m[0] == "XS.READ" {
+            // (The key's name differs.)
+            assert_eq!(rm.as_array()[0].as_array()[1], rb.as_array()[0].as_array()[1], "{m:?}");
+        } else {
+            assert_eq!(rm, rb, "{m:?} after the fault");
+        }
+    }
+    // Writes that need a cold node: nothing changes, an error; then as the built-in.
+    for (m, b) in [
+        (&["XS.DEL", "m", "500-0", "501-0"][..], &["XDEL", "b", "500-0", "501-0"][..]),
+        (&["XS.TRIM", "m", "MINID", "=", "700"][..], &["XTRIM", "b", "MINID", "=", "700"][..]),
+        (
+            &["XS.READGROUP", "GROUP", "g", "a", "COUNT", "20", "STREAMS", "m", "0"][..],
+            &["XREADGROUP", "GROUP", "g", "a", "COUNT", "20", "STREAMS", "b", "0"][..],
+        ),
+    ] {
+        let len = c.cmd(&["XS.LEN", "m"]);
+        let pending = c.cmd(&["XS.PENDING", "m", "g"]);
+        c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1"]);
+        assert_eq!(c.cmd(m), err, "{m:?}");
+        assert_eq!(c.cmd(&["XS.LEN", "m"]), len, "{m:?} changed nothing");
+        assert_eq!(c.cmd(&["XS.PENDING", "m", "g"]), pending, "{m:?} changed nothing");
+        assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{m:?} changed nothing");
+        let (rm, rb) = (c.cmd(m), c.cmd(b));
+        if m[0] == "XS.READGROUP" {
+            assert_eq!(rm.as_array()[0].as_array()[1], rb.as_array()[0].as_array()[1], "{m:?}");
+        } else {
+            assert_eq!(rm, rb, "{m:?}");
+        }
+    }
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    let faults = info_xstream(&mut c, "tier_read_errors");
+    assert!(faults >= 9, "{faults} read errors counted");
+    assert!(s.log().contains("injected: input/output error"), "the faults are logged");
+    // Writes to disk that fail: the nodes stay in RAM, counted; the stream reads the same.
+    c.cmd(&["XS.DEBUG-TIER-FAULTS", "3", "0"]);
+    pipeline(&mut c, &events("XS.ADD", "m", 4000).split_off(3000));
+    pipeline(&mut c, &events("XADD", "b", 4000).split_off(3000));
+    let sealed = sealed_nodes(&mut c, "m");
+    wait_tiered(&mut c, sealed - 3, "three failed writes");
+    assert_eq!(info_xstream(&mut c, "tier_write_errors"), 3);
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    // A fork child that cannot read a node fails its save; the next save succeeds.
+    c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1"]);
+    c.cmd(&["BGSAVE"]);
+    wait_persistence_idle(&mut c, Duration::from_secs(20));
+    assert!(c.cmd(&["INFO", "persistence"]).text().contains("rdb_last_bgsave_status:err"));
+    c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "0"]);
+    c.cmd(&["BGSAVE"]);
+    wait_persistence_idle(&mut c, Duration::from_secs(20));
+    assert!(c.cmd(&["INFO", "persistence"]).text().contains("rdb_last_bgsave_status:ok"));
+    // A damaged record: every read of its node is an error (and logged), the others are not.
+    let seg = s.dir().join("tier").join("seg-00000001.xst");
+    let mut f = std::fs::read(&seg).unwrap();
+    let mid = f.len() / 2;
+    f[mid] ^= 0x5a;
+    std::fs::write(&seg, &f).unwrap();
+    let whole = c.cmd(&["XS.RANGE", "m", "-", "+"]);
+    assert_eq!(whole, err);
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), err, "a damaged record stays damaged");
+    assert!(info_xstream(&mut c, "tier_checksum_errors") >= 2);
+    assert!(s.log().contains("checksum mismatch"));
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "3990", "+"]), c.cmd(&["XRANGE", "b", "3990", "+"]), "the tail reads");
+    assert!(c.ping());
+}

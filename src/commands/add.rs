@@ -264,6 +264,9 @@ pub fn run(c: &Ctx) -> Result<()> {
         Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
         Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
     };
+    if let Some(t) = &args.trim {
+        super::read_first(s, |s| s.read_trimmed_nodes(t))?;
+    }
     let queued = s.pack_queue.len();
     let id = match s.append(fields, spec, c.now_ms(), config::limits()) {
         Ok(id) => {
@@ -275,6 +278,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         }
         Err(AddError::IdNotGreater) => return Err(Error::Err("The ID specified in XADD is equal or smaller than the target stream top item")),
         Err(AddError::TooLarge) => return Err(Error::Err("Elements are too large to be stored")),
+        Err(AddError::Unreadable) => return Err(Error::Err(crate::error::COLD_READ_FAILED)),
     };
     let mut id_buf = [0u8; 44];
     let id_len = id.write_to_slice(&mut id_buf);

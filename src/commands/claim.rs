@@ -187,6 +187,7 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         j += 1;
     }
     let s = key.stream_mut().ok_or(Error::WrongType)?;
+    super::read_first(s, |s| s.read_nodes_of(ids.iter().map(|&(id, _)| id)))?;
     let mut propagate_last_id = false;
     {
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
@@ -331,6 +332,16 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     let now = c.now_ms() as i64;
     let name = c.arg(3);
     let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_FACTOR);
+    super::read_first(s, |s| {
+        let Some(g) = s.group(gname) else { return };
+        let mut it = crate::stream::group::pel_from(g.pel(), start);
+        let mut left = attempts;
+        while left > 0 {
+            let Some((k, _)) = it.next() else { break };
+            s.contains(StreamId::from_be_bytes(k).unwrap_or_default());
+            left -= 1;
+        }
+    })?;
     // The deleted IDs are collected while the claimed entries are replied; the
     // vector grows with what is found (never preallocated from COUNT).
     let mut deleted: Vec<StreamId> = Vec::new();

@@ -5,6 +5,9 @@
 //!   ASan pass proves a real memory error fails the test. Never called on a jemalloc server.
 //! - XS.DEBUG-NOTIFY key event raises a keyspace notification of the module class (`d`), which
 //!   no command of this module raises: the keyspace log's tests log one.
+//! - XS.DEBUG-TIER-FAULTS writes reads [after]: the next `writes` records written to the segment
+//!   store fail half way (a full disk), the next `reads` reads fail with EIO once `after` more
+//!   have succeeded (`xstream.tier-dir`).
 
 use crate::error::Result;
 use crate::ffi::ctx::Ctx;
@@ -22,6 +25,17 @@ pub fn run_double_free(c: &Ctx) -> Result<()> {
 
 pub fn run_notify(c: &Ctx) -> Result<()> {
     c.notify_module_class(c.arg(2), 1);
+    c.reply_ok();
+    Ok(())
+}
+
+pub fn run_tier_faults(c: &Ctx) -> Result<()> {
+    let writes = super::parse_ll(c.arg(1))?.clamp(0, u32::MAX as i64) as u32;
+    let reads = super::parse_ll(c.arg(2))?.clamp(0, u32::MAX as i64) as u32;
+    let reads_after = if c.argc() > 3 { super::parse_ll(c.arg(3))?.clamp(0, u32::MAX as i64) as u32 } else { 0 };
+    if !crate::tier::cold::inject(crate::tier::segment::Faults { writes, reads, reads_after }) {
+        return Err(crate::error::Error::Err("xstream.tier-dir is not set"));
+    }
     c.reply_ok();
     Ok(())
 }

@@ -17,6 +17,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         let (id, _) = StreamId::parse(c.arg(i), 0, true, false).ok_or(Error::InvalidId)?;
         ids.push(id);
     }
+    super::read_first(s, |s| s.read_nodes_of(ids.iter().copied()))?;
     let deleted = s.delete_ids(&ids);
     if deleted > 0 {
         crate::ops::trim::compact_touched(s, &ids);

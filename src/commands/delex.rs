@@ -117,6 +117,7 @@ pub fn run_delex(c: &Ctx) -> Result<()> {
     }
     let ids = parse_ids(c, &a)?;
     let s = key.stream_mut().ok_or(Error::WrongType)?;
+    super::read_first(s, |s| s.read_nodes_of(ids.iter().copied()))?;
     let out = s.delete_ex(&ids, a.policy);
     if out.deleted > 0 {
         crate::ops::trim::compact_touched(s, &ids);
@@ -139,6 +140,7 @@ pub fn run_ackdel(c: &Ctx) -> Result<()> {
     }
     let ids = parse_ids(c, &a)?;
     let s = key.stream_mut().ok_or(Error::WrongType)?;
+    super::read_first(s, |s| s.read_nodes_of(ids.iter().copied()))?;
     let Some(out) = s.ack_del(c.arg(2), &ids, a.policy) else {
         reply_all(c, a.numids, -1);
         return Ok(());

@@ -77,6 +77,8 @@ command_entry!(xs_debug_panic, debug::run_panic);
 command_entry!(xs_debug_double_free, debug::run_double_free);
 #[cfg(feature = "test-hooks")]
 command_entry!(xs_debug_notify, debug::run_notify);
+#[cfg(feature = "test-hooks")]
+command_entry!(xs_debug_tier_faults, debug::run_tier_faults);
 
 const fn key1(flags: u32) -> Option<KeyAt> {
     Some(KeyAt { pos: 1, flags, after_streams: false })
@@ -185,7 +187,25 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "xs.debug-double-free", func: Some(xs_debug_double_free), flags: "", arity: 1, key: None, subcommands: &[] },
     #[cfg(feature = "test-hooks")]
     Command { name: "xs.debug-notify", func: Some(xs_debug_notify), flags: "readonly", arity: 3, key: key1(RO_ACCESS), subcommands: &[] },
+    #[cfg(feature = "test-hooks")]
+    Command { name: "xs.debug-tier-faults", func: Some(xs_debug_tier_faults), flags: "", arity: -3, key: None, subcommands: &[] },
 ];
+
+// ---- nodes on disk -----------------------------------------------------------
+
+/// Before a write that reads nodes: `reads` (the reads it will make) run first, so that a node
+/// kept on disk that cannot be read back (`xstream.tier-dir`) ends the command with an error
+/// before it changed anything (nothing is changed, propagated or replied). Free while no node
+/// is on disk.
+pub fn read_first(s: &crate::stream::Stream, reads: impl FnOnce(&crate::stream::Stream)) -> crate::error::Result<()> {
+    if !crate::tier::cold::has_cold() || s.probe(reads) {
+        return Ok(());
+    }
+    for f in crate::tier::cold::take_faults() {
+        crate::ffi::log_warning(&format!("xstream: {f}"));
+    }
+    Err(crate::error::Error::Err(crate::error::COLD_READ_FAILED))
+}
 
 // ---- argument helpers shared by the commands ---------------------------------
 

@@ -501,6 +501,10 @@ pub fn next_id() -> u64 {
 unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
     // SAFETY: Redis passes the blocked command's arguments with the callback's ctx.
     let c = unsafe { Ctx::new(ctx, argv, argc) };
+    // Held back while nodes are on disk, as a command's (src/ffi/register.rs `run`).
+    if crate::tier::cold::has_cold() {
+        c.hold_replies();
+    }
     let served = fence::catch(|| {
         // SAFETY: valid callback ctx.
         let key = unsafe { api!(RedisModule_GetBlockedClientReadyKey)(ctx) };
@@ -525,9 +529,17 @@ unsafe extern "C" fn on_ready(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw
         served
     });
     match served {
-        Ok(true) => raw::REDISMODULE_OK as c_int,
-        Ok(false) => raw::REDISMODULE_ERR as c_int,
+        Ok(true) => {
+            c.send_held();
+            raw::REDISMODULE_OK as c_int
+        }
+        Ok(false) => {
+            c.send_held();
+            raw::REDISMODULE_ERR as c_int
+        }
+        Err(msg) if super::register::cold_read_failed(&c, &msg) => raw::REDISMODULE_OK as c_int,
         Err(msg) => {
+            c.drop_held();
             super::log_warning(&format!("xstream: internal error serving a blocked read: {msg}"));
             c.reply_error("ERR xstream internal error (see the server log)");
             raw::REDISMODULE_OK as c_int

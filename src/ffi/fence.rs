@@ -19,6 +19,20 @@ pub fn guard<R>(what: &str, fallback: R, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// [`guard`] for a value's save (RDB, AOF rewrite): in a fork child (BGSAVE, BGREWRITEAOF, a
+/// full sync) a panic ends the child, so the save fails as a whole and the previous file stays
+/// (a value cut short would make a file that does not load, or loads without entries).
+pub fn guard_save(what: &str, f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        let msg = panic_message(&*payload);
+        if super::in_fork_child() {
+            super::log_warning(&format!("xstream: {what} failed in the fork child, which ends (the save fails): {msg}"));
+            super::exit_fork_child();
+        }
+        super::log_warning(&format!("xstream: internal error in {what}: {msg}"));
+    }
+}
+
 /// The text of a panic payload.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {

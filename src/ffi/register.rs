@@ -56,7 +56,13 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
         report_stream_keys(&c);
         return raw::REDISMODULE_OK as c_int;
     }
-    match fence::catch(|| {
+    // A command that may read a node kept on disk holds its replies back: a read that fails
+    // ends the command (a panic, src/listpack `packed_view`) and its reply is an error, with
+    // nothing of the reply before it (src/ffi/ctx/reply.rs).
+    if crate::tier::cold::has_cold() {
+        c.hold_replies();
+    }
+    let r = fence::catch(|| {
         let twin = super::takeover::active() || crate::config::ACL_TWIN.value.load(std::sync::atomic::Ordering::Relaxed);
         if twin && !c.must_obey() {
             // SAFETY: ctx and argv are this command's; must_obey() excluded primary and AOF.
@@ -75,17 +81,40 @@ pub unsafe fn run(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModul
             }
         }
         h(&c)
-    }) {
+    });
+    match r {
         Ok(Ok(())) => {}
         Ok(Err(Error::WrongArity)) => c.reply_wrong_arity(),
-        Ok(Err(e)) => c.reply_error(&e.message()),
+        Ok(Err(e)) => {
+            // (Held replies made before the error go: the error is the whole reply.)
+            c.drop_held();
+            c.reply_error(&e.message());
+        }
+        Err(msg) if cold_read_failed(&c, &msg) => {}
         Err(msg) => {
+            c.drop_held();
             let name = String::from_utf8_lossy(c.arg(0)).into_owned();
             log_warning(&format!("xstream: internal error in {name}: {msg}"));
             c.reply_error("ERR xstream internal error (see the server log)");
         }
     }
+    c.send_held();
     raw::REDISMODULE_OK as c_int
+}
+
+/// After a command (or a blocked read served) ended by the panic `msg`: if it is a read of a
+/// node on disk that failed, the held replies are dropped for the error reply, the faults are
+/// logged, and true is returned.
+pub(crate) fn cold_read_failed(c: &Ctx, msg: &str) -> bool {
+    if msg != crate::listpack::COLD_READ_PANIC {
+        return false;
+    }
+    c.drop_held();
+    for f in crate::tier::cold::take_faults() {
+        log_warning(&format!("xstream: {f}"));
+    }
+    c.reply_error(&crate::error::Error::Err(crate::error::COLD_READ_FAILED).message());
+    true
 }
 
 /// The keys of XS.READ / XS.READGROUP (the only commands flagged `getkeys-api`), for Redis's

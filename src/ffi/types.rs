@@ -164,7 +164,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    fence::guard("rdb_save", (), || {
+    fence::guard_save("rdb_save", || {
         // SAFETY: Redis passes a value of our type.
         if let Some(s) = unsafe { value.cast::<Stream>().as_mut() } {
             rdb::save(s, &mut IoOut(rdb));
@@ -210,7 +210,7 @@ fn emit_sub(
 /// `XS.ADD key MAXLEN 0 0-1 x y` for an empty stream), then XS.SETID with
 /// ENTRIESADDED and MAXDELETEDID so the metadata comes back exactly.
 unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
-    fence::guard("aof_rewrite", (), || {
+    fence::guard_save("aof_rewrite", || {
         // SAFETY: Redis passes a value of our type, not borrowed elsewhere during the callback.
         let Some(s) = (unsafe { value.cast::<Stream>().as_mut() }) else { return };
         if s.length > 0 {

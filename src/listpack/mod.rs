@@ -261,11 +261,12 @@ impl Packed {
         }
     }
 
-    /// The plain bytes: from the decoded-node cache (then true), or decompressed.
-    fn plain(&self) -> (Vec<u8>, bool) {
+    /// The plain bytes: from the decoded-node cache (then true), or decompressed; None when
+    /// the block could not be read back from disk.
+    fn plain(&self) -> Option<(Vec<u8>, bool)> {
         match decoded::with(|c| c.take(self.id)).flatten() {
-            Some(buf) => (buf, true),
-            None => (unpack_block(self), false),
+            Some(buf) => Some((buf, true)),
+            None => unpack_block(self).map(|b| (b, false)),
         }
     }
 }
@@ -326,27 +327,52 @@ fn fills_sub(n: u64) {
     CACHE_FILLS.with(|c| c.set(c.get().saturating_sub(n)));
 }
 
-/// A packed listpack's plain form, decompressed into its cache on first use.
+/// A packed listpack's plain form, decompressed into its cache on first use. A cold block that
+/// cannot be read back ends the command here: a panic with [`COLD_READ_PANIC`], which the
+/// entry point's fence turns into an error reply (`ERR xstream: a node ... could not be read
+/// back`), before anything was decided from what the node would have read as. Readers that can
+/// go on without the node use [`Listpack::try_view`].
 #[cold]
 #[inline(never)]
 fn packed_view(p: &Packed) -> &Listpack {
-    p.cache.get_or_init(|| {
-        CACHE_FILLS.with(|c| c.set(c.get() + 1));
-        let (buf, hit) = p.plain();
-        p.hit.store(hit, std::sync::atomic::Ordering::Relaxed);
-        Listpack { buf, z: None }
-    })
+    match try_packed_view(p) {
+        Some(lp) => lp,
+        None => cold_read_failed(),
+    }
+}
+
+/// The panic message of a cold read that failed (see [`packed_view`]).
+pub const COLD_READ_PANIC: &str = "xstream: cold read failed";
+
+/// Ends the command as a failed cold read does (see [`packed_view`]): for a blocked read
+/// served later, whose error must replace its whole reply.
+#[cold]
+#[inline(never)]
+pub fn cold_read_failed() -> ! {
+    std::panic::panic_any(COLD_READ_PANIC)
+}
+
+/// [`packed_view`], None when a cold block cannot be read back (the slot stays empty).
+fn try_packed_view(p: &Packed) -> Option<&Listpack> {
+    if let Some(lp) = p.cache.get() {
+        return Some(lp);
+    }
+    let (buf, hit) = p.plain()?;
+    CACHE_FILLS.with(|c| c.set(c.get() + 1));
+    p.hit.store(hit, std::sync::atomic::Ordering::Relaxed);
+    Some(p.cache.get_or_init(|| Listpack { buf, z: None }))
 }
 
 /// Decompresses a packed listpack. A block that does not decode to a listpack with a valid
 /// header and first element (never produced by `pack`; possible only in a block loaded
-/// without the check, [`Listpack::from_packed_unchecked`]) reads as [`UNDECODABLE`].
-fn unpack_block(p: &Packed) -> Vec<u8> {
-    let Ok(data) = p.block() else { return UNDECODABLE.to_vec() };
-    match decompress(p.codec, &data, p.plain_len) {
+/// without the check, [`Listpack::from_packed_unchecked`]) reads as [`UNDECODABLE`]. None: a
+/// cold block that could not be read back (a fault).
+fn unpack_block(p: &Packed) -> Option<Vec<u8>> {
+    let data = p.block().ok()?;
+    Some(match decompress(p.codec, &data, p.plain_len) {
         Some(out) if validate(&out, false).is_ok() && out.get(HDR_SIZE).is_some_and(|&b| b != EOF) => out,
         _ => UNDECODABLE.to_vec(),
-    }
+    })
 }
 
 /// What an undecodable block reads as: the listpack of four integers 0 (a stream node with
@@ -511,6 +537,22 @@ impl Listpack {
         self.z.as_ref().is_some_and(|p| matches!(p.data, Block::Disk(_)))
     }
 
+    /// [`Listpack::view`] for a reader that can go on without the node: None (no panic) when
+    /// its block is on disk and cannot be read back (a fault, counted and logged by the
+    /// store's handle).
+    pub fn try_view(&self) -> Option<&Listpack> {
+        match &self.z {
+            None => Some(self),
+            Some(p) => try_packed_view(p),
+        }
+    }
+
+    /// Can the node be read (into its slot, for the rest of the command)? What a writer that
+    /// can do without it checks before it changes a node that may be cold.
+    pub fn readable(&self) -> bool {
+        self.try_view().is_some()
+    }
+
     /// Moves the node's block to the segment store (`xstream.tier-dir`): a plain listpack is
     /// packed first with `codec` (on disk even when that saves little: fewer bytes to read
     /// back), a packed one goes as it is. Returns whether it is cold now: false without a
@@ -578,13 +620,16 @@ impl Listpack {
     #[cold]
     #[inline(never)]
     fn unpack_slow(&mut self) {
+        // A node whose block cannot be read back is never made plain: the write ends here
+        // (see `packed_view`), the node as it was.
+        self.view();
         if let Some(mut p) = self.z.take() {
             self.buf = match p.cache.take() {
                 Some(mut v) => {
                     fills_sub(1);
                     std::mem::take(&mut v.buf)
                 }
-                None => p.plain().0,
+                None => UNDECODABLE.to_vec(),
             };
         }
     }

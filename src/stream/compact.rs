@@ -179,6 +179,11 @@ impl Stream {
     fn rebuild_run(&mut self, keys: &[StreamId], limits: NodeLimits) -> (usize, Compacted) {
         let Some(&first) = keys.first() else { return (0, Compacted::default()) };
         let Some(lp0) = self.rax.get(&first.to_be_bytes()) else { return (1, Compacted::default()) };
+        // Cold nodes (`xstream.tier-dir`) are not rewritten: a rebuild would bring them back
+        // to RAM, and one that cannot be read back must never be rebuilt from what it reads as.
+        if lp0.is_cold() {
+            return (1, Compacted::default());
+        }
         // What the nodes hold in memory as stored (compressed nodes: their block), not the size
         // of the plain view the rebuild reads.
         let mut freed_from = lp0.stored_bytes();
@@ -191,6 +196,9 @@ impl Stream {
         let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
         for &k in &keys[1..] {
             let Some(lp) = self.rax.get(&k.to_be_bytes()) else { break };
+            if lp.is_cold() {
+                break;
+            }
             if lp.is_packed() {
                 super::touch(owner, &k.to_be_bytes());
             }

@@ -80,6 +80,8 @@ pub enum AddError {
     IdNotGreater,
     /// The fields and values together exceed NODE_BYTES_MAX.
     TooLarge,
+    /// The entry belongs in a cold node (`xstream.tier-dir`) that could not be read back.
+    Unreadable,
 }
 
 /// Trim strategy of XADD / XTRIM.
@@ -474,8 +476,9 @@ impl Stream {
         // The tail node's key, in a buffer kept between calls (no allocation per XADD).
         let mut key = TAIL_KEY.take();
         let mut use_tail = false;
-        if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key) {
-            // (Only a node that became the tail by deletions or trims can be packed.)
+        // (Only a node that became the tail by deletions or trims can be packed, or cold; one
+        // that cannot be read back from disk is left as it is, and a new node starts.)
+        if let Some(lp) = self.rax.seek_mut(SeekOp::Last, &[], &mut key).filter(|lp| lp.readable()) {
             lp.unpack();
             let (count_off, count, deleted, master_fields, fields_off) = node::head(lp);
             let full = if lp.bytes_len() as u64 + totelelen >= node_bytes_max {
@@ -510,6 +513,10 @@ impl Stream {
             // built-in 7.0 does, and leaks it): the entry goes into that node instead, full or
             // not (its ID equals the node's master ID: deltas 0).
             if let Some(lp) = self.rax.get_mut(&id.to_be_bytes()) {
+                if !lp.readable() {
+                    TAIL_KEY.set(key);
+                    return Err(AddError::Unreadable);
+                }
                 lp.unpack();
                 let (count_off, count, _, master_fields, fields_off) = node::head(lp);
                 let before = lp.bytes_len();
@@ -682,8 +689,15 @@ impl Stream {
             }
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
-            let (entries, marked_deleted) = node::counts(lp.view());
             let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
+            let Some(view) = lp.try_view() else {
+                // A cold node that cannot be read back: the trim stops before it (its counts
+                // are not known; it is never removed or rewritten unread). The command goes on
+                // (XS.ADD's entry is added): what it did is what it replies.
+                frontier = Frontier::At(master_id);
+                break;
+            };
+            let (entries, marked_deleted) = node::counts(view);
             if t.limit != 0 && deleted.saturating_add(entries) > t.limit {
                 frontier = Frontier::At(master_id);
                 break;
@@ -1194,6 +1208,49 @@ impl Stream {
     /// Nodes stored compressed.
     pub fn packed_nodes(&self) -> u64 {
         self.rax.values().filter(|lp| lp.is_packed()).count() as u64
+    }
+
+    /// Runs the read-only `f` on the stream; false when it met a node kept on disk that cannot
+    /// be read back (`xstream.tier-dir`: a read of such a node ends with a panic, see
+    /// `listpack::COLD_READ_PANIC`, caught here; any other panic goes on). A write command runs
+    /// its reads here first, so that a failed read ends it before it changed anything; the
+    /// nodes read stay decoded in their slots for the command itself.
+    pub fn probe(&self, f: impl FnOnce(&Stream)) -> bool {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
+            Ok(()) => true,
+            Err(p) if p.downcast_ref::<&str>() == Some(&crate::listpack::COLD_READ_PANIC) => false,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// Reads the nodes a trim `t` reads (every node it removes or cuts, and the one it stops
+    /// at), without changing anything: what [`Stream::probe`] runs before a trim.
+    /// (One node more than the condition asks: XS.ADD trims after its append, one entry
+    /// longer.)
+    pub fn read_trimmed_nodes(&self, t: &Trim) {
+        let mut left = self.length;
+        let mut done = false;
+        for (master, lp) in self.nodes() {
+            if done {
+                return;
+            }
+            let (entries, _) = node::counts(lp);
+            done = match t.strategy {
+                TrimStrategy::MaxLen(maxlen) => {
+                    let met = left <= maxlen;
+                    left = left.saturating_sub(entries.max(0) as u64);
+                    met
+                }
+                TrimStrategy::MinId(minid) => node::last_entry_id(lp, master).unwrap_or(master) >= minid,
+            };
+        }
+    }
+
+    /// Reads the nodes that looking up each of `ids` reads ([`Stream::contains`]).
+    pub fn read_nodes_of(&self, ids: impl IntoIterator<Item = StreamId>) {
+        for id in ids {
+            self.contains(id);
+        }
     }
 
     /// Nodes whose block is on disk (`xstream.tier-dir`).

@@ -95,6 +95,13 @@ pub fn close() -> bool {
     true
 }
 
+/// Is any node on disk (a record live)? What a command checks first: only then may one of its
+/// reads fail, and its replies are held back until it is done.
+#[inline]
+pub fn has_cold() -> bool {
+    STORE.try_with(|s| s.try_borrow().is_ok_and(|s| s.as_ref().is_some_and(|st| st.stats().live_records > 0))).unwrap_or(false)
+}
+
 /// Is a store open on this thread?
 pub fn is_open() -> bool {
     STORE.try_with(|s| s.try_borrow().is_ok_and(|s| s.is_some())).unwrap_or(false)

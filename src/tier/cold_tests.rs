@@ -2,7 +2,7 @@
 //! freed; faults keep every node readable or report it, never another node's bytes.
 
 use super::*;
-use crate::listpack::{Codec, Listpack, UNDECODABLE};
+use crate::listpack::{Codec, Listpack};
 use crate::stream::tests::{seed, Rng};
 
 /// A fresh directory, removed when dropped; the store of this test's thread closed first.
@@ -119,7 +119,7 @@ fn faults_keep_nodes_in_ram_or_are_reported() {
     open(&dir.0, 1 << 20).unwrap();
     // A write that fails (a full disk) leaves the node as it was, in RAM.
     let bytes = lp.as_bytes().to_vec();
-    assert!(inject(super::super::segment::Faults { writes: 1, reads: 0 }));
+    assert!(inject(super::super::segment::Faults { writes: 1, reads: 0, reads_after: 0 }));
     assert!(lp.tier_out(Codec::Zstd).is_err());
     assert!(!lp.is_cold() && !lp.is_packed());
     assert_eq!(lp.as_bytes(), &bytes[..]);
@@ -128,12 +128,23 @@ fn faults_keep_nodes_in_ram_or_are_reported() {
     assert!(lp.tier_out(Codec::Zstd).unwrap());
     assert_eq!(lp.as_bytes(), &bytes[..]);
     lp.release_cache(false);
-    // A read that fails is a fault: counted, logged, and the node reads as an empty node
-    // (never other bytes); the next read succeeds.
-    inject(super::super::segment::Faults { writes: 0, reads: 1 });
-    assert_eq!(lp.as_bytes(), &UNDECODABLE[..]);
-    lp.release_cache(false);
-    assert_eq!(stats().unwrap().1.faults, 1);
+    // A read that fails is a fault: counted, logged; try_view says so, view() ends the
+    // command (a panic the entry point's fence turns into an error reply), never other
+    // bytes; the next read succeeds.
+    inject(super::super::segment::Faults { writes: 0, reads: 1, reads_after: 0 });
+    assert!(lp.try_view().is_none() && lp.is_cold());
+    inject(super::super::segment::Faults { writes: 0, reads: 1, reads_after: 0 });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lp.as_bytes().to_vec()));
+    assert_eq!(r.unwrap_err().downcast_ref::<&str>(), Some(&crate::listpack::COLD_READ_PANIC));
+    assert_eq!(crate::listpack::cache_fills(), 0, "nothing filled");
+    // A write to it ends the same way, the node as it was.
+    inject(super::super::segment::Faults { writes: 0, reads: 1, reads_after: 0 });
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lp.unpack())).is_err());
+    assert!(lp.is_cold());
+    assert_eq!(stats().unwrap().1.faults, 3);
+    take_faults();
+    inject(super::super::segment::Faults { writes: 0, reads: 1, reads_after: 0 });
+    assert!(!lp.readable());
     let texts = take_faults();
     assert_eq!(texts.len(), 1);
     assert!(texts[0].contains("injected"), "{texts:?}");
@@ -141,7 +152,7 @@ fn faults_keep_nodes_in_ram_or_are_reported() {
     assert_eq!(lp.as_bytes(), &bytes[..]);
     lp.release_cache(false);
     // Saving a node whose record cannot be read is an error, not other bytes.
-    inject(super::super::segment::Faults { writes: 0, reads: 1 });
+    inject(super::super::segment::Faults { writes: 0, reads: 1, reads_after: 0 });
     assert!(matches!(lp.packed_parts(), Some(Err(_))));
     // A damaged record: the checksum says so.
     let seg = segment_path(1).unwrap();
@@ -149,9 +160,9 @@ fn faults_keep_nodes_in_ram_or_are_reported() {
     let last = f.len() - 1;
     f[last] ^= 0x40;
     std::fs::write(&seg, &f).unwrap();
-    assert_eq!(lp.as_bytes(), &UNDECODABLE[..]);
-    lp.release_cache(false);
-    assert_eq!(stats().unwrap().0.checksum_errors, 1);
+    assert!(lp.try_view().is_none());
+    assert!(lp.try_view().is_none(), "a damaged record stays damaged");
+    assert_eq!(stats().unwrap().0.checksum_errors, 2);
     // The directory cannot change while a node is on disk; once it is freed, it can.
     assert!(!close());
     assert!(open(&dir.0, 1 << 20).is_err());

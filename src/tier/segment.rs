@@ -111,11 +111,12 @@ struct Segment {
 
 /// Faults to inject (tests, and a debug command of test builds): the next `writes` appends
 /// fail after writing half of their record (a disk that filled up mid-write), the next `reads`
-/// reads fail with EIO.
+/// reads fail with EIO once `reads_after` more reads have succeeded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Faults {
     pub writes: u32,
     pub reads: u32,
+    pub reads_after: u32,
 }
 
 /// An open segment store.
@@ -227,7 +228,10 @@ impl Store {
     /// The payload of the record at `loc`, checked; an error if it is not what was written.
     pub fn get(&mut self, loc: Loc) -> Result<Vec<u8>, TierError> {
         self.stats.reads += 1;
-        let r = if self.faults.reads > 0 {
+        let r = if self.faults.reads > 0 && self.faults.reads_after > 0 {
+            self.faults.reads_after -= 1;
+            self.read(loc)
+        } else if self.faults.reads > 0 {
             self.faults.reads -= 1;
             Err(TierError::Io(io::Error::other("injected: input/output error")))
         } else {

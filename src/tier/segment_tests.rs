@@ -224,7 +224,7 @@ fn failed_writes_and_reads_lose_nothing() {
     let mut failed = 0;
     for i in 0..2000 {
         if i % 13 == 0 {
-            st.inject(Faults { writes: 1 + rng.below(3) as u32, reads: 0 });
+            st.inject(Faults { writes: 1 + rng.below(3) as u32, reads: 0, reads_after: 0 });
         }
         let p = payload(&mut rng, 1500);
         match st.put(&p) {
@@ -254,7 +254,7 @@ fn failed_writes_and_reads_lose_nothing() {
             off += l.size();
         }
     }
-    st.inject(Faults { writes: 0, reads: 2 });
+    st.inject(Faults { writes: 0, reads: 2, reads_after: 0 });
     let (loc, p) = &recs[0];
     assert!(matches!(st.get(*loc), Err(TierError::Io(_))));
     assert!(matches!(st.get(*loc), Err(TierError::Io(_))));

@@ -46,6 +46,7 @@ pub(super) struct GroupRead {
 pub(super) fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, budget: &mut Budget) -> Result<()> {
     let (group_arg, key_idx, now) = (r.group_arg, r.key_idx, r.now);
     let consumer_name = c.arg(group_arg + 1);
+    crate::commands::read_first(s, |s| read_group_nodes(s, g, consumer_name, r))?;
     let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
     // Queue policies (issue 16): MAXDELIVERIES dead letters, CONSUMERTTL expiry.
     let mut dl = crate::commands::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg);
@@ -57,6 +58,26 @@ pub(super) fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &
         d.flush(c);
     }
     result
+}
+
+/// The nodes a group read reads: the entries after the group's last ID (`>`, COUNT of them),
+/// or those of the consumer's pending IDs from the start (history).
+fn read_group_nodes(s: &crate::stream::Stream, g: &[u8], consumer: &[u8], r: &GroupRead) {
+    let Some(grp) = s.group(g) else { return };
+    let count = if r.count == 0 { usize::MAX } else { r.count as usize };
+    if r.history {
+        let Some(cons) = grp.find_consumer(consumer).and_then(|slot| grp.consumer(slot)) else { return };
+        let mut it = crate::stream::group::pel_from(cons.pel(), r.start);
+        let mut left = count;
+        while left > 0 {
+            let Some((k, _)) = it.next() else { break };
+            s.contains(StreamId::from_be_bytes(k).unwrap_or_default());
+            left -= 1;
+        }
+    } else {
+        let start = grp.last_id.next().unwrap_or(StreamId::MAX);
+        s.range(start, StreamId::MAX, false).take(count).for_each(drop);
+    }
 }
 
 /// CONSUMERTTL on a `>` read (src/ops/consumers.rs), then the group

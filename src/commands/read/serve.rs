@@ -110,6 +110,11 @@ pub(super) fn serve(c: &Ctx, r: &Read<'_>) -> Result<bool> {
             if r.pass == Pass::Command {
                 return Err(e);
             }
+            if e == Error::Err(crate::error::COLD_READ_FAILED) {
+                // A blocked reader served now: its whole reply becomes the error
+                // (src/ffi/blocking.rs).
+                crate::listpack::cold_read_failed();
+            }
             // Cannot happen (the group was just found); keep the reply well formed.
             c.reply_error(&e.message());
         }

@@ -125,6 +125,8 @@ impl Ctx {
 
     /// Replies `r` exactly as the called command replied.
     pub fn reply_call(&self, r: CallReplyRef<'_>) {
+        // (Not held: what was held goes first, then this, and nothing more is held.)
+        self.send_held();
         // SAFETY: valid ctx and a live reply (borrowed from its owner).
         unsafe { api!(RedisModule_ReplyWithCallReply)(self.ctx, r.0) };
     }

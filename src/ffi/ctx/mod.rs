@@ -36,6 +36,8 @@ pub struct Ctx {
     /// the built-in's `commandTimeSnapshot()` (7.2+), so that a due time computed while
     /// parsing and the ID of the same XS.ADD agree to the millisecond.
     now: Cell<u64>,
+    /// Replies held back (see [`Ctx::hold_replies`]): None while replies go straight out.
+    held: std::cell::RefCell<Option<Vec<reply::Held>>>,
 }
 
 /// The most arguments one command replaces in its argv (XS.ADD: the ID, `~` and
@@ -157,7 +159,15 @@ impl Ctx {
     /// a callback and `argc` strings of the caller's that outlive the `Ctx`
     /// (module-initiated work on keys: src/ffi/adopt.rs).
     pub unsafe fn new(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Self {
-        Ctx { ctx, argv, argc: argc.max(0) as usize, command: false, retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX], now: Cell::new(0) }
+        Ctx {
+            ctx,
+            argv,
+            argc: argc.max(0) as usize,
+            command: false,
+            retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX],
+            now: Cell::new(0),
+            held: std::cell::RefCell::new(None),
+        }
     }
 
     /// A command callback's context.

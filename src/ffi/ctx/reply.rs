@@ -1,11 +1,105 @@
 //! Replies of a command.
+//!
+//! Replies go straight to the client, or are held back while a command may still fail on a
+//! read of a node kept on disk (`xstream.tier-dir`, [`Ctx::hold_replies`]): a read that fails
+//! half way through a reply must become an error reply, and nothing of the reply may have gone
+//! out before it. Held replies are sent as they were made ([`Ctx::send_held`]) or dropped for
+//! the error ([`Ctx::drop_held`]).
 
 use super::*;
 
+/// A reply held back.
+pub(crate) enum Held {
+    Bulk(Vec<u8>),
+    Int(i64),
+    Array(c_long),
+    SetArrayLen(c_long),
+    Map(c_long),
+    SetMapLen(c_long),
+    Null,
+    NullArray,
+    Simple(std::ffi::CString),
+    Status(&'static CStr),
+    Error(std::ffi::CString),
+    WrongArity,
+}
+
 impl Ctx {
+    // ---- held replies -----------------------------------------------------
+
+    /// From now on replies are held back until [`Ctx::send_held`] or [`Ctx::drop_held`].
+    pub fn hold_replies(&self) {
+        let mut h = self.held.borrow_mut();
+        if h.is_none() {
+            *h = Some(Vec::new());
+        }
+    }
+
+    /// Holds `r` if replies are held; false: send it now.
+    #[inline(always)]
+    fn held(&self, r: impl FnOnce() -> Held) -> bool {
+        match self.held.try_borrow_mut() {
+            Ok(mut h) => match h.as_mut() {
+                Some(v) => {
+                    v.push(r());
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    /// Sends the held replies, in order, and stops holding.
+    pub fn send_held(&self) {
+        let Some(held) = self.held.borrow_mut().take() else { return };
+        for r in held {
+            match r {
+                Held::Bulk(b) => self.reply_bulk(&b),
+                Held::Int(v) => self.reply_int(v),
+                Held::Array(n) => {
+                    // SAFETY: valid ctx; a length the command gave, replayed in its order.
+                    unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, n) };
+                }
+                Held::SetArrayLen(n) => {
+                    // SAFETY: valid ctx; a length the command gave, replayed in its order.
+                    unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, n) };
+                }
+                Held::Map(n) => {
+                    // SAFETY: valid ctx; a length the command gave, replayed in its order.
+                    unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, n) };
+                }
+                Held::SetMapLen(n) => {
+                    // SAFETY: valid ctx; a length the command gave, replayed in its order.
+                    unsafe { api!(RedisModule_ReplySetMapLength)(self.ctx, n) };
+                }
+                Held::Null => self.reply_null(),
+                Held::NullArray => self.reply_null_array(),
+                Held::Simple(c) => {
+                    // SAFETY: NUL-terminated, alive during the call.
+                    unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, c.as_ptr()) };
+                }
+                Held::Status(c) => self.reply_status(c),
+                Held::Error(c) => {
+                    // SAFETY: NUL-terminated, alive during the call.
+                    unsafe { api!(RedisModule_ReplyWithError)(self.ctx, c.as_ptr()) };
+                }
+                Held::WrongArity => self.reply_wrong_arity(),
+            };
+        }
+    }
+
+    /// Drops the held replies (an error replaces them) and stops holding.
+    pub fn drop_held(&self) {
+        self.held.borrow_mut().take();
+    }
+
     // ---- replies ----------------------------------------------------------
 
     pub fn reply_bulk(&self, b: &[u8]) {
+        if self.held(|| Held::Bulk(b.to_vec())) {
+            return;
+        }
         // SAFETY: b is valid for b.len() bytes; Redis copies it.
         unsafe { api!(RedisModule_ReplyWithStringBuffer)(self.ctx, b.as_ptr().cast::<c_char>(), b.len()) };
     }
@@ -23,33 +117,51 @@ impl Ctx {
     }
 
     pub fn reply_int(&self, v: i64) {
+        if self.held(|| Held::Int(v)) {
+            return;
+        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplyWithLongLong)(self.ctx, v) };
     }
 
     pub fn reply_array(&self, len: usize) {
+        if self.held(|| Held::Array(len as c_long)) {
+            return;
+        }
         // SAFETY: valid ctx; the caller emits exactly `len` elements.
         unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };
     }
 
     /// An array whose length is set later with [`set_array_len`](Self::set_array_len).
     pub fn reply_array_postponed(&self) {
+        if self.held(|| Held::Array(raw::REDISMODULE_POSTPONED_LEN as c_long)) {
+            return;
+        }
         // SAFETY: valid ctx; the caller sets the length before returning.
         unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long) };
     }
 
     pub fn set_array_len(&self, len: usize) {
+        if self.held(|| Held::SetArrayLen(len as c_long)) {
+            return;
+        }
         // SAFETY: a postponed array is open (caller's contract).
         unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, len as c_long) };
     }
 
     /// A map whose length is set later with [`set_map_len`](Self::set_map_len).
     pub fn reply_map_postponed(&self) {
+        if self.held(|| Held::Map(raw::REDISMODULE_POSTPONED_LEN as c_long)) {
+            return;
+        }
         // SAFETY: valid ctx; the caller sets the length before returning.
         unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long) };
     }
 
     pub fn set_map_len(&self, len: usize) {
+        if self.held(|| Held::SetMapLen(len as c_long)) {
+            return;
+        }
         // SAFETY: a postponed map is open (caller's contract).
         unsafe { api!(RedisModule_ReplySetMapLength)(self.ctx, len as c_long) };
     }
@@ -69,28 +181,43 @@ impl Ctx {
 
     /// A map (RESP3) or a flat array of 2*len (RESP2), as the built-in's addReplyMapLen.
     pub fn reply_map(&self, len: usize) {
+        if self.held(|| Held::Map(len as c_long)) {
+            return;
+        }
         // SAFETY: valid ctx; caller emits 2*len elements.
         unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, len as c_long) };
     }
 
     pub fn reply_null(&self) {
+        if self.held(|| Held::Null) {
+            return;
+        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplyWithNull)(self.ctx) };
     }
 
     pub fn reply_null_array(&self) {
+        if self.held(|| Held::NullArray) {
+            return;
+        }
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_ReplyWithNullArray)(self.ctx) };
     }
 
     pub fn reply_simple(&self, s: &str) {
         let c = cstring(s);
+        if self.held(|| Held::Simple(c.clone())) {
+            return;
+        }
         // SAFETY: c is NUL-terminated and outlives the call.
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, c.as_ptr()) };
     }
 
     /// A status reply from a constant (no copy).
     pub fn reply_status(&self, s: &'static CStr) {
+        if self.held(|| Held::Status(s)) {
+            return;
+        }
         // SAFETY: s is NUL-terminated and static.
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, s.as_ptr()) };
     }
@@ -102,6 +229,9 @@ impl Ctx {
     /// `msg` includes the error code ("ERR ...", "WRONGTYPE ...").
     pub fn reply_error(&self, msg: &str) {
         let c = cstring(msg);
+        if self.held(|| Held::Error(c.clone())) {
+            return;
+        }
         // SAFETY: c is NUL-terminated and outlives the call.
         unsafe { api!(RedisModule_ReplyWithError)(self.ctx, c.as_ptr()) };
     }
@@ -110,6 +240,9 @@ impl Ctx {
     /// the module's fullname (`xs.add`); a command that came through the takeover
     /// filter gets the built-in's (`xadd`, `xgroup|create`).
     pub fn reply_wrong_arity(&self) {
+        if self.held(|| Held::WrongArity) {
+            return;
+        }
         if let Some(slot) = self.via_filter() {
             let full = crate::ffi::takeover::standard_fullname(slot, self.arg(1));
             self.reply_error(&format!("ERR wrong number of arguments for '{full}' command"));
