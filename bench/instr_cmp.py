@@ -10,7 +10,8 @@ together, so a ratio is what a client pays per command in CPU work).
 
     bench/instr_cmp.py --module A.so --module B.so [--ops 5000] [--workload NAME ...]
 
-A module may be given as `path:xstream.compression=lz4` (the server starts with that config);
+A module may be given as `path:xstream.compression=lz4` (the server starts with that config;
+several: `path:k=v,k2=v2`);
 its rows then include "(no timer)": the same count less the background compression step's
 instructions (src/jobs/pack.rs), i.e. what the commands themselves cost.
 
@@ -260,9 +261,9 @@ def measure(server, module, workloads, ops):
     # `path:xstream.compression=lz4`: the server started with that config.
     module, _, conf = module.partition(":")
     extra = []
-    if conf:
-        k, _, v = conf.partition("=")
-        extra = [f"--{k}", v]
+    for kv in filter(None, conf.split(",")):
+        k, _, v = kv.partition("=")
+        extra += [f"--{k}", v]
     d = tempfile.mkdtemp(prefix="xstream-instr-")  # callgrind's dumps (the server's own dir is serverlib's)
     out = os.path.join(d, "callgrind.out")
     callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]

@@ -38,6 +38,8 @@ pub struct Ctx {
     now: Cell<u64>,
     /// Replies held back (see [`Ctx::hold_replies`]): None while replies go straight out.
     held: std::cell::RefCell<Option<Vec<reply::Held>>>,
+    /// `held` is Some (one load per reply on the common path, where it is not).
+    holding: Cell<bool>,
 }
 
 /// The most arguments one command replaces in its argv (XS.ADD: the ID, `~` and
@@ -167,6 +169,7 @@ impl Ctx {
             retired: [const { Cell::new(ptr::null_mut()) }; REWRITE_MAX],
             now: Cell::new(0),
             held: std::cell::RefCell::new(None),
+            holding: Cell::new(false),
         }
     }
 

@@ -33,11 +33,21 @@ impl Ctx {
         if h.is_none() {
             *h = Some(Vec::new());
         }
+        self.holding.set(true);
     }
 
     /// Holds `r` if replies are held; false: send it now.
     #[inline(always)]
     fn held(&self, r: impl FnOnce() -> Held) -> bool {
+        if !self.holding.get() {
+            return false;
+        }
+        self.hold(r)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hold(&self, r: impl FnOnce() -> Held) -> bool {
         match self.held.try_borrow_mut() {
             Ok(mut h) => match h.as_mut() {
                 Some(v) => {
@@ -52,6 +62,7 @@ impl Ctx {
 
     /// Sends the held replies, in order, and stops holding.
     pub fn send_held(&self) {
+        self.holding.set(false);
         let Some(held) = self.held.borrow_mut().take() else { return };
         for r in held {
             match r {
@@ -91,6 +102,7 @@ impl Ctx {
 
     /// Drops the held replies (an error replaces them) and stops holding.
     pub fn drop_held(&self) {
+        self.holding.set(false);
         self.held.borrow_mut().take();
     }
 
