@@ -145,9 +145,26 @@ fn entries(c: &mut Conn, key: &str) -> Vec<((u64, u64), String)> {
 
 #[test]
 fn kill9_under_load() {
-    let cycles = env_usize("XSTREAM_KILL9_CYCLES", 3);
+    kill9_cycles("kill9", env_usize("XSTREAM_KILL9_CYCLES", 3), &[]);
+}
+
+/// `kill9_under_load` with every sealed node on disk (`xstream.tier-dir`, a budget of 0; issue
+/// 30): the segment files of the killed server are never trusted (deleted when the directory
+/// opens), the AOF brings every acknowledged write back, and the restarted server tiers again
+/// and reads through cold nodes. `XSTREAM_KILL9_TIER_CYCLES` (default 20).
+#[test]
+fn kill9_under_load_tiered() {
+    let args = [("--xstream.tier-dir", "tier"), ("--xstream.tier-memory", "0"), ("--xstream.compression-cache", "0")];
+    kill9_cycles("kill9 tiered", env_usize("XSTREAM_KILL9_TIER_CYCLES", 20), &args);
+}
+
+fn kill9_cycles(label: &str, cycles: usize, args: &[(&str, &str)]) {
     let mut rng = Rng::from_env("kill9_under_load");
-    let mut s = Server::builder().arg("--appendonly", "yes").arg("--appendfsync", "always").start();
+    let mut b = Server::builder().arg("--appendonly", "yes").arg("--appendfsync", "always");
+    for (k, v) in args {
+        b = b.arg(k, v);
+    }
+    let mut s = b.start();
     {
         let mut c = s.conn();
         for t in 0..CLIENTS {
@@ -266,7 +283,7 @@ fn kill9_under_load() {
         }
         let truncated = log.matches("AOF loaded anyway").count() + log.matches("truncated").count();
         report(&format!(
-            "kill9: cycle {}/{cycles}: killed after {delay} ms{}, {ops} acknowledged ops; restart: {n_entries} entries; lost XS.ADD {lost_adds}, XS.ACK back {acks_back}, deliveries missing {delivered_missing} (so far); log mentions truncation {truncated}x",
+            "{label}: cycle {}/{cycles}: killed after {delay} ms{}, {ops} acknowledged ops; restart: {n_entries} entries; lost XS.ADD {lost_adds}, XS.ACK back {acks_back}, deliveries missing {delivered_missing} (so far); log mentions truncation {truncated}x",
             cycle + 1,
             if in_rewrite {
                 " (during BGREWRITEAOF)"
@@ -282,9 +299,20 @@ fn kill9_under_load() {
     let adds: usize = all.added.values().map(|m| m.len()).sum();
     let acks: usize = all.acked.values().map(|m| m.len()).sum();
     report(&format!(
-        "kill9: {cycles} kill -9 cycles ({rewrites} with a BGREWRITEAOF started before, {rewrites_live} killed while it ran), {total_ops} acknowledged ops ({adds} XS.ADD, {acks} IDs ACKed): lost XS.ADD {lost_adds}, XS.ACK back in PEL {acks_back}, delivered-unacked missing from PEL {delivered_missing}"
+        "{label}: {cycles} kill -9 cycles ({rewrites} with a BGREWRITEAOF started before, {rewrites_live} killed while it ran), {total_ops} acknowledged ops ({adds} XS.ADD, {acks} IDs ACKed): lost XS.ADD {lost_adds}, XS.ACK back in PEL {acks_back}, delivered-unacked missing from PEL {delivered_missing}"
     ));
     assert!(problems.is_empty(), "{} problem(s):\n  {}\n--- log ---\n{}", problems.len(), problems.join("\n  "), s.log_tail(40));
+    if !args.is_empty() {
+        // The last restart tiered again, and the checks read through cold nodes.
+        let mut c = s.conn();
+        let t0 = Instant::now();
+        while info_xstream(&mut c, "tier_disk_nodes") == 0 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (disk, reads) = (info_xstream(&mut c, "tier_disk_nodes"), info_xstream(&mut c, "tier_cold_reads"));
+        report(&format!("{label}: after the last restart {disk} nodes on disk, {reads} cold reads"));
+        assert!(disk > 0, "nothing tiered after the last restart");
+    }
 }
 
 // =============================================================================================

@@ -298,3 +298,58 @@ fn cold_read_faults_are_error_replies() {
     assert_eq!(c.cmd(&["XS.RANGE", "m", "3990", "+"]), c.cmd(&["XRANGE", "b", "3990", "+"]), "the tail reads");
     assert!(c.ping());
 }
+
+/// Segment records damaged at random (a byte flipped, a run zeroed, the file cut short),
+/// `XSTREAM_TIER_FUZZ_CASES` cases (default 10,000), each followed by a read over the damaged
+/// part and the file put back: every reply is the built-in's or the cold-read error, never
+/// other bytes; the server never stops, and with the file whole again every read is the
+/// built-in's.
+#[test]
+fn damaged_records_are_errors_never_wrong_replies() {
+    let cases = env_usize("XSTREAM_TIER_FUZZ_CASES", 10_000);
+    let s = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").arg("--xstream.compression-cache", "0").start();
+    let mut c = s.conn();
+    pipeline(&mut c, &events("XS.ADD", "m", 3000));
+    pipeline(&mut c, &events("XADD", "b", 3000));
+    let sealed = sealed_nodes(&mut c, "m");
+    wait_tiered(&mut c, sealed, "fuzz");
+    let seg = s.dir().join("tier").join("seg-00000001.xst");
+    let whole = std::fs::read(&seg).unwrap();
+    let mut rng = Rng::from_env("damaged_records");
+    let err = Reply::Error(COLD_ERR.into());
+    let (mut errors, mut same) = (0usize, 0usize);
+    for case in 0..cases {
+        let mut f = whole.clone();
+        let at = rng.below(f.len() as u64) as usize;
+        match rng.below(3) {
+            0 => f[at] ^= 1 << rng.below(8),
+            1 => {
+                let end = (at + 1 + rng.below(64) as usize).min(f.len());
+                f[at..end].iter_mut().for_each(|b| *b = 0);
+            }
+            _ => f.truncate(at),
+        }
+        std::fs::write(&seg, &f).unwrap();
+        // The entries around the damage (records follow the stream's order).
+        let first = (3000 * at / whole.len()).saturating_sub(150).max(1);
+        let count = (1 + rng.below(300)).to_string();
+        let (start, cmd) = (first.to_string(), if rng.below(2) == 0 { "RANGE" } else { "REVRANGE" });
+        let (m, b) = if cmd == "RANGE" {
+            (c.cmd(&["XS.RANGE", "m", &start, "+", "COUNT", &count]), c.cmd(&["XRANGE", "b", &start, "+", "COUNT", &count]))
+        } else {
+            let end = (first + 300).to_string();
+            (c.cmd(&["XS.REVRANGE", "m", &end, "-", "COUNT", &count]), c.cmd(&["XREVRANGE", "b", &end, "-", "COUNT", &count]))
+        };
+        if m == err {
+            errors += 1;
+        } else {
+            assert_eq!(m, b, "case {case}: damage at {at} of {}: XS.{cmd} {start} COUNT {count}", whole.len());
+            same += 1;
+        }
+    }
+    std::fs::write(&seg, &whole).unwrap();
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "the file whole again");
+    report(&format!("damaged_records: {cases} cases: {errors} error replies, {same} replies the built-in's, 0 other"));
+    assert!(errors > cases / 4 && same > cases / 20, "{errors} errors, {same} same: the damage must be met and missed");
+    assert!(c.ping());
+}
