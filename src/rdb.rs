@@ -434,6 +434,10 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
     let deep = check == Check::Deep;
     // Deep: each node is checked as soon as it is read, while its bytes are in the caches.
     let mut checked = StreamCheck::default();
+    // Tiering while loading (`xstream.tier-dir`, a server's load): each node goes to disk once
+    // the next one is read (a node is sealed once another follows it; the last stays).
+    let tier = crate::tier::cold::tier_on_load();
+    let mut prev_inserted: Option<StreamId> = None;
     // No preallocation from `nodes`: each iteration reads real bytes or fails.
     for _ in 0..nodes {
         let key = inp.get_bytes()?;
@@ -466,6 +470,16 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
             checked.node(master, &lp).map_err(|e| LoadError::Invalid(e.to_string()))?;
         }
         s.insert_node(master, lp);
+        if tier {
+            if let Some(sealed) = prev_inserted {
+                let bytes = s.node_stored_bytes(sealed);
+                if crate::tier::cold::load_over_budget(bytes as u64) {
+                    // A write that fails keeps the node in RAM (counted by the store's handle).
+                    let _ = s.tier_node(sealed);
+                }
+            }
+            prev_inserted = Some(master);
+        }
     }
     s.length = inp.get_u64()?;
     s.entries_added = inp.get_u64()?;

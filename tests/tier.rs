@@ -353,3 +353,36 @@ fn damaged_records_are_errors_never_wrong_replies() {
     assert!(errors > cases / 4 && same > cases / 20, "{errors} errors, {same} same: the damage must be met and missed");
     assert!(c.ping());
 }
+
+/// A load (DEBUG RELOAD here; a restart, a full sync) with tiering on keeps `tier-memory` bytes of
+/// sealed nodes in RAM and sends the others to disk as they are read, so it never holds a whole
+/// stream in RAM: seen in the INFO sent in the same pipeline as DEBUG RELOAD (before any timer
+/// of the tiering step can run).
+#[test]
+fn loads_tier_as_they_read() {
+    let s = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "1gb").start();
+    let mut c = s.conn();
+    pipeline(&mut c, &events("XS.ADD", "m", 3000));
+    pipeline(&mut c, &events("XADD", "b", 3000));
+    let sealed = sealed_nodes(&mut c, "m");
+    let after_reload = |c: &mut Conn| -> (i64, i64) {
+        let r = pipeline(c, &[vec!["DEBUG".into(), "RELOAD".into()], vec!["INFO".into(), "xstream".into()]]);
+        assert_eq!(r[0], Reply::Simple("OK".into()));
+        let info = r[1].text();
+        let field = |f: &str| info.lines().find_map(|l| l.strip_prefix(&format!("xstream_{f}:"))).and_then(|v| v.trim().parse::<i64>().ok()).unwrap();
+        (field("tier_disk_nodes"), field("tier_resident_queued_nodes"))
+    };
+    // Within the budget: all in RAM, queued at the end of the load.
+    assert_eq!(after_reload(&mut c), (0, sealed));
+    // A budget of 0: every sealed node went to disk while loading.
+    c.cmd(&["CONFIG", "SET", "xstream.tier-memory", "0"]);
+    wait_tiered(&mut c, sealed, "budget 0");
+    assert_eq!(after_reload(&mut c), (sealed, 0));
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    // A budget of about a third of the stream: the first third loaded stays, the rest went.
+    let bytes = info_xstream(&mut c, "tier_disk_bytes");
+    c.cmd(&["CONFIG", "SET", "xstream.tier-memory", &(bytes / 3).to_string()]);
+    let (disk, queued) = after_reload(&mut c);
+    assert!(disk > sealed / 2 && disk < sealed && queued == sealed - disk, "{disk} on disk, {queued} queued of {sealed}");
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+}

@@ -110,7 +110,14 @@ unsafe extern "C" fn on_loading(ctx: *mut raw::RedisModuleCtx, _eid: raw::RedisM
             || sub == raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
         {
             refresh(ctx);
-        } else if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+            // Tiering on: the sealed nodes of the streams loaded go to disk as they are read
+            // (src/rdb.rs), so that a load never needs a whole stream in RAM.
+            let budget = crate::config::TIER_MEMORY.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64;
+            crate::tier::cold::set_load_budget(crate::tier::cold::is_open().then_some(budget));
+        } else if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED || sub == raw::REDISMODULE_SUBEVENT_LOADING_FAILED {
+            crate::tier::cold::set_load_budget(None);
+        }
+        if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
             super::adopt::loading_ended(ctx);
             super::timer::loading_ended(ctx);
         }

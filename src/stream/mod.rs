@@ -1253,6 +1253,11 @@ impl Stream {
         }
     }
 
+    /// The bytes node `master` holds in RAM (0 if there is none).
+    pub fn node_stored_bytes(&self, master: StreamId) -> usize {
+        self.rax.get(&master.to_be_bytes()).map_or(0, |lp| lp.stored_bytes())
+    }
+
     /// Nodes whose block is on disk (`xstream.tier-dir`).
     pub fn cold_nodes(&self) -> u64 {
         self.rax.values().filter(|lp| lp.is_cold()).count() as u64

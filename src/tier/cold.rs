@@ -102,6 +102,37 @@ pub fn has_cold() -> bool {
     STORE.try_with(|s| s.try_borrow().is_ok_and(|s| s.as_ref().is_some_and(|st| st.stats().live_records > 0))).unwrap_or(false)
 }
 
+thread_local! {
+    /// During a load with tiering on: the bytes of sealed nodes it may keep in RAM, and those
+    /// it kept so far.
+    static LOAD_BUDGET: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// A load (RDB, AOF preamble, full sync) starts with tiering on and `budget` bytes of sealed
+/// nodes to keep in RAM (Some), or ends (None): past the budget, each sealed node loaded goes to
+/// disk as it is read (src/rdb.rs), so a load never needs a whole stream in RAM.
+pub fn set_load_budget(budget: Option<u64>) {
+    LOAD_BUDGET.with(|t| t.set(budget.map(|b| (b, 0))));
+}
+
+/// Is a load tiering (a budget set and a store open)?
+pub fn tier_on_load() -> bool {
+    LOAD_BUDGET.with(|t| t.get()).is_some() && is_open()
+}
+
+/// A sealed node of `bytes` was loaded: should it go to disk (the load's budget is spent)?
+/// Those kept are counted against the budget.
+pub fn load_over_budget(bytes: u64) -> bool {
+    LOAD_BUDGET.with(|t| match t.get() {
+        Some((budget, kept)) if kept.saturating_add(bytes) <= budget => {
+            t.set(Some((budget, kept + bytes)));
+            false
+        }
+        Some(_) => true,
+        None => false,
+    })
+}
+
 /// Is a store open on this thread?
 pub fn is_open() -> bool {
     STORE.try_with(|s| s.try_borrow().is_ok_and(|s| s.is_some())).unwrap_or(false)
