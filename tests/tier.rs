@@ -203,6 +203,7 @@ fn cold_read_faults_are_error_replies() {
     pipeline(&mut c, &events("XADD", "b", 3000));
     for (x, k) in [("XS.", "m"), ("X", "b")] {
         c.cmd(&[&format!("{x}GROUP"), "CREATE", k, "g", "0"]);
+        c.cmd(&[&format!("{x}GROUP"), "CREATE", k, "g2", "0"]);
         c.cmd(&[&format!("{x}READGROUP"), "GROUP", "g", "a", "COUNT", "300", "STREAMS", k, ">"]);
     }
     let sealed = sealed_nodes(&mut c, "m");
@@ -248,13 +249,18 @@ fn cold_read_faults_are_error_replies() {
             &["XS.READGROUP", "GROUP", "g", "a", "COUNT", "20", "STREAMS", "m", "0"][..],
             &["XREADGROUP", "GROUP", "g", "a", "COUNT", "20", "STREAMS", "b", "0"][..],
         ),
+        (
+            &["XS.READGROUP", "GROUP", "g2", "a", "COUNT", "500", "STREAMS", "m", ">"][..],
+            &["XREADGROUP", "GROUP", "g2", "a", "COUNT", "500", "STREAMS", "b", ">"][..],
+        ),
     ] {
         let len = c.cmd(&["XS.LEN", "m"]);
-        let pending = c.cmd(&["XS.PENDING", "m", "g"]);
+        let groups = |c: &mut Conn| (c.cmd(&["XS.PENDING", "m", "g"]), c.cmd(&["XS.PENDING", "m", "g2"]), c.cmd(&["XS.INFO", "GROUPS", "m"]));
+        let pending = groups(&mut c);
         c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1"]);
         assert_eq!(c.cmd(m), err, "{m:?}");
         assert_eq!(c.cmd(&["XS.LEN", "m"]), len, "{m:?} changed nothing");
-        assert_eq!(c.cmd(&["XS.PENDING", "m", "g"]), pending, "{m:?} changed nothing");
+        assert_eq!(groups(&mut c), pending, "{m:?} changed nothing");
         assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]), "{m:?} changed nothing");
         let (rm, rb) = (c.cmd(m), c.cmd(b));
         if m[0] == "XS.READGROUP" {

@@ -1246,6 +1246,26 @@ impl Stream {
         }
     }
 
+    /// Reads the nodes a forward read of `count` live entries from `start` (0: all) may read: the
+    /// node holding `start` and those after it until their live entries (the first node's not
+    /// counted) reach `count`. A node is read by its header alone when it is plain (in RAM):
+    /// only nodes on disk (and compressed ones, which the read decodes anyway) are decoded.
+    pub fn read_nodes_forward(&self, start: StreamId, count: u64) {
+        let mut it = self.rax.seek(SeekOp::Le, &start.to_be_bytes());
+        let mut left = if count == 0 { u64::MAX } else { count };
+        let mut first = true;
+        while let Some((_, lp)) = it.next() {
+            let (live, _) = node::counts(lp.view());
+            if !first {
+                left = left.saturating_sub(live.max(0) as u64);
+            }
+            first = false;
+            if left == 0 {
+                return;
+            }
+        }
+    }
+
     /// Reads the nodes that looking up each of `ids` reads ([`Stream::contains`]).
     pub fn read_nodes_of(&self, ids: impl IntoIterator<Item = StreamId>) {
         for id in ids {

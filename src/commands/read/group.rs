@@ -76,7 +76,7 @@ fn read_group_nodes(s: &crate::stream::Stream, g: &[u8], consumer: &[u8], r: &Gr
         }
     } else {
         let start = grp.last_id.next().unwrap_or(StreamId::MAX);
-        s.range(start, StreamId::MAX, false).take(count).for_each(drop);
+        s.read_nodes_forward(start, r.count);
     }
 }
 
