@@ -392,3 +392,29 @@ fn loads_tier_as_they_read() {
     assert!(disk > sealed / 2 && disk < sealed && queued == sealed - disk, "{disk} on disk, {queued} queued of {sealed}");
     assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
 }
+
+/// MIGRATE (what a cluster slot move sends, key by key) of a stream whose sealed nodes are on
+/// disk, to a server that tiers in its own directory: the target holds every entry (the
+/// source's digest), tiers it on its own budget, and reads it as the built-in's.
+#[test]
+fn migrate_carries_a_tiered_stream() {
+    let a = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").start();
+    let b = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").start();
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    pipeline(&mut ca, &events("XS.ADD", "m", 3000));
+    pipeline(&mut ca, &events("XADD", "n", 3000));
+    ca.cmd(&["XS.GROUP", "CREATE", "m", "g", "0"]);
+    ca.cmd(&["XS.READGROUP", "GROUP", "g", "c", "COUNT", "700", "STREAMS", "m", ">"]);
+    let sealed = sealed_nodes(&mut ca, "m");
+    wait_tiered(&mut ca, sealed, "source");
+    let digest = ca.cmd(&["DEBUG", "DIGEST-VALUE", "m"]);
+    let port = b.port().to_string();
+    assert_eq!(ca.cmd(&["MIGRATE", "127.0.0.1", &port, "m", "0", "10000"]), Reply::Simple("OK".into()));
+    assert_eq!(ca.cmd(&["MIGRATE", "127.0.0.1", &port, "n", "0", "10000"]), Reply::Simple("OK".into()));
+    assert_eq!(ca.cmd(&["EXISTS", "m"]), Reply::Int(0));
+    wait_tiered(&mut ca, 0, "the source's records released");
+    assert_eq!(cb.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), digest);
+    wait_tiered(&mut cb, sealed, "target");
+    assert_eq!(cb.cmd(&["XS.RANGE", "m", "-", "+"]), cb.cmd(&["XRANGE", "n", "-", "+"]));
+    assert_eq!(cb.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), digest);
+}
