@@ -209,6 +209,7 @@ test-matrix: build hosts venv
 			summary+=("make test-matrix: $$h | SKIPPED: $$($(HOSTS_SH) why $$h) | 0 s"); continue; }; \
 		echo "make test-matrix: $$h ($$($$srv --version | head -1))"; t0=$$(date +%s); \
 		if XSTREAM_REDIS_SERVER=$$srv XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
+			XSTREAM_TIER_FUZZ_CASES=2000 \
 			$(CARGO) test --release --no-fail-fast $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS); \
 		then r=ok; else r=FAILED; status=1; fi; \
 		summary+=("make test-matrix: $$h | $$r | $$(( $$(date +%s) - t0 )) s"); \
@@ -278,7 +279,7 @@ ASAN_SHORT_TESTS ?= --test differential --test differential_groups --test restor
 ASAN_SHORT_ENV   ?= XSTREAM_DIFF_OPS=3500 XSTREAM_DIFF_OPS3=1500 XSTREAM_DIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_OPS=4000 XSTREAM_GDIFF_OPS3=2000 XSTREAM_GDIFF_SEGMENTS=2 \
                     XSTREAM_GDIFF_AA_OPS=1500 XSTREAM_GDIFF_AA_OPS3=800 \
-                    XSTREAM_GDIFF_T_OPS=3000 XSTREAM_GDIFF_T_OPS3=1500 \
+                    XSTREAM_GDIFF_T_OPS=3000 XSTREAM_GDIFF_T_OPS3=1500 XSTREAM_TIER_FUZZ_CASES=1000 \
                     XSTREAM_FUZZ_SCALE=1 XSTREAM_FUZZ_TRAFFIC_MS=20
 # What every sanitizer run sets: the server, the modules, a longer start-up allowance.
 SAN_ENV = XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) XSTREAM_START_TIMEOUT_S=30
