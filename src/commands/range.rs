@@ -45,7 +45,12 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
     if count == 0 {
         c.reply_null_array();
     } else {
-        reply_range(c, s, start, end, if count < 0 { 0 } else { count as u64 }, rev);
+        let count = if count < 0 { 0 } else { count as u64 };
+        // Nodes on disk that the read needs are read first (an error, nothing replied, if one
+        // cannot be); then nothing can fail and the reply goes straight out, not held back.
+        super::read_first(s, |s| s.read_nodes_between(start, end, count, rev))?;
+        c.send_held();
+        reply_range(c, s, start, end, count, rev);
     }
     Ok(())
 }

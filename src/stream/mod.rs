@@ -1230,10 +1230,13 @@ impl Stream {
     pub fn read_trimmed_nodes(&self, t: &Trim) {
         let mut left = self.length;
         let mut done = false;
-        for (master, lp) in self.nodes() {
+        let mut it = self.rax.iter();
+        while let Some((k, lp)) = it.next() {
             if done {
                 return;
             }
+            let master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
+            let lp = self.view_touched(k, lp);
             let (entries, _) = node::counts(lp);
             done = match t.strategy {
                 TrimStrategy::MaxLen(maxlen) => {
@@ -1251,11 +1254,27 @@ impl Stream {
     /// counted) reach `count`. A node is read by its header alone when it is plain (in RAM):
     /// only nodes on disk (and compressed ones, which the read decodes anyway) are decoded.
     pub fn read_nodes_forward(&self, start: StreamId, count: u64) {
-        let mut it = self.rax.seek(SeekOp::Le, &start.to_be_bytes());
+        self.read_nodes_between(start, StreamId::MAX, count, false)
+    }
+
+    /// The nodes a read of `count` live entries (0: all) between `start` and `end` reads, in
+    /// either direction, as [`Stream::read_nodes_forward`] (and, backwards, from the node
+    /// holding `end` down to the first whose key is at most `start`).
+    pub fn read_nodes_between(&self, start: StreamId, end: StreamId, count: u64, rev: bool) {
+        let from = if rev { end } else { start };
+        let mut it = self.rax.seek(SeekOp::Le, &from.to_be_bytes());
         let mut left = if count == 0 { u64::MAX } else { count };
         let mut first = true;
-        while let Some((_, lp)) = it.next() {
-            let (live, _) = node::counts(lp.view());
+        loop {
+            let Some((k, lp)) = (if rev { it.prev() } else { it.next() }) else { return };
+            let master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
+            if !rev && master > end {
+                return;
+            }
+            let (live, _) = node::counts(self.view_touched(k, lp));
+            if rev && master <= start {
+                return;
+            }
             if !first {
                 left = left.saturating_sub(live.max(0) as u64);
             }
@@ -1264,6 +1283,16 @@ impl Stream {
                 return;
             }
         }
+    }
+
+    /// `lp` (the node at key `k` of this stream) to read, a packed one remembered as read so
+    /// that the end of the command releases its slot (`release_caches`) without a walk over
+    /// every node.
+    fn view_touched<'a>(&self, k: &[u8], lp: &'a Listpack) -> &'a Listpack {
+        if lp.is_packed() {
+            touch(&self.rax as *const Rax<Listpack> as usize, k);
+        }
+        lp.view()
     }
 
     /// Reads the nodes that looking up each of `ids` reads ([`Stream::contains`]).
