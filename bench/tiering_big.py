@@ -5,7 +5,9 @@ untiered and the built-in's, side by side on two servers of one run.
   python3 bench/tiering_big.py [--module target/dist/libxstream.so] [--n 20000000] [--budget 64mb]
 
 Server T: the module with `xstream.tier-dir` and `xstream.tier-memory --budget`, stream `m`.
-Server U: the same module without tiering, stream `m`, and the built-in stream `b`.
+Server U: the same module without tiering, stream `m`.
+Server B: the built-in stream `b` (a server of its own: a 4 GB neighbour would slow U's
+commands through the memory they share, as a first version of this script measured).
 Each gets --n JSON events of ~200 bytes (bench/compression.py's), the same on both. Then:
   1. used_memory: T's (the tiered stream) against U's built-in stream, and U's module stream;
   2. XS.ADD on T against U: server time per call (INFO commandstats), 5 interleaved reps of
@@ -76,10 +78,11 @@ def main() -> int:
     ap.add_argument("--reads", type=int, default=2000)
     ap.add_argument("--catchup", type=int, default=1_000_000)
     a = ap.parse_args()
-    t_srv, u_srv = Server(a.module), Server(a.module)
+    t_srv, u_srv, b_srv = Server(a.module), Server(a.module), Server(a.module)
     t_srv.start()
     u_srv.start()
-    t, u = Redis(t_srv.port), Redis(u_srv.port)
+    b_srv.start()
+    t, u, bc = Redis(t_srv.port), Redis(u_srv.port), Redis(b_srv.port)
     tier_dir = os.path.join(t_srv.dir, "tier")
     try:
         t.call("CONFIG", "SET", "xstream.tier-dir", tier_dir, "xstream.tier-memory", a.budget)
@@ -93,14 +96,15 @@ def main() -> int:
             cm.fill(u_srv.port, "XS.ADD", "m", k, start=lo)
             print(f"  filled {lo + k:,} of {a.n:,} ({time.time() - started:.0f} s)", file=sys.stderr)
         u1 = cm.used(u)
+        b0 = cm.used(bc)
         for lo in range(0, a.n, step):
-            cm.fill(u_srv.port, "XADD", "b", min(step, a.n - lo), start=lo)
-        u2 = cm.used(u)
+            cm.fill(b_srv.port, "XADD", "b", min(step, a.n - lo), start=lo)
+        b1 = cm.used(bc)
         while int(t.info("xstream")["xstream_tier_resident_queued_bytes"]) > int(t.call("CONFIG", "GET", "xstream.tier-memory")[1]):
             time.sleep(0.2)
         t1 = cm.used(t)
         x = t.info("xstream")
-        builtin, mod_u, mod_t = u2 - u1, u1 - u0, t1 - t0
+        builtin, mod_u, mod_t = b1 - b0, u1 - u0, t1 - t0
         print(f"{a.n:,} events of ~200 bytes; tier-memory {a.budget}")
         print(f"1. used_memory: built-in {builtin:,} B; module untiered {mod_u:,} B ({mod_u / builtin:.3f}); "
               f"module tiered {mod_t:,} B ({mod_t / builtin:.3f} of the built-in's)")
@@ -155,8 +159,10 @@ def main() -> int:
     finally:
         t.close()
         u.close()
+        bc.close()
         t_srv.stop()
         u_srv.stop()
+        b_srv.stop()
     return 0
 
 
