@@ -378,12 +378,15 @@ fn loads_tier_as_they_read() {
     pipeline(&mut c, &events("XS.ADD", "m", 3000));
     pipeline(&mut c, &events("XADD", "b", 3000));
     let sealed = sealed_nodes(&mut c, "m");
+    // (Nodes written to disk by the load, not nodes on disk: on hosts that free the old dataset
+    // on the lazy-free thread (Valkey 9.1) its records are released a moment later.)
     let after_reload = |c: &mut Conn| -> (i64, i64) {
+        let writes = info_xstream(c, "tier_writes");
         let r = pipeline(c, &[vec!["DEBUG".into(), "RELOAD".into()], vec!["INFO".into(), "xstream".into()]]);
         assert_eq!(r[0], Reply::Simple("OK".into()));
         let info = r[1].text();
         let field = |f: &str| info.lines().find_map(|l| l.strip_prefix(&format!("xstream_{f}:"))).and_then(|v| v.trim().parse::<i64>().ok()).unwrap();
-        (field("tier_disk_nodes"), field("tier_resident_queued_nodes"))
+        (field("tier_writes") - writes, field("tier_resident_queued_nodes"))
     };
     // Within the budget: all in RAM, queued at the end of the load.
     assert_eq!(after_reload(&mut c), (0, sealed));
