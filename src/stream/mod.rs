@@ -1307,11 +1307,6 @@ impl Stream {
         self.rax.get(&master.to_be_bytes()).map_or(0, |lp| lp.stored_bytes())
     }
 
-    /// Nodes whose block is on disk (`xstream.tier-dir`).
-    pub fn cold_nodes(&self) -> u64 {
-        self.rax.values().filter(|lp| lp.is_cold()).count() as u64
-    }
-
     /// The sealed nodes (all but the last) held in RAM, oldest first, with the bytes each
     /// holds: what the tiering step queues for a stream that arrived (a load, RENAME, COPY,
     /// RESTORE). Not those still in `pack_queue`: the compression step hands them over when
