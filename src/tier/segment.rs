@@ -176,8 +176,13 @@ impl Store {
         let path = self.dir.join(seg_name(n));
         let file = OpenOptions::new().create_new(true).read(true).write(true).open(&path)?;
         self.segments.insert(n, Segment { file, path, len: 0, live_bytes: 0, live_records: 0 });
-        self.active = n;
+        let sealed = std::mem::replace(&mut self.active, n);
         self.stats.segments += 1;
+        // The segment just sealed may hold nothing live already (all its records released
+        // while it was active): `release` left it for this moment.
+        if self.pins == 0 && self.segments.get(&sealed).is_some_and(|s| s.live_records == 0) {
+            self.delete(sealed);
+        }
         Ok(())
     }
 

@@ -89,6 +89,29 @@ fn records_read_back_and_space_comes_back() {
     assert_eq!((st.stats().live_records, st.stats().live_bytes), (0, 0));
 }
 
+/// A segment whose records were all released while it was active is deleted when the next
+/// one starts (seed 82 of the model test found it left behind); while pinned, at the unpin.
+#[test]
+fn a_segment_emptied_while_active_goes_when_sealed() {
+    let d = TempDir::new("sealed-empty");
+    let mut st = Store::open(&d.0, 4096).unwrap();
+    let a = st.put(&[1u8; 3000]).unwrap();
+    st.release(a);
+    assert_eq!(seg_files(&d.0).len(), 1);
+    let b = st.put(&[2u8; 3000]).unwrap();
+    assert_eq!((a.seg, b.seg), (1, 2));
+    assert_eq!(seg_files(&d.0), vec![(seg_name(2), b.size())]);
+    assert_eq!(st.stats().segments, 1);
+    st.pin();
+    st.release(b);
+    let c = st.put(&[3u8; 3000]).unwrap();
+    assert_eq!(c.seg, 3);
+    assert_eq!(seg_files(&d.0).len(), 2, "segment 2 kept while a fork child may read it");
+    st.unpin();
+    assert_eq!(seg_files(&d.0), vec![(seg_name(3), c.size())]);
+    assert_eq!(st.stats().segments, 1);
+}
+
 /// Whatever happens to a segment file (a byte changed, a run of bytes zeroed, the file cut
 /// short), a read gives the bytes written or an error: never other bytes, never a panic.
 #[test]
