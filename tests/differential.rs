@@ -11,7 +11,7 @@ mod common;
 #[path = "common/gen_basic.rs"]
 mod gen_basic;
 
-use common::diff::{Opts, Pair};
+use common::diff::{Opts, Pair, TIER_INFO_FIELDS};
 use common::*;
 
 fn opts(what: &'static str) -> Opts {
@@ -125,7 +125,9 @@ fn differential_module_tiered() {
     ]);
     assert_eq!(set.to_string(), "+OK");
     let o = opts("differential built-in vs xstream, sealed nodes on disk");
-    let n = gen_basic::run(Pair::same(&server, true), &o);
+    let mut pair = Pair::same(&server, true);
+    pair.strip_fields = TIER_INFO_FIELDS;
+    let n = gen_basic::run(pair, &o);
     assert!(n >= 5000);
     let cold = info_xstream(&mut c, "tier_cold_reads");
     let writes = info_xstream(&mut c, "tier_writes");

@@ -280,12 +280,19 @@ fn cold_read_faults_are_error_replies() {
     let faults = info_xstream(&mut c, "tier_read_errors");
     assert!(faults >= 9, "{faults} read errors counted");
     assert!(s.log().contains("injected: input/output error"), "the faults are logged");
-    // Writes to disk that fail: the nodes stay in RAM, counted; the stream reads the same.
+    // Writes to disk that fail: the node stays in RAM, counted, and the step pauses (1 s) before
+    // it tries that node again; the stream reads the same meanwhile, and once the writes
+    // succeed again every node is on disk.
     c.cmd(&["XS.DEBUG-TIER-FAULTS", "3", "0"]);
+    let on_disk = info_xstream(&mut c, "tier_disk_nodes");
     pipeline(&mut c, &events("XS.ADD", "m", 4000).split_off(3000));
     pipeline(&mut c, &events("XADD", "b", 4000).split_off(3000));
     let sealed = sealed_nodes(&mut c, "m");
-    wait_tiered(&mut c, sealed - 3, "three failed writes");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_xstream(&mut c, "tier_write_errors"), 1, "one failed write, then a pause");
+    assert_eq!(info_xstream(&mut c, "tier_disk_nodes"), on_disk);
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    wait_tiered(&mut c, sealed, "three failed writes, then the same nodes again");
     assert_eq!(info_xstream(&mut c, "tier_write_errors"), 3);
     assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
     // A fork child that cannot read a node fails its save; the next save succeeds.
@@ -427,4 +434,86 @@ fn migrate_carries_a_tiered_stream() {
     wait_tiered(&mut cb, sealed, "target");
     assert_eq!(cb.cmd(&["XS.RANGE", "m", "-", "+"]), cb.cmd(&["XRANGE", "n", "-", "+"]));
     assert_eq!(cb.cmd(&["DEBUG", "DIGEST-VALUE", "m"]), digest);
+}
+
+/// A tmpfs mounted for one test, unmounted when dropped (after the server that uses it: declare
+/// it first). None where mounting is refused (not root, no CAP_SYS_ADMIN).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("xstream-tmpfs-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "xstream-test"])
+            .arg(&p)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&p);
+            return None;
+        }
+        Some(Tmpfs(p))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A full disk (an 8 MB tmpfs, 6 MB of it taken by another file): the nodes that do not fit
+/// stay in RAM, the write errors are counted and logged, every reply is the built-in's; once
+/// the other file is deleted, tiering resumes by itself and every sealed node goes to disk.
+#[test]
+fn a_full_disk_keeps_nodes_in_ram_until_space_comes_back() {
+    let Some(fs) = Tmpfs::mount("8m") else {
+        report("a_full_disk_keeps_nodes_in_ram_until_space_comes_back: SKIPPED (mount -t tmpfs refused: needs root or CAP_SYS_ADMIN)");
+        return;
+    };
+    let filler = fs.0.join("filler");
+    std::fs::write(&filler, vec![0x55u8; 6 << 20]).unwrap();
+    let s = Server::builder().arg("--xstream.tier-dir", fs.0.to_str().unwrap()).arg("--xstream.tier-memory", "0").start();
+    let mut c = s.conn();
+    // ~12 MB of events: over 2 MB even packed with LZ4.
+    pipeline(&mut c, &events("XS.ADD", "m", 60_000));
+    pipeline(&mut c, &events("XADD", "b", 60_000));
+    let t0 = std::time::Instant::now();
+    while info_xstream(&mut c, "tier_write_errors") == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the disk never filled: {} nodes on disk", info_xstream(&mut c, "tier_disk_nodes"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sealed = sealed_nodes(&mut c, "m");
+    let on_disk = info_xstream(&mut c, "tier_disk_nodes");
+    assert!(on_disk > 0 && on_disk < sealed, "{on_disk} of {sealed} sealed nodes on disk");
+    assert!(s.log_contains("No space left on device"), "the write error is logged");
+    // XS.INFO STREAM shows the stream's share on disk (the only stream there).
+    let info = c.cmd(&["XS.INFO", "STREAM", "m"]);
+    assert_eq!(info.field("tiered-nodes"), Some(&Reply::Int(on_disk)));
+    assert_eq!(info.field("tiered-bytes"), Some(&Reply::Int(info_xstream(&mut c, "tier_disk_bytes"))));
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m", "FULL", "COUNT", "1"]).field("tiered-nodes"), Some(&Reply::Int(on_disk)));
+    let whole = c.cmd(&["XRANGE", "b", "-", "+"]);
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), whole);
+    assert_eq!(c.cmd(&["XS.REVRANGE", "m", "+", "-", "COUNT", "7"]), c.cmd(&["XREVRANGE", "b", "+", "-", "COUNT", "7"]));
+    assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(60_000));
+    // The step retries once a second, not once a tick.
+    std::thread::sleep(Duration::from_millis(1500));
+    let errors = info_xstream(&mut c, "tier_write_errors");
+    assert!(errors <= 4, "{errors} write errors in ~2 s");
+    report(&format!("full disk: {on_disk} of {sealed} sealed nodes on disk, {errors} write errors counted"));
+    // Space comes back: everything goes to disk, nothing changed.
+    std::fs::remove_file(&filler).unwrap();
+    wait_tiered(&mut c, sealed, "after the disk had room again");
+    assert_eq!(c.cmd(&["XS.INFO", "STREAM", "m"]).field("tiered-nodes"), Some(&Reply::Int(sealed)));
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), whole);
+    c.cmd(&["DEBUG", "RELOAD"]);
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), whole);
+    drop(c);
+    drop(s);
+    drop(fs);
 }

@@ -171,7 +171,17 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         let max_age = s.max_age;
         // Delayed delivery (issue 17): only on a stream that has delayed entries.
         let delayed = s.delayed_count();
-        c.reply_map(if full { 9 } else { 10 } + extra + usize::from(compacting) + usize::from(max_age.is_some()) + usize::from(delayed > 0));
+        // Tiering on (xstream.tier-dir, issue 30): the nodes of this stream on disk and their
+        // bytes there (MEMORY USAGE is its RAM). Absent when off, as `deleted-entries`.
+        let tiered = crate::stream::tiering().then(|| s.tiered());
+        c.reply_map(
+            if full { 9 } else { 10 }
+                + extra
+                + usize::from(compacting)
+                + usize::from(max_age.is_some())
+                + usize::from(delayed > 0)
+                + if tiered.is_some() { 2 } else { 0 },
+        );
         c.reply_bulk(b"length");
         c.reply_int(s.length as i64);
         c.reply_bulk(b"radix-tree-keys");
@@ -215,6 +225,12 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         if compacting {
             c.reply_bulk(b"deleted-entries");
             c.reply_int(i64::try_from(s.deleted_entries()).unwrap_or(i64::MAX));
+        }
+        if let Some((nodes, bytes)) = tiered {
+            c.reply_bulk(b"tiered-nodes");
+            c.reply_int(i64::try_from(nodes).unwrap_or(i64::MAX));
+            c.reply_bulk(b"tiered-bytes");
+            c.reply_int(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
         if !full {
             c.reply_bulk(b"groups");

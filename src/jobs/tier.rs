@@ -8,6 +8,10 @@
 //! `tier-memory`, the oldest node goes to the segment store (`Stream::tier_node`), a bounded
 //! number per tick. The tail node, groups, consumers and PELs never leave RAM.
 //!
+//! A write that fails with an I/O error (a full disk, EIO) leaves its node in RAM at the head
+//! of the queue and pauses the step for [`RETRY_AFTER`]: tiering resumes by itself once the
+//! disk has room again.
+//!
 //! What this does not count (yet): a cold node that a write brought back (XDEL, an exact trim
 //! of its entries) stays in RAM until its stream arrives again; a node queued under a name
 //! that has gone (a renamed or deleted key, a SWAPDB) is skipped, and its stream's nodes are
@@ -17,6 +21,7 @@
 use crate::config::TIER_MEMORY;
 use crate::ffi::ctx::Ctx;
 use crate::stream::StreamId;
+use crate::tier::segment::TierError;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,6 +76,9 @@ pub fn step(c: &Ctx) {
         return;
     }
     let start = Instant::now();
+    if paused(start) {
+        return;
+    }
     let home = c.selected_db();
     let mut left = NODES_PER_TICK;
     while left > 0 && over_budget() && start.elapsed() < TICK_BUDGET {
@@ -86,9 +94,39 @@ pub fn step(c: &Ctx) {
             if WRITE_ERRORS_LOGGED.fetch_add(1, Ordering::Relaxed) < WRITE_ERRORS_LOG_MAX {
                 crate::ffi::log_warning(&format!("xstream: tiering a node to {}: {e} (the node stays in RAM)", crate::config::tier_dir()));
             }
+            if let TierError::Io(_) = e {
+                // A full disk or a failing one: the node waits at the head of the queue and
+                // the step pauses, so that tiering resumes once space comes back (a trim, a
+                // deleted key, the operator) without a write per node per tick meanwhile.
+                RESIDENT_BYTES.fetch_add(r.bytes as u64, Ordering::Relaxed);
+                resident().push_front(r);
+                *paused_until() = Some(Instant::now() + RETRY_AFTER);
+                break;
+            }
         }
     }
     c.select_db(home);
+}
+
+/// After a write error, the step waits this long before it writes again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+static PAUSED_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
+
+fn paused_until() -> std::sync::MutexGuard<'static, Option<Instant>> {
+    PAUSED_UNTIL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Paused after a write error (see [`RETRY_AFTER`])?
+fn paused(now: Instant) -> bool {
+    let mut p = paused_until();
+    match *p {
+        Some(t) if now < t => true,
+        Some(_) => {
+            *p = None;
+            false
+        }
+        None => false,
+    }
 }
 
 /// Logs the cold-read faults since the last tick (their count is in INFO).

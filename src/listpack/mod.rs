@@ -537,6 +537,14 @@ impl Listpack {
         self.z.as_ref().is_some_and(|p| matches!(p.data, Block::Disk(_)))
     }
 
+    /// Bytes the node's record takes on disk (header included); 0 when it is in RAM.
+    pub fn disk_bytes(&self) -> u64 {
+        match self.z.as_ref().map(|p| &p.data) {
+            Some(Block::Disk(loc)) => loc.size(),
+            _ => 0,
+        }
+    }
+
     /// [`Listpack::view`] for a reader that can go on without the node: None (no panic) when
     /// its block is on disk and cannot be read back (a fault, counted and logged by the
     /// store's handle).

@@ -1205,6 +1205,12 @@ impl Stream {
         NodeIter { it: self.rax.iter(), stored: true }
     }
 
+    /// Nodes on disk (`xstream.tier-dir`) and the bytes of their records: XS.INFO STREAM's
+    /// `tiered-nodes` / `tiered-bytes`. A walk of the tree (no node is read), as MEMORY USAGE.
+    pub fn tiered(&self) -> (u64, u64) {
+        self.rax.values().map(Listpack::disk_bytes).filter(|&b| b > 0).fold((0, 0), |(n, t), b| (n + 1, t + b))
+    }
+
     /// Nodes stored compressed.
     pub fn packed_nodes(&self) -> u64 {
         self.rax.values().filter(|lp| lp.is_packed()).count() as u64

@@ -46,6 +46,10 @@ pub struct Pair {
     builtin_on_b: std::collections::BTreeSet<Vec<u8>>,
     /// Two servers: connections as each of the [`ACL_USERS`], on A and on B.
     users: Vec<(Conn, Conn)>,
+    /// Fields of side B's replies (at the top level of a map or a flat field-value array)
+    /// removed before comparing: the module's own, shown when a feature is on (the tiering
+    /// runners: XS.INFO STREAM's `tiered-nodes` / `tiered-bytes`). Their presence is checked.
+    pub strip_fields: &'static [&'static str],
 }
 
 /// The outcome of one command on both sides.
@@ -74,6 +78,7 @@ impl Pair {
             vias: BTreeMap::new(),
             builtin_on_b: Default::default(),
             users: Vec::new(),
+            strip_fields: &[],
         }
     }
 
@@ -95,6 +100,7 @@ impl Pair {
             vias: BTreeMap::new(),
             builtin_on_b: Default::default(),
             users: acl_users(a).into_iter().zip(acl_users(b)).collect(),
+            strip_fields: &[],
         }
     }
 
@@ -139,6 +145,22 @@ impl Pair {
     /// random spelling on both (written back into `ca`/`cb`), and unless `plain`, the same
     /// random path. Either way the dirty counter must move by the same amount on both sides.
     pub fn send(&mut self, rng: &mut Rng, ca: &mut [Vec<u8>], cb: &mut [Vec<u8>], plain: bool) -> Sent {
+        let mut x = self.send_both(rng, ca, cb, plain);
+        if !self.strip_fields.is_empty() && is_info_stream(cb) && !x.rb.is_error() {
+            for f in self.strip_fields {
+                match strip_top_field(&x.bb, f) {
+                    Some(bb) => {
+                        x.bb = bb;
+                        x.rb.remove_field(f);
+                    }
+                    None => x.problem = Some(format!(" [{f} missing from side B's reply]")),
+                }
+            }
+        }
+        x
+    }
+
+    fn send_both(&mut self, rng: &mut Rng, ca: &mut [Vec<u8>], cb: &mut [Vec<u8>], plain: bool) -> Sent {
         // Two servers: now and then a key of the command is made a built-in stream again on B
         // (RESTORE of A's DUMP): the command then meets it as a takeover server meets a RESTOREd
         // or MIGRATEd stream, and adopts it (a read propagating nothing, a write XS.IMPORT).
@@ -584,4 +606,35 @@ pub fn never_create(toks: &mut Vec<Tok>) {
         toks.insert(2, lit("NOMKSTREAM"));
     }
     toks.retain(|t| !is(t, b"MKSTREAM"));
+}
+
+/// XS.INFO STREAM's fields while tiering is on ([`Pair::strip_fields`] of the tiering runners).
+pub const TIER_INFO_FIELDS: &[&str] = &["tiered-nodes", "tiered-bytes"];
+
+/// XINFO STREAM / XS.INFO STREAM (any case, FULL or not).
+fn is_info_stream(c: &[Vec<u8>]) -> bool {
+    c.len() >= 3 && (c[0].eq_ignore_ascii_case(b"XINFO") || c[0].eq_ignore_ascii_case(b"XS.INFO")) && c[1].eq_ignore_ascii_case(b"STREAM")
+}
+
+/// `raw` (a RESP2 flat array or a RESP3 map at the top level) without field `name` and its
+/// integer value, the top-level count corrected; None when the field is not there.
+pub fn strip_top_field(raw: &[u8], name: &str) -> Option<Vec<u8>> {
+    let kind = *raw.first()?;
+    let line_end = raw.windows(2).position(|w| w == b"\r\n")?;
+    let n: usize = std::str::from_utf8(&raw[1..line_end]).ok()?.parse().ok()?;
+    let (per_field, ok) = match kind {
+        b'*' => (2, n >= 2),
+        b'%' => (1, n >= 1),
+        _ => return None,
+    };
+    if !ok {
+        return None;
+    }
+    let pat = format!("${}\r\n{name}\r\n:", name.len());
+    let at = raw.windows(pat.len()).position(|w| w == pat.as_bytes())?;
+    let end = at + pat.len() + raw[at + pat.len()..].windows(2).position(|w| w == b"\r\n")? + 2;
+    let mut out = format!("{}{}\r\n", kind as char, n - per_field).into_bytes();
+    out.extend_from_slice(&raw[line_end + 2..at]);
+    out.extend_from_slice(&raw[end..]);
+    Some(out)
 }
