@@ -517,3 +517,76 @@ fn a_full_disk_keeps_nodes_in_ram_until_space_comes_back() {
     drop(s);
     drop(fs);
 }
+
+/// Group reads and XS.NACK that meet, half way, a node they cannot read back: the error, and
+/// nothing changed. Their passes (CLAIM's, MAXDELIVERIES' dead letters, FORCE) change entries
+/// one by one and propagate at their end, so their reads come first: a change made before the
+/// failure would stay on the primary and never reach the replica.
+#[test]
+fn group_passes_read_their_nodes_first() {
+    let Some(so) = test_hooks_module_path() else {
+        report("group_passes_read_their_nodes_first: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
+        return;
+    };
+    let p = Server::builder()
+        .module(&so)
+        .arg("--xstream.tier-dir", "tier")
+        .arg("--xstream.tier-memory", "0")
+        .arg("--xstream.compression-cache", "0")
+        .start();
+    let r = Server::replica_of(&p);
+    let (mut c, mut rc) = (p.conn(), r.conn());
+    pipeline(&mut c, &events("XS.ADD", "m", 3000));
+    // Every entry pending in each group: a `>` read has nothing new, only the passes read.
+    for g in ["gc", "gp", "gn"] {
+        c.cmd(&["XS.GROUP", "CREATE", "m", g, "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", g, "a", "COUNT", "3000", "STREAMS", "m", ">"]);
+    }
+    assert_eq!(c.cmd(&["XS.GROUP", "SETPOLICY", "m", "gp", "MAXDELIVERIES", "1", "DEADLETTER", "dead"]), Reply::Simple("OK".into()));
+    let sealed = sealed_nodes(&mut c, "m");
+    wait_tiered(&mut c, sealed, "group passes");
+    let err = Reply::Error(COLD_ERR.into());
+    // The PELs, the dead letters, each group's last ID and entries read. (Not the consumers:
+    // from 7.2 on a group read creates its consumer before it reads, as the built-in does,
+    // propagated as made.)
+    let state = |c: &mut Conn| {
+        let pels: Vec<Reply> = ["gc", "gp", "gn"].iter().map(|g| c.cmd(&["XS.PENDING", "m", g])).collect();
+        let info = c.cmd(&["XS.INFO", "GROUPS", "m"]);
+        let last: Vec<_> = info.as_array().iter().map(|g| (g.field("last-delivered-id").cloned(), g.field("entries-read").cloned())).collect();
+        (pels, c.cmd(&["EXISTS", "dead"]), last)
+    };
+    // (The command, the number of entries it replies or its integer reply once reads succeed.)
+    let cases: [(&[&str], i64); 3] = [
+        // CLAIM's pass: claims 600 entries of some 18 nodes.
+        (&["XS.READGROUP", "GROUP", "gc", "b", "COUNT", "600", "CLAIM", "0", "STREAMS", "m", ">"], 600),
+        // The purge before it: 1,000 entries over MAXDELIVERIES to the dead letters (its cap;
+        // the read then serves nothing of this stream: nil).
+        (&["XS.READGROUP", "GROUP", "gp", "b", "COUNT", "10", "CLAIM", "0", "STREAMS", "m", ">"], 0),
+        // FORCE looks up each ID (those are pending: a NACK takes them from their owner).
+        (&["XS.NACK", "m", "gn", "FAIL", "IDS", "8", "5-0", "400-0", "800-0", "1200-0", "1600-0", "2000-0", "2400-0", "2800-0", "FORCE"], 8),
+    ];
+    for (m, _) in &cases {
+        let before = state(&mut c);
+        // The seventh node read fails: past the first candidates' nodes (a pass that read as
+        // it went would have changed entries of six nodes by then).
+        c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1", "6"]);
+        assert_eq!(c.cmd(m), err, "{m:?}");
+        assert_eq!(state(&mut c), before, "{m:?} changed nothing");
+        c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "0"]);
+    }
+    for (m, n) in &cases {
+        let got = match c.cmd(m) {
+            Reply::Int(i) => i,
+            Reply::Nil => 0,
+            r @ Reply::Array(_) => r.as_array()[0].as_array()[1].as_array().len() as i64,
+            r => panic!("{m:?}: {r}"),
+        };
+        assert_eq!(got, *n, "{m:?}");
+    }
+    assert_eq!(c.cmd(&["XS.LEN", "dead"]), Reply::Int(1000), "the purge after the fault");
+    wait_synced(&mut c, &mut rc);
+    for k in ["m", "dead"] {
+        assert_eq!(rc.cmd(&["DEBUG", "DIGEST-VALUE", k]), c.cmd(&["DEBUG", "DIGEST-VALUE", k]), "{k}: the replica's copy");
+    }
+    assert_eq!(state(&mut rc).0, state(&mut c).0);
+}

@@ -98,6 +98,11 @@ pub fn run(c: &Ctx) -> Result<()> {
     let s = key.stream_mut().ok_or(Error::WrongType)?;
     // A queue policy with MAXDELIVERIES: FATAL dead-letters at once (issue 16).
     let dl = if rule == NackCount::Fatal { super::queue::DeadLetters::for_group(c, s, gname, 1, 2) } else { None };
+    // FORCE looks each ID up in the stream, a dead letter copies its entry: their nodes are
+    // read before anything changes (a node on disk that cannot be read back is an error then).
+    if force || dl.is_some() {
+        super::read_first(s, |s| s.read_nodes_of(parsed.iter().copied()))?;
+    }
     let mut fatal: Vec<StreamId> = Vec::new();
     let mut count = 0u64;
     for id in parsed {

@@ -75,10 +75,49 @@ fn read_group_nodes(s: &crate::stream::Stream, g: &[u8], consumer: &[u8], r: &Gr
             left -= 1;
         }
     } else {
-        let start = grp.last_id.next().unwrap_or(StreamId::MAX);
-        s.read_nodes_forward(start, r.count);
+        read_new_nodes(s, g, r.claim, r.noack, r.now, r.count);
     }
 }
+
+/// The nodes a `>` read of group `g` may read, whatever it then finds: the entries it takes
+/// first (CLAIM's claimable ones, or the policy's due ones; under MAXDELIVERIES up to
+/// [`PURGE_MAX`] more, which the purge may send to the dead letters), the scheduled entries
+/// due, then COUNT new ones (more past a stream's delayed entries). Read first
+/// (`read_first`): each of those passes claims, delivers or dead-letters entry by entry and
+/// propagates at its end, so a node that cannot be read back must stop the read before the
+/// first of them changes anything. An over-estimate costs reads of nodes only, and only while
+/// nodes are on disk.
+pub(super) fn read_new_nodes(s: &crate::stream::Stream, g: &[u8], claim: Option<i64>, noack: bool, now: i64, count: u64) {
+    let Some(grp) = s.group(g) else { return };
+    let purge = grp.policy().is_some_and(|p| p.max_deliveries.is_some());
+    let limit = if count == 0 {
+        0
+    } else if purge {
+        count.saturating_add(PURGE_MAX)
+    } else {
+        count
+    };
+    let taken = match claim {
+        Some(min_idle) => s.claim_candidates(g, min_idle, now, limit),
+        None if !noack && redelivers(s, g) => grp.due_entries(now, limit, |id| s.contains(id)),
+        None => Vec::new(),
+    };
+    for (id, _) in taken {
+        s.contains(id);
+    }
+    if grp.schedule().is_some() {
+        for id in grp.scheduled_due(now, count) {
+            s.contains(id);
+        }
+    }
+    let start = grp.last_id.next().unwrap_or(StreamId::MAX);
+    let past_delayed = if count == 0 { 0 } else { count.saturating_add(s.delayed_count() as u64) };
+    s.read_nodes_forward(start, past_delayed);
+}
+
+/// Entries over MAXDELIVERIES moved to the dead letters by one read at most
+/// ([`purge_over_limit`]).
+const PURGE_MAX: u64 = 1000;
 
 /// CONSUMERTTL on a `>` read (src/ops/consumers.rs), then the group
 /// registered for the primary's expiry timer at its next possible expiry.
@@ -591,7 +630,6 @@ pub(super) fn purge_over_limit(
     now: i64,
     count: u64,
 ) -> bool {
-    const PURGE_MAX: u64 = 1000;
     // What the read would take first: its COUNT of entries (at most PURGE_MAX).
     let head = if count == 0 { PURGE_MAX } else { count.min(PURGE_MAX) };
     let Some(pol) = s.group(g).and_then(|grp| grp.policy()) else { return false };

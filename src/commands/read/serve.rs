@@ -130,8 +130,13 @@ pub(super) fn serve(c: &Ctx, r: &Read<'_>) -> Result<bool> {
 /// delayed entries stopped on its cap), claimable entries (CLAIM), entries due again
 /// (ACKTIMEOUT), scheduled entries due. Runs the purge of entries over MAXDELIVERIES and the
 /// pass over delayed entries first. Returns (has something, the group's last ID).
-fn new_or_due(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, g: &[u8], ga: usize, key_idx: usize) -> (bool, StreamId) {
+///
+/// The nodes the read may need are read first (the purge and the passes change entries one
+/// by one and propagate at their end): a node on disk that cannot be read back is an error
+/// before anything changed.
+fn new_or_due(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, g: &[u8], ga: usize, key_idx: usize) -> Result<(bool, StreamId)> {
     let now = r.now;
+    crate::commands::read_first(s, |s| read_new_nodes(s, g, r.claim, r.noack, now, r.count))?;
     let purge_capped = purge_over_limit(c, s, g, key_idx, ga, r.claim, r.noack, now, r.count);
     let mut capped = pass_over_delayed(c, s, g, key_idx, ga, now);
     // A read that answers now returns what a read without the cap would: it passes over
@@ -147,7 +152,7 @@ fn new_or_due(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, g: &[u8], ga
         Some(min_idle) => !purge_capped && claimable_now(s, g, min_idle, now),
         None => !purge_capped && !r.noack && redelivers(s, g) && due_now(s, g, now),
     } || scheduled_now(s, g, now);
-    (has_new || claimable, last)
+    Ok((has_new || claimable, last))
 }
 
 /// The command's own pass (xreadCommand).
@@ -158,7 +163,7 @@ fn step_command(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, gname: Opt
     }
     Ok(match (gname, rf) {
         (Some(_), ReadFrom::After(id)) => Step::Serve { after: id, history: true, one: false },
-        (Some((g, ga)), ReadFrom::New) => match new_or_due(c, s, r, g, ga, key_idx) {
+        (Some((g, ga)), ReadFrom::New) => match new_or_due(c, s, r, g, ga, key_idx)? {
             (true, last) => Step::Serve { after: last, history: false, one: false },
             (false, _) => Step::Skip,
         },
@@ -179,8 +184,11 @@ fn step_reexecuted(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, gname: 
                 return Step::Skip;
             }
             match new_or_due(c, s, r, g, ga, key_idx) {
-                (true, last) => Step::Serve { after: last, history: false, one: false },
-                (false, _) => Step::Skip,
+                Ok((true, last)) => Step::Serve { after: last, history: false, one: false },
+                Ok((false, _)) => Step::Skip,
+                // A blocked reader run again: its whole reply becomes the error
+                // (src/ffi/blocking.rs).
+                Err(_) => crate::listpack::cold_read_failed(),
             }
         }
         (None, ReadFrom::After(id) | ReadFrom::Last(id)) if s.length > 0 && s.last_valid_id() > id => {
