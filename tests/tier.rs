@@ -590,3 +590,29 @@ fn group_passes_read_their_nodes_first() {
     }
     assert_eq!(state(&mut rc).0, state(&mut c).0);
 }
+
+/// SWAPDB while nodes wait in the tiering queue: they follow their stream to its new database
+/// and go to disk there. (A failed write pauses the step for a second with every node queued:
+/// the SWAPDB comes within that pause.)
+#[test]
+fn swapdb_carries_the_tiering_queue() {
+    let Some(so) = test_hooks_module_path() else {
+        report("swapdb_carries_the_tiering_queue: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
+        return;
+    };
+    let s = Server::builder().module(&so).arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").start();
+    let mut c = s.conn();
+    c.cmd(&["XS.DEBUG-TIER-FAULTS", "1", "0"]);
+    pipeline(&mut c, &events("XS.ADD", "m", 3000));
+    pipeline(&mut c, &events("XADD", "b", 3000));
+    let sealed = sealed_nodes(&mut c, "m");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(info_xstream(&mut c, "tier_write_errors"), 1);
+    assert_eq!(info_xstream(&mut c, "tier_disk_nodes"), 0);
+    assert_eq!(info_xstream(&mut c, "tier_resident_queued_nodes"), sealed, "every sealed node waits in the queue");
+    assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(0), "m is in database 1 now");
+    c.cmd(&["SELECT", "1"]);
+    wait_tiered(&mut c, sealed, "after SWAPDB");
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+}

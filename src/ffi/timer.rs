@@ -47,6 +47,10 @@ pub trait Job: Sync {
     /// server tells the loader. No context: nothing may be armed here.
     fn loaded_value(&self, _at: Option<(i32, &[u8])>, _s: &Stream) {}
 
+    /// SWAPDB a b: what the job keeps by database changes places (its key indexes and
+    /// queues bound here do already).
+    fn swapped_db(&self, _a: i32, _b: i32) {}
+
     /// Fields of `INFO xstream` the job reports.
     fn info(&self, _out: &mut Vec<(&'static str, i64)>) {}
 }
@@ -318,6 +322,9 @@ pub fn swap_db(a: i32, b: i32) {
     let queues = lock(&KEY_QUEUES).clone();
     for q in queues {
         q.swap_db(a, b);
+    }
+    for j in jobs() {
+        j.swapped_db(a, b);
     }
 }
 

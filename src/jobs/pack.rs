@@ -76,6 +76,10 @@ impl Job for Pack {
         }
     }
 
+    fn swapped_db(&self, a: i32, b: i32) {
+        super::tier::swap_db(a, b);
+    }
+
     fn info(&self, out: &mut Vec<(&'static str, i64)>) {
         out.push(("compression_queued_keys", PACK.len() as i64));
         let c = crate::listpack::decoded::stats();

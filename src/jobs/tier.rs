@@ -14,9 +14,10 @@
 //!
 //! What this does not count (yet): a cold node that a write brought back (XDEL, an exact trim
 //! of its entries) stays in RAM until its stream arrives again; a node queued under a name
-//! that has gone (a renamed or deleted key, a SWAPDB) is skipped, and its stream's nodes are
-//! queued again under the new name when it arrives. Layout only, like compression: nothing is
-//! propagated, every server (primary or replica) tiers on its own budget.
+//! that has gone (a renamed or deleted key) is skipped, and its stream's nodes are queued
+//! again under the new name when it arrives. SWAPDB swaps the queued nodes' databases. Layout
+//! only, like compression: nothing is propagated, every server (primary or replica) tiers on
+//! its own budget.
 
 use crate::config::TIER_MEMORY;
 use crate::ffi::ctx::Ctx;
@@ -133,6 +134,17 @@ fn paused(now: Instant) -> bool {
 fn log_faults() {
     for f in crate::tier::cold::take_faults() {
         crate::ffi::log_warning(&format!("xstream: {f}"));
+    }
+}
+
+/// SWAPDB a b: the queued nodes of the two databases change places (their streams did).
+pub fn swap_db(a: i32, b: i32) {
+    for r in resident().iter_mut() {
+        if r.db == a {
+            r.db = b;
+        } else if r.db == b {
+            r.db = a;
+        }
     }
 }
 
