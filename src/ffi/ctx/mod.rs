@@ -37,7 +37,7 @@ pub struct Ctx {
     /// parsing and the ID of the same XS.ADD agree to the millisecond.
     now: Cell<u64>,
     /// Replies held back (see [`Ctx::hold_replies`]): None while replies go straight out.
-    held: std::cell::RefCell<Option<Vec<reply::Held>>>,
+    held: std::cell::RefCell<Option<reply::HeldReplies>>,
     /// `held` is Some (one load per reply on the common path, where it is not).
     holding: Cell<bool>,
 }

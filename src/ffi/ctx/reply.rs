@@ -10,7 +10,11 @@ use super::*;
 
 /// A reply held back.
 pub(crate) enum Held {
-    Bulk(Vec<u8>),
+    /// Bytes `off..off + len` of [`HeldReplies::bytes`].
+    Bulk {
+        off: usize,
+        len: usize,
+    },
     Int(i64),
     Array(c_long),
     SetArrayLen(c_long),
@@ -24,6 +28,14 @@ pub(crate) enum Held {
     WrongArity,
 }
 
+/// The replies held back, in order; the bytes of their bulk strings in one buffer (a reply
+/// of many small strings costs no allocation per string).
+#[derive(Default)]
+pub(crate) struct HeldReplies {
+    items: Vec<Held>,
+    bytes: Vec<u8>,
+}
+
 impl Ctx {
     // ---- held replies -----------------------------------------------------
 
@@ -31,9 +43,35 @@ impl Ctx {
     pub fn hold_replies(&self) {
         let mut h = self.held.borrow_mut();
         if h.is_none() {
-            *h = Some(Vec::new());
+            *h = Some(HeldReplies::default());
         }
         self.holding.set(true);
+    }
+
+    /// Holds bulk string `b` if replies are held; false: send it now.
+    #[inline(always)]
+    fn held_bulk(&self, b: &[u8]) -> bool {
+        if !self.holding.get() {
+            return false;
+        }
+        self.hold_bulk(b)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hold_bulk(&self, b: &[u8]) -> bool {
+        match self.held.try_borrow_mut() {
+            Ok(mut h) => match h.as_mut() {
+                Some(h) => {
+                    let off = h.bytes.len();
+                    h.bytes.extend_from_slice(b);
+                    h.items.push(Held::Bulk { off, len: b.len() });
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
     }
 
     /// Holds `r` if replies are held; false: send it now.
@@ -50,8 +88,8 @@ impl Ctx {
     fn hold(&self, r: impl FnOnce() -> Held) -> bool {
         match self.held.try_borrow_mut() {
             Ok(mut h) => match h.as_mut() {
-                Some(v) => {
-                    v.push(r());
+                Some(h) => {
+                    h.items.push(r());
                     true
                 }
                 None => false,
@@ -64,9 +102,9 @@ impl Ctx {
     pub fn send_held(&self) {
         self.holding.set(false);
         let Some(held) = self.held.borrow_mut().take() else { return };
-        for r in held {
+        for r in held.items {
             match r {
-                Held::Bulk(b) => self.reply_bulk(&b),
+                Held::Bulk { off, len } => self.reply_bulk(held.bytes.get(off..off + len).unwrap_or_default()),
                 Held::Int(v) => self.reply_int(v),
                 Held::Array(n) => {
                     // SAFETY: valid ctx; a length the command gave, replayed in its order.
@@ -109,7 +147,7 @@ impl Ctx {
     // ---- replies ----------------------------------------------------------
 
     pub fn reply_bulk(&self, b: &[u8]) {
-        if self.held(|| Held::Bulk(b.to_vec())) {
+        if self.held_bulk(b) {
             return;
         }
         // SAFETY: b is valid for b.len() bytes; Redis copies it.
