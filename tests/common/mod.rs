@@ -309,8 +309,8 @@ impl Server {
         a
     }
 
-    /// Spawns the child and waits for PING. A port race (EADDRINUSE) is retried on a new port;
-    /// `keep_port` tries that port first (restart).
+    /// Spawns the child and waits for PING. A port race (EADDRINUSE) is retried on a new port
+    /// (and a new cluster bus port); `keep_port` tries that port first (restart).
     fn spawn_with_retries(&mut self, keep_port: Option<u16>) {
         let mut port = keep_port.unwrap_or_else(free_port);
         for attempt in 0..6 {
@@ -333,6 +333,12 @@ impl Server {
                     self.stop();
                     if new_log.contains("Address already in use") && attempt < 5 {
                         port = free_port();
+                        // Cluster mode: the bus port (`--cluster-port`) may be the one taken.
+                        if let Some(i) = self.builder.args.iter().position(|a| a == "--cluster-port") {
+                            if let Some(v) = self.builder.args.get_mut(i + 1) {
+                                *v = free_port().to_string();
+                            }
+                        }
                         continue;
                     }
                     let stderr = fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
