@@ -616,3 +616,35 @@ fn swapdb_carries_the_tiering_queue() {
     wait_tiered(&mut c, sealed, "after SWAPDB");
     assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
 }
+
+/// Trims of a stream on disk remove whole nodes by what is kept of them in RAM (their counts
+/// and last ID): a node is read only where a trim cuts or stops, whatever it removes.
+#[test]
+fn trims_remove_cold_nodes_unread() {
+    let s = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").arg("--xstream.compression-cache", "0").start();
+    let mut c = s.conn();
+    pipeline(&mut c, &events("XS.ADD", "m", 20_000));
+    pipeline(&mut c, &events("XADD", "b", 20_000));
+    let sealed = sealed_nodes(&mut c, "m");
+    wait_tiered(&mut c, sealed, "trims");
+    let trims: [(&[&str], &[&str]); 4] = [
+        (&["XS.TRIM", "m", "MAXLEN", "~", "15000"], &["XTRIM", "b", "MAXLEN", "~", "15000"]),
+        (&["XS.TRIM", "m", "MINID", "8000"], &["XTRIM", "b", "MINID", "8000"]),
+        (&["XS.TRIM", "m", "MAXLEN", "=", "9999"], &["XTRIM", "b", "MAXLEN", "=", "9999"]),
+        (&["XS.ADD", "m", "MAXLEN", "~", "2000", "20001-0", "f", "v"], &["XADD", "b", "MAXLEN", "~", "2000", "20001-0", "f", "v"]),
+    ];
+    let mut removed = 0;
+    for (m, b) in trims {
+        let (keys, reads) = (sealed_nodes(&mut c, "m"), info_xstream(&mut c, "tier_cold_reads"));
+        assert_eq!(c.cmd(m), c.cmd(b), "{m:?}");
+        let reads = info_xstream(&mut c, "tier_cold_reads") - reads;
+        let gone = keys - sealed_nodes(&mut c, "m");
+        assert!(gone > 10, "{m:?}: {gone} nodes removed");
+        assert!(reads <= 2, "{m:?}: {reads} nodes read to remove {gone}");
+        removed += gone;
+    }
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    let info = c.cmd(&["XS.INFO", "STREAM", "m"]);
+    assert_eq!(info.field("first-entry"), c.cmd(&["XINFO", "STREAM", "b"]).field("first-entry"));
+    report(&format!("trims on disk: {removed} nodes removed, at most 2 read per trim"));
+}

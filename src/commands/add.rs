@@ -265,7 +265,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
     };
     match &args.trim {
-        Some(t) => super::read_first(s, |s| s.read_trimmed_nodes(t))?,
+        Some(t) => super::read_first(s, |s| s.read_trimmed_nodes(t, args.policy == crate::stream::RefPolicy::KeepRef))?,
         // Without a trim nothing here reads a sealed node (a tail that cannot be read starts a
         // new node): the reply need not be held back (two allocations less per call while
         // nodes are on disk).

@@ -17,7 +17,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.reply_int(0);
         return Ok(());
     };
-    super::read_first(s, |s| s.read_trimmed_nodes(&t))?;
+    super::read_first(s, |s| s.read_trimmed_nodes(&t, args.policy == RefPolicy::KeepRef))?;
     let done = s.trim_with_rules(&t, args.policy, crate::config::ref_trim_rules());
     let deleted = done.deleted;
     if deleted > 0 {

@@ -230,13 +230,33 @@ struct Packed {
     hit: std::sync::atomic::AtomicBool,
 }
 
+/// What the owner of a listpack keeps in RAM about it while its block is on disk, so as not to
+/// read it back to know it (a stream node: its counts and last ID). Gone with the packed form:
+/// a write makes the listpack plain.
+pub type Note = [u64; 3];
+
 /// Where a packed listpack's block is.
 #[derive(Debug)]
 enum Block {
     Mem(Box<[u8]>),
     /// A record of the segment store (`xstream.tier-dir`): a *cold* node. Released when the
-    /// packed form is dropped (the node freed, or made plain by a write).
-    Disk(crate::tier::segment::Loc),
+    /// packed form is dropped (the node freed, or made plain by a write). Boxed: a packed
+    /// node in RAM does not pay for what a cold one keeps.
+    Disk(Box<Cold>),
+}
+
+/// Where a cold node's record is, and what its owner noted of it.
+#[derive(Debug)]
+struct Cold {
+    loc: crate::tier::segment::Loc,
+    /// What the owner noted of the node ([`Listpack::set_note`]).
+    note: Option<Note>,
+}
+
+impl Block {
+    fn disk(loc: crate::tier::segment::Loc) -> Block {
+        Block::Disk(Box::new(Cold { loc, note: None }))
+    }
 }
 
 impl Packed {
@@ -249,15 +269,15 @@ impl Packed {
     fn block(&self) -> Result<std::borrow::Cow<'_, [u8]>, crate::tier::segment::TierError> {
         match &self.data {
             Block::Mem(d) => Ok(std::borrow::Cow::Borrowed(&d[..])),
-            Block::Disk(loc) => crate::tier::cold::get(*loc).map(std::borrow::Cow::Owned),
+            Block::Disk(c) => crate::tier::cold::get(c.loc).map(std::borrow::Cow::Owned),
         }
     }
 
-    /// Bytes of the block held in RAM.
+    /// Bytes of the block held in RAM (a cold node's: where its record is, and its note).
     fn mem_len(&self) -> usize {
         match &self.data {
             Block::Mem(d) => d.len(),
-            Block::Disk(_) => 0,
+            Block::Disk(_) => std::mem::size_of::<Cold>(),
         }
     }
 
@@ -289,8 +309,8 @@ impl Clone for Listpack {
 
 impl Drop for Packed {
     fn drop(&mut self) {
-        if let Block::Disk(loc) = self.data {
-            crate::tier::cold::release(loc);
+        if let Block::Disk(c) = &self.data {
+            crate::tier::cold::release(c.loc);
         }
     }
 }
@@ -537,10 +557,25 @@ impl Listpack {
         self.z.as_ref().is_some_and(|p| matches!(p.data, Block::Disk(_)))
     }
 
+    /// Notes `n` with a listpack whose block is on disk (see [`Note`]); nothing otherwise.
+    pub fn set_note(&mut self, n: Note) {
+        if let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) {
+            c.note = Some(n);
+        }
+    }
+
+    /// The note of a listpack whose block is on disk, if its owner left one.
+    pub fn note(&self) -> Option<Note> {
+        match self.z.as_ref().map(|p| &p.data) {
+            Some(Block::Disk(c)) => c.note,
+            _ => None,
+        }
+    }
+
     /// Bytes the node's record takes on disk (header included); 0 when it is in RAM.
     pub fn disk_bytes(&self) -> u64 {
         match self.z.as_ref().map(|p| &p.data) {
-            Some(Block::Disk(loc)) => loc.size(),
+            Some(Block::Disk(c)) => c.loc.size(),
             _ => 0,
         }
     }
@@ -578,7 +613,7 @@ impl Listpack {
             }
             let Some(r) = crate::tier::cold::put(&data) else { return Ok(false) };
             let mut p = Packed::new(codec, Box::default(), plain_len);
-            p.data = Block::Disk(r?);
+            p.data = Block::disk(r?);
             self.z = Some(p);
             self.buf = EMPTY.to_vec();
             return Ok(true);
@@ -586,7 +621,7 @@ impl Listpack {
         let Some(p) = self.z.as_mut() else { return Ok(false) };
         let Block::Mem(d) = &p.data else { return Ok(true) };
         let Some(r) = crate::tier::cold::put(d) else { return Ok(false) };
-        p.data = Block::Disk(r?);
+        p.data = Block::disk(r?);
         Ok(true)
     }
 

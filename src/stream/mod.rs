@@ -606,7 +606,7 @@ impl Stream {
             node::set_counts(lp, count.wrapping_sub(1), deleted.wrapping_add(1));
             if was_packed {
                 lp.pack(codec().unwrap_or(Codec::Lz4));
-                refreeze(lp, was_cold);
+                refreeze(lp, node, was_cold);
             }
         }
         self.length = self.length.saturating_sub(1);
@@ -690,24 +690,23 @@ impl Stream {
             let length = self.length;
             let Some(lp) = self.rax.seek_mut(op, &seek_key, &mut key) else { break };
             let master_id = StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN);
-            let Some(view) = lp.try_view() else {
-                // A cold node that cannot be read back: the trim stops before it (its counts
-                // are not known; it is never removed or rewritten unread). The command goes on
-                // (XS.ADD's entry is added): what it did is what it replies.
+            // A node on disk is known by its note (nothing read); one without a note that
+            // cannot be read back stops the trim before it (its counts are not known; it is
+            // never removed or rewritten unread). The command goes on (XS.ADD's entry is
+            // added): what it did is what it replies.
+            let by_id = matches!(t.strategy, TrimStrategy::MinId(_));
+            let Some((entries, marked_deleted, last)) = node_facts(lp, master_id, by_id) else {
                 frontier = Frontier::At(master_id);
                 break;
             };
-            let (entries, marked_deleted) = node::counts(view);
             if t.limit != 0 && deleted.saturating_add(entries) > t.limit {
                 frontier = Frontier::At(master_id);
                 break;
             }
             let remove_node = match t.strategy {
                 TrimStrategy::MaxLen(maxlen) => length.wrapping_sub(entries as u64) >= maxlen,
-                TrimStrategy::MinId(minid) => {
-                    // The built-in reads the last entry, tombstone or not.
-                    node::last_entry_id(lp.view(), master_id).unwrap_or(master_id) < minid
-                }
+                // The built-in reads the last entry, tombstone or not.
+                TrimStrategy::MinId(minid) => last.unwrap_or(master_id) < minid,
             };
             if remove_node && policy == RefPolicy::KeepRef {
                 self.rax.remove(&key);
@@ -727,7 +726,12 @@ impl Stream {
                 frontier = Frontier::At(master_id);
                 break;
             }
-            // Mark entries of this node deleted until the condition holds.
+            // Mark entries of this node deleted until the condition holds: it is read now (a
+            // node on disk that cannot be read back stops the trim before it, as above).
+            if lp.try_view().is_none() {
+                frontier = Frontier::At(master_id);
+                break;
+            }
             let was_packed = lp.is_packed();
             let was_cold = lp.is_cold();
             lp.unpack();
@@ -775,7 +779,7 @@ impl Stream {
             node::set_counts(lp, left, marked_deleted.wrapping_add(deleted_from_lp));
             if was_packed && left != 0 {
                 lp.pack(codec().unwrap_or(Codec::Lz4));
-                refreeze(lp, was_cold);
+                refreeze(lp, master_id, was_cold);
             }
             if policy == RefPolicy::KeepRef {
                 break;
@@ -1088,10 +1092,50 @@ pub fn compression() -> bool {
 
 /// A cold node that a write rewrote (XDEL, a trim inside it) goes back to disk as it came
 /// (a failed write keeps it in RAM: counted by the store's handle).
-fn refreeze(lp: &mut Listpack, was_cold: bool) {
+fn refreeze(lp: &mut Listpack, master: StreamId, was_cold: bool) {
     if was_cold && lp.is_packed() {
-        let _ = lp.tier_out(codec().unwrap_or(Codec::Lz4));
+        let note = node_note(lp, master);
+        if let (Ok(true), Some(n)) = (lp.tier_out(codec().unwrap_or(Codec::Lz4)), note) {
+            lp.set_note(n);
+        }
     }
+}
+
+/// What a trim needs of a node, kept in RAM while the node is on disk (`Listpack::note`): its
+/// entry count, deleted count and last entry's ID (tombstone or not). From the plain bytes;
+/// a packed node in RAM is decoded without filling its cache (it is going to disk).
+fn node_note(lp: &Listpack, master: StreamId) -> Option<crate::listpack::Note> {
+    let copy;
+    let plain = match lp.unpacked_copy() {
+        None => lp,
+        Some(Ok(p)) => {
+            copy = p;
+            &copy
+        }
+        Some(Err(_)) => return None,
+    };
+    let (count, deleted) = node::counts(plain);
+    let (count, deleted) = (u32::try_from(count).ok()?, u32::try_from(deleted).ok()?);
+    let last = node::last_entry_id(plain, master)?;
+    Some([u64::from(count) << 32 | u64::from(deleted), last.ms, last.seq])
+}
+
+/// The (entries, deleted entries, last entry ID) noted with a node on disk.
+fn noted_facts(lp: &Listpack) -> Option<(i64, i64, StreamId)> {
+    let [counts, ms, seq] = lp.note()?;
+    Some(((counts >> 32) as i64, (counts & 0xffff_ffff) as i64, StreamId { ms, seq }))
+}
+
+/// A node's (entries, deleted entries, last entry ID): from its note while it is on disk (no
+/// read), else from its bytes (None when it is on disk and cannot be read back). The last ID
+/// only when `want_last`, or when it comes free with the note.
+fn node_facts(lp: &Listpack, master: StreamId, want_last: bool) -> Option<(i64, i64, Option<StreamId>)> {
+    if let Some((entries, deleted, last)) = noted_facts(lp) {
+        return Some((entries, deleted, Some(last)));
+    }
+    let view = lp.try_view()?;
+    let (entries, deleted) = node::counts(view);
+    Some((entries, deleted, if want_last { node::last_entry_id(view, master) } else { None }))
 }
 
 /// Are sealed nodes tiered to disk (`xstream.tier-dir` set: the segment store is open)?
@@ -1229,29 +1273,42 @@ impl Stream {
         }
     }
 
-    /// Reads the nodes a trim `t` reads (every node it removes or cuts, and the one it stops
-    /// at), without changing anything: what [`Stream::probe`] runs before a trim.
-    /// (One node more than the condition asks: XS.ADD trims after its append, one entry
-    /// longer.)
-    pub fn read_trimmed_nodes(&self, t: &Trim) {
+    /// Reads the nodes a trim `t` reads (every node it cuts, and the one it stops at; under
+    /// DELREF / ACKED, `whole` false, every node it removes too: it walks their entries),
+    /// without changing anything: what [`Stream::probe`] runs before a trim. A node on disk
+    /// removed whole is known by its note and not read. (One node more than the condition
+    /// asks: XS.ADD trims after its append, one entry longer.)
+    pub fn read_trimmed_nodes(&self, t: &Trim, whole: bool) {
         let mut left = self.length;
-        let mut done = false;
+        let mut removed: i64 = 0;
         let mut it = self.rax.iter();
         while let Some((k, lp)) = it.next() {
-            if done {
+            let master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
+            let (entries, last) = match noted_facts(lp).filter(|_| whole) {
+                Some((entries, _, last)) => (entries, Some(last)),
+                None => {
+                    let view = self.view_touched(k, lp);
+                    (node::counts(view).0, node::last_entry_id(view, master))
+                }
+            };
+            // LIMIT: the trim stops before this node, unread.
+            removed = removed.saturating_add(entries);
+            if t.limit != 0 && removed > t.limit {
                 return;
             }
-            let master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
-            let lp = self.view_touched(k, lp);
-            let (entries, _) = node::counts(lp);
-            done = match t.strategy {
+            // Where the trim stops or cuts: read (and the walk ends there).
+            let (stop, cut) = match t.strategy {
                 TrimStrategy::MaxLen(maxlen) => {
-                    let met = left <= maxlen;
+                    let stop = left <= maxlen;
                     left = left.saturating_sub(entries.max(0) as u64);
-                    met
+                    (stop, left < maxlen)
                 }
-                TrimStrategy::MinId(minid) => node::last_entry_id(lp, master).unwrap_or(master) >= minid,
+                TrimStrategy::MinId(minid) => (last.unwrap_or(master) >= minid, false),
             };
+            if stop || cut {
+                self.view_touched(k, lp);
+                return;
+            }
         }
     }
 
@@ -1342,7 +1399,11 @@ impl Stream {
             return Ok(None);
         }
         let before = lp.stored_bytes();
+        let note = node_note(lp, master);
         if lp.tier_out(codec().unwrap_or(Codec::Lz4))? {
+            if let Some(n) = note {
+                lp.set_note(n);
+            }
             Ok(Some(before.saturating_sub(lp.stored_bytes())))
         } else {
             Ok(None)

@@ -188,3 +188,71 @@ fn records_freed_on_another_thread_come_back_at_the_next_use() {
     assert_eq!(live(), 0);
     assert!(close());
 }
+
+/// Every live entry of `s`, in order.
+fn entries(s: &crate::stream::Stream) -> Vec<(crate::stream::StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
+    let mut out = Vec::new();
+    let mut it = s.range(crate::stream::StreamId::MIN, crate::stream::StreamId::MAX, false);
+    while let Some(e) = it.next_entry() {
+        out.push((e.id(), e.fields()));
+    }
+    out
+}
+
+fn cold_reads() -> u64 {
+    stats().map_or(0, |(_, c)| c.reads)
+}
+
+/// Trims of a stream whose sealed nodes are on disk remove whole nodes by their notes (counts
+/// and last ID kept in RAM), unread: only the node a trim cuts or stops at is read, and the
+/// result is an untiered copy's. Under DELREF the trim walks the entries of what it removes:
+/// those are read.
+#[test]
+fn trims_remove_cold_nodes_by_their_notes() {
+    use crate::stream::{IdSpec, NodeLimits, RefPolicy, Stream, StreamId, Trim, TrimStrategy};
+    let dir = TempDir::new("notes");
+    open(&dir.0, 1 << 20).unwrap();
+    let mut rng = Rng::new(seed());
+    let limits = NodeLimits { entries_max: 10, bytes_max: 0 };
+    let (mut unread_nodes, mut reads_total) = (0u64, 0u64);
+    for case in 0..60 {
+        let (mut hot, mut cold) = (Stream::new(), Stream::new());
+        let n = 100 + rng.below(1500);
+        for i in 1..=n {
+            let v = format!("value-{i}-{}", rng.below(1000));
+            for s in [&mut hot, &mut cold] {
+                s.append(&[b"f", v.as_bytes()], IdSpec::Explicit(StreamId::new(i, 0)), 0, limits).unwrap();
+            }
+        }
+        for _ in 0..rng.below(n / 4) {
+            let id = StreamId::new(1 + rng.below(n), 0);
+            assert_eq!(hot.delete(id), cold.delete(id));
+        }
+        let masters: Vec<StreamId> = cold.stored_nodes().map(|(m, _)| m).collect();
+        for m in masters {
+            cold.tier_node(m).unwrap();
+        }
+        assert_eq!(cold.tiered().0 as usize, cold.rax_keys() - 1, "case {case}: every sealed node on disk");
+        let strategy =
+            if rng.below(2) == 0 { TrimStrategy::MaxLen(rng.below(n + 5)) } else { TrimStrategy::MinId(StreamId::new(rng.below(n + 5), 0)) };
+        let t = Trim { strategy, approx: rng.below(2) == 0, limit: if rng.below(3) == 0 { rng.below(400) as i64 } else { 0 } };
+        let policy = if rng.below(4) == 0 { RefPolicy::DelRef } else { RefPolicy::KeepRef };
+        let nodes_before = cold.rax_keys();
+        let r0 = cold_reads();
+        cold.read_trimmed_nodes(&t, policy == RefPolicy::KeepRef);
+        let (a, b) = (hot.trim_with(&t, policy), cold.trim_with(&t, policy));
+        let reads = cold_reads() - r0;
+        assert_eq!(a.deleted, b.deleted, "case {case}: {t:?} {policy:?}");
+        assert_eq!((hot.length, hot.first_id), (cold.length, cold.first_id), "case {case}: {t:?}");
+        assert_eq!(entries(&hot), entries(&cold), "case {case}: {t:?}");
+        let removed = nodes_before - cold.rax_keys();
+        if policy == RefPolicy::KeepRef {
+            // The node cut or stopped at, and the first node left (its first ID).
+            assert!(reads <= 2, "case {case}: {reads} nodes read to trim {t:?} ({removed} removed)");
+            unread_nodes += removed as u64;
+        }
+        reads_total += reads;
+    }
+    assert!(unread_nodes > 100, "{unread_nodes} cold nodes removed unread");
+    eprintln!("trims by notes: {unread_nodes} cold nodes removed unread, {reads_total} nodes read");
+}
