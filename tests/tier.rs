@@ -179,6 +179,32 @@ fn tiered_nodes_read_back_through_every_round_trip() {
     }
 }
 
+/// A server with every sealed node on disk and no decoded-node cache (each read of a node goes
+/// to the store).
+fn tiered() -> ServerBuilder {
+    Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").arg("--xstream.compression-cache", "0")
+}
+
+/// `n` events in `m` (the module's) and in `b` (the built-in's), every sealed node of `m` on
+/// disk: how many.
+fn fill_tiered(c: &mut Conn, n: u64, what: &str) -> i64 {
+    pipeline(c, &events("XS.ADD", "m", n));
+    pipeline(c, &events("XADD", "b", n));
+    let sealed = sealed_nodes(c, "m");
+    wait_tiered(c, sealed, what);
+    sealed
+}
+
+/// [`tiered`] with the test-hooks build (XS.DEBUG-TIER-FAULTS); None, the test reported
+/// skipped, without that build.
+fn faults_server(test: &str) -> Option<Server> {
+    let Some(so) = test_hooks_module_path() else {
+        report(&format!("{test}: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)"));
+        return None;
+    };
+    Some(tiered().module(&so).start())
+}
+
 const COLD_ERR: &str = "ERR xstream: a node of this stream could not be read back from disk (xstream.tier-dir; see the server log)";
 
 /// A read of a node on disk that fails (an I/O error injected by XS.DEBUG-TIER-FAULTS of the
@@ -188,16 +214,7 @@ const COLD_ERR: &str = "ERR xstream: a node of this stream could not be read bac
 /// fork child that cannot read a node fails its save. The server never stops.
 #[test]
 fn cold_read_faults_are_error_replies() {
-    let Some(so) = test_hooks_module_path() else {
-        report("cold_read_faults_are_error_replies: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
-        return;
-    };
-    let s = Server::builder()
-        .module(&so)
-        .arg("--xstream.tier-dir", "tier")
-        .arg("--xstream.tier-memory", "0")
-        .arg("--xstream.compression-cache", "0")
-        .start();
+    let Some(s) = faults_server("cold_read_faults_are_error_replies") else { return };
     let mut c = s.conn();
     pipeline(&mut c, &events("XS.ADD", "m", 3000));
     pipeline(&mut c, &events("XADD", "b", 3000));
@@ -327,12 +344,9 @@ fn cold_read_faults_are_error_replies() {
 #[test]
 fn damaged_records_are_errors_never_wrong_replies() {
     let cases = env_usize("XSTREAM_TIER_FUZZ_CASES", 10_000);
-    let s = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").arg("--xstream.compression-cache", "0").start();
+    let s = tiered().start();
     let mut c = s.conn();
-    pipeline(&mut c, &events("XS.ADD", "m", 3000));
-    pipeline(&mut c, &events("XADD", "b", 3000));
-    let sealed = sealed_nodes(&mut c, "m");
-    wait_tiered(&mut c, sealed, "fuzz");
+    fill_tiered(&mut c, 3000, "fuzz");
     let seg = s.dir().join("tier").join("seg-00000001.xst");
     let whole = std::fs::read(&seg).unwrap();
     let mut rng = Rng::from_env("damaged_records");
@@ -524,16 +538,7 @@ fn a_full_disk_keeps_nodes_in_ram_until_space_comes_back() {
 /// failure would stay on the primary and never reach the replica.
 #[test]
 fn group_passes_read_their_nodes_first() {
-    let Some(so) = test_hooks_module_path() else {
-        report("group_passes_read_their_nodes_first: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
-        return;
-    };
-    let p = Server::builder()
-        .module(&so)
-        .arg("--xstream.tier-dir", "tier")
-        .arg("--xstream.tier-memory", "0")
-        .arg("--xstream.compression-cache", "0")
-        .start();
+    let Some(p) = faults_server("group_passes_read_their_nodes_first") else { return };
     let r = Server::replica_of(&p);
     let (mut c, mut rc) = (p.conn(), r.conn());
     pipeline(&mut c, &events("XS.ADD", "m", 3000));
@@ -596,11 +601,7 @@ fn group_passes_read_their_nodes_first() {
 /// the SWAPDB comes within that pause.)
 #[test]
 fn swapdb_carries_the_tiering_queue() {
-    let Some(so) = test_hooks_module_path() else {
-        report("swapdb_carries_the_tiering_queue: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
-        return;
-    };
-    let s = Server::builder().module(&so).arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").start();
+    let Some(s) = faults_server("swapdb_carries_the_tiering_queue") else { return };
     let mut c = s.conn();
     c.cmd(&["XS.DEBUG-TIER-FAULTS", "1", "0"]);
     pipeline(&mut c, &events("XS.ADD", "m", 3000));
@@ -621,12 +622,9 @@ fn swapdb_carries_the_tiering_queue() {
 /// and last ID): a node is read only where a trim cuts or stops, whatever it removes.
 #[test]
 fn trims_remove_cold_nodes_unread() {
-    let s = Server::builder().arg("--xstream.tier-dir", "tier").arg("--xstream.tier-memory", "0").arg("--xstream.compression-cache", "0").start();
+    let s = tiered().start();
     let mut c = s.conn();
-    pipeline(&mut c, &events("XS.ADD", "m", 20_000));
-    pipeline(&mut c, &events("XADD", "b", 20_000));
-    let sealed = sealed_nodes(&mut c, "m");
-    wait_tiered(&mut c, sealed, "trims");
+    fill_tiered(&mut c, 20_000, "trims");
     let trims: [(&[&str], &[&str]); 4] = [
         (&["XS.TRIM", "m", "MAXLEN", "~", "15000"], &["XTRIM", "b", "MAXLEN", "~", "15000"]),
         (&["XS.TRIM", "m", "MINID", "8000"], &["XTRIM", "b", "MINID", "8000"]),
