@@ -46,7 +46,12 @@ pub(super) struct GroupRead {
 pub(super) fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &GroupRead, budget: &mut Budget) -> Result<()> {
     let (group_arg, key_idx, now) = (r.group_arg, r.key_idx, r.now);
     let consumer_name = c.arg(group_arg + 1);
-    crate::commands::read_first(s, |s| read_group_nodes(s, g, consumer_name, r))?;
+    // (A `>` read of the command or of a blocked reader run again read its nodes in
+    // serve.rs `new_or_due`, before its purge: only history reads and 7.0's signalled
+    // readers read them here.)
+    if r.history || r.blocked {
+        crate::commands::read_first(s, |s| read_group_nodes(s, g, consumer_name, r))?;
+    }
     let slot = group_consumer(c, s, g, group_arg, key_idx, r.noack, r.blocked, now)?;
     // Queue policies (issue 16): MAXDELIVERIES dead letters, CONSUMERTTL expiry.
     let mut dl = crate::commands::queue::DeadLetters::for_group(c, s, g, key_idx, group_arg);
