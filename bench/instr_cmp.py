@@ -18,7 +18,8 @@ instructions (src/jobs/pack.rs), i.e. what the commands themselves cost.
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
-a stream of 10 entries per op), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
+a stream of 10 entries per op), tail (XS.REVRANGE s + - COUNT 10 on the same stream: the tail
+node; with `:xstream.tier-dir=tier,xstream.tier-memory=0`, every other node on disk), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
 builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
@@ -100,12 +101,16 @@ def prepare(r, name, ops):
                     pipe.execute()
         pipe.execute()
         return
-    if name in ("readack", "claim", "range"):
+    if name in ("readack", "claim", "range", "tail"):
         pipe = r.pipeline(transaction=False)
         for i in range(ops * 10):
             pipe.execute_command("XS.ADD", "s", "*", "f", "v")
         pipe.execute()
         r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
+        # With `:xstream.tier-dir=...` on the module path: the tiering step done first.
+        deadline = time.time() + 120
+        while int(r.info("xstream").get("xstream_tier_resident_queued_nodes", 0)) > 0 and time.time() < deadline:
+            time.sleep(0.2)
     if name in ("delayed_readack", "scheduled_readack"):
         # Delayed delivery (issue 17). delayed_readack: every other entry due in an hour, so each
         # `>` read passes over about 10 entries (scheduling them) to deliver 10. scheduled_readack:
@@ -210,6 +215,9 @@ def run(r, name, ops):
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
+    elif name == "tail":
+        for _ in range(ops):
+            pipe.execute_command("XS.REVRANGE", "s", "+", "-", "COUNT", "10")
     elif name == "range_json":
         # XS.RANGE COUNT 100 from a start spread over the stream (a fixed sequence).
         for i in range(ops):

@@ -1313,8 +1313,8 @@ impl Stream {
     }
 
     /// Reads the nodes a forward read of `count` live entries from `start` (0: all) may read: the
-    /// node holding `start` and those after it until their live entries (the first node's not
-    /// counted) reach `count`. A node is read by its header alone when it is plain (in RAM):
+    /// node holding `start` and those after it until their live entries (the first node's only
+    /// when all of them are at or after `start`) reach `count`. A node is read by its header alone when it is plain (in RAM):
     /// only nodes on disk (and compressed ones, which the read decodes anyway) are decoded.
     pub fn read_nodes_forward(&self, start: StreamId, count: u64) {
         self.read_nodes_between(start, StreamId::MAX, count, false)
@@ -1334,11 +1334,17 @@ impl Stream {
             if !rev && master > end {
                 return;
             }
-            let (live, _) = node::counts(self.view_touched(k, lp));
+            let view = self.view_touched(k, lp);
+            let (live, _) = node::counts(view);
             if rev && master <= start {
                 return;
             }
-            if !first {
+            // The first node counts when all of its entries are on the read's side of where it
+            // starts (a read from `-` or `+`, or from a node's edge): then a tail read of COUNT
+            // entries that its node holds reads no other node.
+            let whole = !first
+                || if rev { end == StreamId::MAX || node::last_entry_id(view, master).is_some_and(|last| last <= end) } else { master >= start };
+            if whole {
                 left = left.saturating_sub(live.max(0) as u64);
             }
             first = false;
