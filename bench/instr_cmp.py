@@ -268,6 +268,7 @@ def timer_ir(path):
 def measure(server, module, workloads, ops):
     # `path:xstream.compression=lz4`: the server started with that config.
     module, _, conf = module.partition(":")
+    module = os.path.abspath(module)  # the server runs in its own --dir
     extra = []
     for kv in filter(None, conf.split(",")):
         k, _, v = kv.partition("=")

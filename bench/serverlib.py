@@ -9,6 +9,7 @@ server only and removes the directory.
 """
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -33,8 +34,10 @@ def redis_server(server, module, extra=(), wrapper=(), prefix="xstream-bench-", 
 
     d = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
+    # The server's own output (and a wrapper's, valgrind's), for when it does not start.
+    log = open(os.path.join(d, "server.log"), "wb")
     p = subprocess.Popen([*wrapper, server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", d,
-                          "--loadmodule", module, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          "--loadmodule", module, *extra], stdout=log, stderr=subprocess.STDOUT)
     r = redis.Redis(port=port)
     deadline = time.time() + start_timeout_s
     while True:

@@ -6,7 +6,7 @@
 use super::{is_kw, parse_ll};
 use crate::error::{Error, Result};
 use crate::ffi::ctx::Ctx;
-use crate::stream::{Stream, StreamId};
+use crate::stream::{RangeIter, Stream, StreamId};
 
 pub fn run_range(c: &Ctx) -> Result<()> {
     run_generic(c, false)
@@ -48,9 +48,18 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
         let count = if count < 0 { 0 } else { count as u64 };
         // Nodes on disk that the read needs are read first (an error, nothing replied, if one
         // cannot be); then nothing can fail and the reply goes straight out, not held back.
-        super::read_first(s, |s| s.read_nodes_between(start, end, count, rev))?;
+        // The walk starts where the reply's iterator stands: one seek for both.
+        let mut positioned = None;
+        super::read_first(s, |_| {
+            let it = s.range(start, end, rev);
+            it.read_ahead(count);
+            positioned = Some(it);
+        })?;
         c.send_held();
-        reply_range(c, s, start, end, count, rev);
+        let it = positioned.unwrap_or_else(|| s.range(start, end, rev));
+        c.reply_array_postponed();
+        let n = reply_iter(c, it, count);
+        c.set_array_len(n as usize);
     }
     Ok(())
 }
@@ -77,8 +86,13 @@ pub fn reply_entry(c: &Ctx, e: &crate::stream::Entry<'_>) {
 
 /// Emits the entries themselves (no enclosing array).
 pub fn reply_entries(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u64, rev: bool) -> u64 {
+    reply_iter(c, s.range(start, end, rev), count)
+}
+
+/// Emits the entries of `it` (at most `count`, 0 = all; no enclosing array); returns how many.
+fn reply_iter(c: &Ctx, it: RangeIter<'_>, count: u64) -> u64 {
     let mut n = 0u64;
-    for e in s.range(start, end, rev) {
+    for e in it {
         reply_entry(c, &e);
         n += 1;
         if count != 0 && n == count {

@@ -1410,6 +1410,18 @@ pub struct Iter<'a, V> {
     state: IterState,
 }
 
+/// A second cursor at the same place (its own buffers, taken from the pool as a seek's are):
+/// a walk ahead of a read that must not move the read's own cursor.
+impl<V> Clone for Iter<'_, V> {
+    fn clone(&self) -> Self {
+        let mut key = buffers::take_key();
+        key.extend_from_slice(&self.key);
+        let mut stack = buffers::take_stack();
+        stack.extend_from_slice(&self.stack);
+        Iter { rax: self.rax, key, stack, stack_ok: self.stack_ok, node: self.node, state: self.state }
+    }
+}
+
 impl<V> Drop for Iter<'_, V> {
     fn drop(&mut self) {
         buffers::give_key(std::mem::take(&mut self.key));

@@ -1322,36 +1322,10 @@ impl Stream {
 
     /// The nodes a read of `count` live entries (0: all) between `start` and `end` reads, in
     /// either direction, as [`Stream::read_nodes_forward`] (and, backwards, from the node
-    /// holding `end` down to the first whose key is at most `start`).
+    /// holding `end` down to the first whose key is at most `start`): a range iterator's
+    /// [`RangeIter::read_ahead`].
     pub fn read_nodes_between(&self, start: StreamId, end: StreamId, count: u64, rev: bool) {
-        let from = if rev { end } else { start };
-        let mut it = self.rax.seek(SeekOp::Le, &from.to_be_bytes());
-        let mut left = if count == 0 { u64::MAX } else { count };
-        let mut first = true;
-        loop {
-            let Some((k, lp)) = (if rev { it.prev() } else { it.next() }) else { return };
-            let master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
-            if !rev && master > end {
-                return;
-            }
-            let view = self.view_touched(k, lp);
-            let (live, _) = node::counts(view);
-            if rev && master <= start {
-                return;
-            }
-            // The first node counts when all of its entries are on the read's side of where it
-            // starts (a read from `-` or `+`, or from a node's edge): then a tail read of COUNT
-            // entries that its node holds reads no other node.
-            let whole = !first
-                || if rev { end == StreamId::MAX || node::last_entry_id(view, master).is_some_and(|last| last <= end) } else { master >= start };
-            if whole {
-                left = left.saturating_sub(live.max(0) as u64);
-            }
-            first = false;
-            if left == 0 {
-                return;
-            }
-        }
+        self.range(start, end, rev).read_ahead(count);
     }
 
     /// `lp` (the node at key `k` of this stream) to read, a packed one remembered as read so
@@ -1540,6 +1514,72 @@ impl<'a> RangeIter<'a> {
                 self.cur = None;
                 false
             }
+        }
+    }
+
+    /// Reads, without moving this iterator, the nodes that the rest of a read of `count` live
+    /// entries (0: all) may read: what [`Stream::probe`] runs before a read replies (nodes on
+    /// disk, `xstream.tier-dir`). The current node (read when the iterator entered it), then
+    /// those after it in the read's direction:
+    /// - until their live entries reach `count`. The current node counts only when all of its
+    ///   entries are on the read's side of where it starts (a read from `-` or `+`, or from a
+    ///   node's edge): a tail read of COUNT entries that the tail node holds reads no other
+    ///   node and moves no cursor over the tree. Backwards, a node counts only when none of its
+    ///   entries is above `end`.
+    /// - or until the read's far bound: forwards the first node whose key is above `end`,
+    ///   backwards the node after the first whose key is at most `start`; and, as the read
+    ///   only stops at a live entry, on over nodes without one.
+    pub fn read_ahead(&self, count: u64) {
+        let Some((mut lp, mut master, _)) = self.cur else { return };
+        if self.done {
+            return;
+        }
+        let mut left = if count == 0 { u64::MAX } else { count };
+        // Backwards from a node above `end` (no node is at or below it: the read starts from the
+        // last one): any node's entries may be above `end`, and the read stops only at a live
+        // entry at or below it.
+        let fallback = self.rev && master > self.end;
+        // The far bound is passed: the read goes on only over nodes without a live entry.
+        let mut past = false;
+        let mut first = true;
+        let mut nodes = None;
+        loop {
+            let live = node::counts(lp).0.max(0) as u64;
+            if past {
+                if live > 0 {
+                    return;
+                }
+            } else if !self.rev && !first && master > self.end {
+                // Forwards, the first node past `end`: the read stops at its first live entry.
+                if live > 0 {
+                    return;
+                }
+                past = true;
+            } else {
+                let whole = if self.rev {
+                    (!first && !fallback) || self.end == StreamId::MAX || node::last_entry_id(lp, master).is_some_and(|last| last <= self.end)
+                } else {
+                    !first || master >= self.start
+                };
+                if whole {
+                    left = left.saturating_sub(live);
+                    if left == 0 {
+                        return;
+                    }
+                }
+                // Backwards, the node holding `start`: the read stops in it, or in the next one
+                // holding a live entry. (From a node above `end` it stops only at a live entry
+                // at or below `end`: it may read every node.)
+                past = self.rev && !fallback && master <= self.start;
+            }
+            first = false;
+            let nodes = nodes.get_or_insert_with(|| self.nodes.clone());
+            let Some((k, next)) = (if self.rev { nodes.prev() } else { nodes.next() }) else { return };
+            master = StreamId::from_be_bytes(k).unwrap_or(StreamId::MIN);
+            if next.is_packed() {
+                touch(self.owner, k);
+            }
+            lp = next.view();
         }
     }
 

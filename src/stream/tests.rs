@@ -327,3 +327,53 @@ fn append_of_an_existing_node_key_keeps_that_node() {
     assert_eq!(rev, vec![StreamId::new(300, 0), StreamId::new(200, 0), StreamId::new(150, 0)]);
     assert_eq!(crate::stream::validate::validate_stream(&s), Ok(()));
 }
+
+/// The walk a read runs before it replies while nodes are on disk (`RangeIter::read_ahead`,
+/// src/commands/range.rs) reads every node the read itself reads, in the same order (the read's
+/// nodes are a prefix of the walk's), whatever the bounds, COUNT, direction and deleted
+/// entries; and a tail read of no more than the tail node holds reads no sealed node. Sealed
+/// nodes are compressed here: a read of one is recorded (`touch`), as a read of one on disk.
+#[test]
+fn read_ahead_reads_every_node_the_read_reads() {
+    let mut r = Rng::new(seed());
+    set_compression(true);
+    let l = NodeLimits { entries_max: 1 + r.below(12) as i64, bytes_max: 0 };
+    let mut s = Stream::new();
+    let mut ids = Vec::new();
+    let mut ms = 0;
+    for _ in 0..(20 + r.below(300)) {
+        ms += 1 + r.below(3);
+        let id = StreamId::new(ms, r.below(2));
+        ids.push(s.append(&[b"field", b"a value that compresses, a value that compresses"], IdSpec::Explicit(id), 0, l).unwrap());
+    }
+    for _ in 0..r.below(ids.len() as u64) {
+        s.delete(ids[r.below(ids.len() as u64) as usize]);
+    }
+    assert!(s.pack_sealed() > 0);
+    let touched = || TOUCHED.with(|t| t.borrow_mut().drain(..).map(|(_, k)| k).collect::<Vec<_>>());
+    let mut bound = |r: &mut Rng| match r.below(5) {
+        0 => StreamId::MIN,
+        1 => StreamId::MAX,
+        _ => StreamId::new(r.below(ms + 3), r.below(3)),
+    };
+    for _ in 0..3000 {
+        let (a, b) = (bound(&mut r), bound(&mut r));
+        let (start, end) = if a > b && r.below(5) != 0 { (b, a) } else { (a, b) };
+        let count = [0, 1, 2, 3, 10, 50, 1000][r.below(7) as usize];
+        let rev = r.below(2) == 0;
+        touched();
+        s.range(start, end, rev).read_ahead(count);
+        let walked = touched();
+        let n = s.range(start, end, rev).take(if count == 0 { usize::MAX } else { count as usize }).count();
+        let read = touched();
+        assert!(walked.starts_with(&read), "{start}..{end} COUNT {count} rev {rev}: {n} entries; read {read:?}, walked {walked:?}");
+    }
+    // The tail read of what the tail node holds: no sealed node.
+    let tail_live = s.rax.seek(SeekOp::Last, &[]).next().map_or(0, |(_, lp)| node::counts(lp.view()).0) as u64;
+    for count in 1..=tail_live {
+        touched();
+        s.range(StreamId::MIN, StreamId::MAX, true).read_ahead(count);
+        assert_eq!(touched(), Vec::<[u8; 16]>::new(), "COUNT {count} of {tail_live} in the tail");
+    }
+    set_compression(false);
+}
