@@ -52,7 +52,7 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
         let mut positioned = None;
         super::read_first(s, |_| {
             let it = s.range(start, end, rev);
-            it.read_ahead(count);
+            s.read_ahead(&it, count);
             positioned = Some(it);
         })?;
         c.send_held();

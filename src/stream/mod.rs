@@ -176,6 +176,12 @@ pub struct Stream {
     /// replica whose copy is still built-in converts it before that write. Not part of
     /// the content (digest, RDB and equality ignore it); a COPY keeps it (a clone).
     pub import_unsent: bool,
+    /// Every node on disk (`xstream.tier-dir`) has a key at most this; None: no node of this
+    /// stream went to disk. An upper bound, not lowered when a node comes back to RAM (nodes
+    /// go oldest first: it is about the newest one that went). A forward read that starts in
+    /// a node above it meets no node on disk and needs no read-first walk. Layout only: not
+    /// part of the content (digest, RDB and equality ignore it).
+    pub cold_max: Option<StreamId>,
 }
 
 /// How a group's lag follows appends ([`Meta::lag_form`]).
@@ -1325,7 +1331,18 @@ impl Stream {
     /// holding `end` down to the first whose key is at most `start`): a range iterator's
     /// [`RangeIter::read_ahead`].
     pub fn read_nodes_between(&self, start: StreamId, end: StreamId, count: u64, rev: bool) {
-        self.range(start, end, rev).read_ahead(count);
+        self.read_ahead(&self.range(start, end, rev), count);
+    }
+
+    /// [`RangeIter::read_ahead`] of `it` (an iterator of this stream), skipped when the read
+    /// cannot meet a node on disk: none of this stream ever went, or the read goes forwards
+    /// from a node above every one that did ([`Stream::cold_max`]).
+    pub fn read_ahead(&self, it: &RangeIter<'_>, count: u64) {
+        match (self.cold_max, it.node()) {
+            (None, _) => {}
+            (Some(cold), Some(at)) if !it.rev && at > cold => {}
+            _ => it.read_ahead(count),
+        }
     }
 
     /// `lp` (the node at key `k` of this stream) to read, a packed one remembered as read so
@@ -1384,6 +1401,7 @@ impl Stream {
             if let Some(n) = note {
                 lp.set_note(n);
             }
+            self.cold_max = self.cold_max.max(Some(master));
             Ok(Some(before.saturating_sub(lp.stored_bytes())))
         } else {
             Ok(None)
@@ -1515,6 +1533,11 @@ impl<'a> RangeIter<'a> {
                 false
             }
         }
+    }
+
+    /// The key of the node the iterator stands in (None: the read is over).
+    pub fn node(&self) -> Option<StreamId> {
+        self.cur.map(|(_, master, _)| master)
     }
 
     /// Reads, without moving this iterator, the nodes that the rest of a read of `count` live

@@ -60,18 +60,11 @@ impl Ctx {
     #[cold]
     #[inline(never)]
     fn hold_bulk(&self, b: &[u8]) -> bool {
-        match self.held.try_borrow_mut() {
-            Ok(mut h) => match h.as_mut() {
-                Some(h) => {
-                    let off = h.bytes.len();
-                    h.bytes.extend_from_slice(b);
-                    h.items.push(Held::Bulk { off, len: b.len() });
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
-        }
+        self.with_held(|h| {
+            let off = h.bytes.len();
+            h.bytes.extend_from_slice(b);
+            h.items.push(Held::Bulk { off, len: b.len() });
+        })
     }
 
     /// Holds `r` if replies are held; false: send it now.
@@ -86,10 +79,16 @@ impl Ctx {
     #[cold]
     #[inline(never)]
     fn hold(&self, r: impl FnOnce() -> Held) -> bool {
+        self.with_held(|h| h.items.push(r()))
+    }
+
+    /// Runs `f` on the held replies; false (nothing done: send the reply now) when replies are
+    /// not held or are being sent.
+    fn with_held(&self, f: impl FnOnce(&mut HeldReplies)) -> bool {
         match self.held.try_borrow_mut() {
             Ok(mut h) => match h.as_mut() {
                 Some(h) => {
-                    h.items.push(r());
+                    f(h);
                     true
                 }
                 None => false,
