@@ -18,7 +18,9 @@ instructions (src/jobs/pack.rs), i.e. what the commands themselves cost.
 Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPAUTO p * with
 5 fields; needs a build with IDMP), readack (XS.READGROUP COUNT 10 > then XS.ACK of the 10),
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
-a stream of 10 entries per op), tail (XS.REVRANGE s + - COUNT 10 on the same stream: the tail
+a stream of 10 entries per op), recent (XS.RANGE <an ID among the last 10,000> + COUNT 100 on 50,000
+~200-byte events; with `:xstream.tier-dir=tier,xstream.tier-memory=2mb` the older nodes on disk, the read's in
+RAM: bench/tiering_big.py's tail reads), tail (XS.REVRANGE s + - COUNT 10 on the same stream: the tail
 node; with `:xstream.tier-dir=tier,xstream.tier-memory=0`, every other node on disk), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
@@ -48,6 +50,8 @@ import time
 
 from serverlib import redis_server
 
+
+RECENT_ENTRIES = 50_000
 
 FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
 
@@ -100,6 +104,20 @@ def prepare(r, name, ops):
                 if len(pipe) >= 1000:
                     pipe.execute()
         pipe.execute()
+        return
+    if name == "recent":
+        # 50,000 entries of ~200 bytes with IDs 1-0 .. 50000-0: with
+        # `:xstream.tier-dir=tier,xstream.tier-memory=2mb` the newest sealed nodes stay in RAM
+        # (about the last 10,000 entries) and the older ones go to disk.
+        pipe = r.pipeline(transaction=False)
+        for i in range(1, RECENT_ENTRIES + 1):
+            pipe.execute_command("XS.ADD", "s", f"{i}-0", "event", f"{{\"user\":\"user-{i % 5000}\",\"action\":\"click\",\"page\":\"/p/{i % 300}\",\"ts\":{1700000000000 + i * 37},\"ref\":\"campaign-{i % 40}\",\"pad\":\"{'x' * 60}\"}}")
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        deadline = time.time() + 120
+        while int(r.info("xstream").get("xstream_tier_resident_queued_bytes", 0)) > int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0) and time.time() < deadline:
+            time.sleep(0.2)
         return
     if name in ("readack", "claim", "range", "tail"):
         pipe = r.pipeline(transaction=False)
@@ -215,6 +233,11 @@ def run(r, name, ops):
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
+    elif name == "recent":
+        # XS.RANGE <an ID among the last 10,000> + COUNT 100 (a fixed sequence): the tail reads of
+        # bench/tiering_big.py, in RAM under a tiering budget.
+        for i in range(ops):
+            pipe.execute_command("XS.RANGE", "s", str(RECENT_ENTRIES - 10_000 + i * 7877 % 9900), "+", "COUNT", "100")
     elif name == "tail":
         for _ in range(ops):
             pipe.execute_command("XS.REVRANGE", "s", "+", "-", "COUNT", "10")

@@ -434,9 +434,15 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
     let deep = check == Check::Deep;
     // Deep: each node is checked as soon as it is read, while its bytes are in the caches.
     let mut checked = StreamCheck::default();
-    // Tiering while loading (`xstream.tier-dir`, a server's load): each node goes to disk once
-    // the next one is read (a node is sealed once another follows it; the last stays).
+    // Tiering while loading (`xstream.tier-dir`, a server's load): a node is sealed once the
+    // next one is read (the last stays). The newest sealed nodes that fit what is left of the
+    // load's budget stay in RAM, as the background step keeps them (the tail's neighbours are
+    // what reads want): each sealed node is kept, and the oldest kept go to disk while the kept
+    // ones are over the budget. RAM holds at most the budget and one node more.
     let tier = crate::tier::cold::tier_on_load();
+    let room = crate::tier::cold::load_budget_left();
+    let mut kept: std::collections::VecDeque<(StreamId, u64)> = std::collections::VecDeque::new();
+    let mut kept_bytes = 0u64;
     let mut prev_inserted: Option<StreamId> = None;
     // No preallocation from `nodes`: each iteration reads real bytes or fails.
     for _ in 0..nodes {
@@ -472,14 +478,21 @@ pub fn load(encver: i32, inp: &mut impl RdbIn, check: Check) -> Result<Stream, L
         s.insert_node(master, lp);
         if tier {
             if let Some(sealed) = prev_inserted {
-                let bytes = s.node_stored_bytes(sealed);
-                if crate::tier::cold::load_over_budget(bytes as u64) {
+                let bytes = s.node_stored_bytes(sealed) as u64;
+                kept.push_back((sealed, bytes));
+                kept_bytes += bytes;
+                while kept_bytes > room {
+                    let Some((oldest, b)) = kept.pop_front() else { break };
+                    kept_bytes -= b;
                     // A write that fails keeps the node in RAM (counted by the store's handle).
-                    let _ = s.tier_node(sealed);
+                    let _ = s.tier_node(oldest);
                 }
             }
             prev_inserted = Some(master);
         }
+    }
+    if tier {
+        crate::tier::cold::load_kept(kept_bytes);
     }
     s.length = inp.get_u64()?;
     s.entries_added = inp.get_u64()?;

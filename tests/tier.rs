@@ -393,9 +393,9 @@ fn damaged_records_are_errors_never_wrong_replies() {
     assert!(c.ping());
 }
 
-/// A load (DEBUG RELOAD here; a restart, a full sync) with tiering on keeps `tier-memory` bytes of
-/// sealed nodes in RAM and sends the others to disk as they are read, so it never holds a whole
-/// stream in RAM: seen in the INFO sent in the same pipeline as DEBUG RELOAD (before any timer
+/// A load (DEBUG RELOAD here; a restart, a full sync) with tiering on keeps the newest
+/// `tier-memory` bytes of sealed nodes in RAM and sends the older ones to disk as newer ones are
+/// read, so it never holds a whole stream in RAM: seen in the INFO sent in the same pipeline as DEBUG RELOAD (before any timer
 /// of the tiering step can run).
 #[test]
 fn loads_tier_as_they_read() {
@@ -426,6 +426,13 @@ fn loads_tier_as_they_read() {
     c.cmd(&["CONFIG", "SET", "xstream.tier-memory", &(bytes / 3).to_string()]);
     let (disk, queued) = after_reload(&mut c);
     assert!(disk > sealed / 2 && disk < sealed && queued == sealed - disk, "{disk} on disk, {queued} queued of {sealed}");
+    // Those kept are the newest, as the background step keeps them: a read next to the tail
+    // reads nothing from disk, one of the oldest entries does.
+    let reads = info_xstream(&mut c, "tier_cold_reads");
+    assert_eq!(c.cmd(&["XS.REVRANGE", "m", "+", "-", "COUNT", "500"]), c.cmd(&["XREVRANGE", "b", "+", "-", "COUNT", "500"]));
+    assert_eq!(info_xstream(&mut c, "tier_cold_reads"), reads, "the newest sealed nodes stayed in RAM");
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+", "COUNT", "10"]), c.cmd(&["XRANGE", "b", "-", "+", "COUNT", "10"]));
+    assert!(info_xstream(&mut c, "tier_cold_reads") > reads, "the oldest went to disk");
     assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
 }
 

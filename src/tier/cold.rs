@@ -109,8 +109,8 @@ thread_local! {
 }
 
 /// A load (RDB, AOF preamble, full sync) starts with tiering on and `budget` bytes of sealed
-/// nodes to keep in RAM (Some), or ends (None): past the budget, each sealed node loaded goes to
-/// disk as it is read (src/rdb.rs), so a load never needs a whole stream in RAM.
+/// nodes to keep in RAM (Some), or ends (None): past the budget, sealed nodes go to disk as
+/// newer ones are read (src/rdb.rs), so a load never needs a whole stream in RAM.
 pub fn set_load_budget(budget: Option<u64>) {
     LOAD_BUDGET.with(|t| t.set(budget.map(|b| (b, 0))));
 }
@@ -120,17 +120,18 @@ pub fn tier_on_load() -> bool {
     LOAD_BUDGET.with(|t| t.get()).is_some() && is_open()
 }
 
-/// A sealed node of `bytes` was loaded: should it go to disk (the load's budget is spent)?
-/// Those kept are counted against the budget.
-pub fn load_over_budget(bytes: u64) -> bool {
-    LOAD_BUDGET.with(|t| match t.get() {
-        Some((budget, kept)) if kept.saturating_add(bytes) <= budget => {
-            t.set(Some((budget, kept + bytes)));
-            false
+/// The bytes of sealed nodes the load may still keep in RAM (0 without a load's budget).
+pub fn load_budget_left() -> u64 {
+    LOAD_BUDGET.with(|t| t.get().map_or(0, |(budget, kept)| budget.saturating_sub(kept)))
+}
+
+/// A stream loaded keeps `bytes` of sealed nodes in RAM: counted against the load's budget.
+pub fn load_kept(bytes: u64) {
+    LOAD_BUDGET.with(|t| {
+        if let Some((budget, kept)) = t.get() {
+            t.set(Some((budget, kept.saturating_add(bytes))));
         }
-        Some(_) => true,
-        None => false,
-    })
+    });
 }
 
 /// Is a store open on this thread?
