@@ -133,5 +133,7 @@ fn differential_module_tiered() {
     let writes = info_xstream(&mut c, "tier_writes");
     eprintln!("tiering, compression {codec}: {writes} nodes written to disk, {cold} cold reads");
     assert_eq!(info_xstream(&mut c, "tier_read_errors") + info_xstream(&mut c, "tier_write_errors"), 0);
-    assert!(cold >= 10, "few cold nodes were read: {cold}");
+    // The workload's size is the seed's: under the short run's 2 segments, 5-350 cold reads
+    // (XSTREAM_SEED=6: 5 nodes written, 5 read). Some must have gone and been read back.
+    assert!(writes > 0 && cold > 0, "no cold node was read: {writes} written, {cold} read");
 }
