@@ -198,7 +198,9 @@ fn kill9_cycles(label: &str, cycles: usize, args: &[(&str, &str)]) {
             std::thread::sleep(Duration::from_millis(delay));
             let mut c = s.conn();
             let r = c.cmd(&["BGREWRITEAOF"]);
-            assert!(!r.is_error(), "BGREWRITEAOF: {r}");
+            // An automatic rewrite (the AOF grew past auto-aof-rewrite-min-size under load) may
+            // be running already: it serves as well.
+            assert!(!r.is_error() || r.to_string().contains("already in progress"), "BGREWRITEAOF: {r}");
             rewrites += 1;
             // Kill while the child still runs when possible (a short random wait otherwise).
             let t0 = std::time::Instant::now();

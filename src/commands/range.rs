@@ -56,10 +56,7 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
             positioned = Some(it);
         })?;
         c.send_held();
-        let it = positioned.unwrap_or_else(|| s.range(start, end, rev));
-        c.reply_array_postponed();
-        let n = reply_iter(c, it, count);
-        c.set_array_len(n as usize);
+        reply_array_of(c, positioned.unwrap_or_else(|| s.range(start, end, rev)), count);
     }
     Ok(())
 }
@@ -67,8 +64,13 @@ fn run_generic(c: &Ctx, rev: bool) -> Result<()> {
 /// Replies `[[id, [field, value, ...]], ...]` for the live entries in
 /// `start..=end` (at most `count`, 0 = all). Returns how many were emitted.
 pub fn reply_range(c: &Ctx, s: &Stream, start: StreamId, end: StreamId, count: u64, rev: bool) -> u64 {
+    reply_array_of(c, s.range(start, end, rev), count)
+}
+
+/// Replies the entries of `it` (at most `count`, 0 = all) as an array; returns how many.
+fn reply_array_of(c: &Ctx, it: RangeIter<'_>, count: u64) -> u64 {
     c.reply_array_postponed();
-    let n = reply_entries(c, s, start, end, count, rev);
+    let n = reply_iter(c, it, count);
     c.set_array_len(n as usize);
     n
 }
