@@ -658,3 +658,75 @@ fn trims_remove_cold_nodes_unread() {
     assert_eq!(info.field("first-entry"), c.cmd(&["XINFO", "STREAM", "b"]).field("first-entry"));
     report(&format!("trims on disk: {removed} nodes removed, at most 2 read per trim"));
 }
+
+/// Compaction: deletes leave segments sparse (an XDEL rewrites its node, whose record goes to
+/// the end of the store, the old one released); the live records are written anew at the end of the store and the sparse
+/// segments go, so that the files hold about the live bytes again. A write that fails on the
+/// way (a full disk) leaves its record where it was and compaction resumes. The stream reads
+/// back from its records' new places as the built-in's, before and after a DEBUG RELOAD.
+#[test]
+fn sparse_segments_are_compacted() {
+    let Some(so) = test_hooks_module_path() else {
+        report("sparse_segments_are_compacted: SKIPPED (set XSTREAM_TEST_HOOKS_MODULE to a `--features test-hooks` build; `make test` does)");
+        return;
+    };
+    // Nodes of 10 entries: node k holds the IDs 10k+1 .. 10k+10.
+    let s = tiered().arg("--xstream.node-max-entries", "10").module(&so).start();
+    let mut c = s.conn();
+    const SEG: i64 = 8 * 1024;
+    assert_eq!(c.cmd(&["XS.DEBUG-TIER-FAULTS", "SEGMENT-BYTES", &SEG.to_string()]), Reply::Simple("OK".into()));
+    let sealed = fill_tiered(&mut c, 6000, "compaction");
+    let (files, segments) = (info_xstream(&mut c, "tier_file_bytes"), info_xstream(&mut c, "tier_segments"));
+    assert!(segments > 10, "{segments} segments");
+    // A fork child runs meanwhile (a BGSAVE of 1 s a key): compaction waits for its end.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["BGSAVE"]), Reply::Simple("Background saving started".into()));
+    // An entry deleted in two nodes of every three: each is read back, rewritten and written
+    // anew at the end of the store (the old record released).
+    let dels: Vec<(Vec<String>, Vec<String>)> = (0..sealed)
+        .filter(|k| k % 3 != 0)
+        .map(|k| {
+            let id = format!("{}-0", 10 * k + 1);
+            (vec!["XS.DEL".into(), "m".into(), id.clone()], vec!["XDEL".into(), "b".into(), id])
+        })
+        .collect();
+    let (dm, db): (Vec<_>, Vec<_>) = dels.into_iter().unzip();
+    assert_eq!(pipeline(&mut c, &dm), pipeline(&mut c, &db));
+    let kept = info_xstream(&mut c, "tier_disk_nodes");
+    assert_eq!(kept, sealed, "nodes on disk");
+    let live = info_xstream(&mut c, "tier_disk_bytes");
+    let sparse = info_xstream(&mut c, "tier_file_bytes");
+    assert!(sparse > live + live / 2, "before: {sparse} bytes in files, {live} live");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(c.cmd(&["INFO", "persistence"]).text().contains("rdb_bgsave_in_progress:1"), "the fork child still runs");
+    assert_eq!(info_xstream(&mut c, "tier_records_moved"), 0, "no record moved while the fork child runs");
+    // Then the next write to disk fails: compaction's first.
+    assert_eq!(c.cmd(&["XS.DEBUG-TIER-FAULTS", "1", "0"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "0"]), Reply::Simple("OK".into()));
+    let reads = info_xstream(&mut c, "tier_cold_reads");
+    let t0 = std::time::Instant::now();
+    while info_xstream(&mut c, "tier_file_bytes") > live + live / 10 + SEG {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "compaction: {} bytes in files, {live} live, {} records moved",
+            info_xstream(&mut c, "tier_file_bytes"),
+            info_xstream(&mut c, "tier_records_moved")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let moved = info_xstream(&mut c, "tier_records_moved");
+    assert!(moved > 0, "{moved} records moved");
+    assert_eq!(info_xstream(&mut c, "tier_write_errors"), 1);
+    assert_eq!((info_xstream(&mut c, "tier_disk_bytes"), info_xstream(&mut c, "tier_disk_nodes")), (live, kept));
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    assert!(info_xstream(&mut c, "tier_cold_reads") >= reads + kept, "the read went to disk");
+    assert_eq!(info_xstream(&mut c, "tier_read_errors"), 0);
+    let after = (info_xstream(&mut c, "tier_file_bytes"), info_xstream(&mut c, "tier_segments"));
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
+    report(&format!(
+        "compaction: {files} bytes in {segments} segments; after XDELs in 2 of 3 nodes {sparse} bytes, {live} live; \
+         {moved} records moved, {} bytes in {} segments after",
+        after.0, after.1
+    ));
+}

@@ -29,7 +29,17 @@ pub fn run_notify(c: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// XS.DEBUG-TIER-FAULTS writes reads [reads-after]: faults injected into the segment store;
+/// XS.DEBUG-TIER-FAULTS SEGMENT-BYTES n: segments sealed at n bytes from now on.
 pub fn run_tier_faults(c: &Ctx) -> Result<()> {
+    if super::is_kw(c.arg(1), "SEGMENT-BYTES") {
+        let n = super::parse_ll(c.arg(2))?.max(0) as u64;
+        if !crate::tier::cold::set_segment_bytes(n) {
+            return Err(crate::error::Error::Err("xstream.tier-dir is not set"));
+        }
+        c.reply_ok();
+        return Ok(());
+    }
     let writes = super::parse_ll(c.arg(1))?.clamp(0, u32::MAX as i64) as u32;
     let reads = super::parse_ll(c.arg(2))?.clamp(0, u32::MAX as i64) as u32;
     let reads_after = if c.argc() > 3 { super::parse_ll(c.arg(3))?.clamp(0, u32::MAX as i64) as u32 } else { 0 };

@@ -257,6 +257,14 @@ impl KeyQueue {
         }
     }
 
+    /// Arms the timer to fire within `ms` (a timer armed to fire sooner stands): work of the
+    /// job's own beyond the queued keys, at its own pace.
+    pub fn arm_in(&'static self, c: &Ctx, ms: i64) {
+        let mut g = lock(&self.state);
+        let data: *const KeyQueue = self;
+        arm_earliest(c, &mut g.2, now_ms() + ms, 1, ms.max(1), fire_key_queue, data.cast());
+    }
+
     /// Arms the timer if keys wait.
     pub fn rearm(&'static self, c: &Ctx) {
         let mut g = lock(&self.state);

@@ -21,6 +21,12 @@ const NODES_PER_TICK: usize = 256;
 /// Time spent per tick at most (checked between nodes: a 4 KB node takes a few µs).
 const TICK_BUDGET: Duration = Duration::from_micros(1000);
 
+/// While a compaction pass runs (src/jobs/tier.rs), a tick every this many ms (each spends
+/// at most the tiering step's time budget, 2 ms).
+const COMPACT_TICK_MS: i64 = 10;
+/// While the segment store is open, a tick at least every this many ms.
+const IDLE_TICK_MS: i64 = 100;
+
 pub struct Pack;
 
 impl Job for Pack {
@@ -56,6 +62,13 @@ impl Job for Pack {
         PACK.rearm(c);
         if super::tier::over_budget() {
             PACK.arm(c);
+        } else if super::tier::compacting() {
+            PACK.arm_in(c, COMPACT_TICK_MS);
+        } else if crate::stream::tiering() {
+            // Records are released by deletes that run no command of ours (DEL, UNLINK,
+            // FLUSHALL, expiry): while the store is open the step looks for sparse segments
+            // at this pace (a look is a walk of the segments' table).
+            PACK.arm_in(c, IDLE_TICK_MS);
         }
     }
 

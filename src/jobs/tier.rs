@@ -74,6 +74,7 @@ pub fn step(c: &Ctx) {
             resident().clear();
             RESIDENT_BYTES.store(0, Ordering::Relaxed);
         }
+        *PASS.lock().unwrap_or_else(PoisonError::into_inner) = None;
         return;
     }
     let start = Instant::now();
@@ -106,7 +107,105 @@ pub fn step(c: &Ctx) {
             }
         }
     }
+    if start.elapsed() < TICK_BUDGET && !over_budget() && !paused(Instant::now()) {
+        compact(c, start);
+    }
     c.select_db(home);
+}
+
+/// A compaction pass: the streams that had nodes on disk when it began, walked in turn, and
+/// the sparse segments it empties.
+struct Pass {
+    sparse: Vec<u32>,
+    streams: Vec<(i32, Vec<u8>)>,
+    /// The stream walked now, and the node it goes on from.
+    at: usize,
+    from: StreamId,
+}
+
+static PASS: Mutex<Option<Pass>> = Mutex::new(None);
+/// When the last pass ended.
+static PASS_ENDED: Mutex<Option<Instant>> = Mutex::new(None);
+/// A pass starts at most this long after the previous one ended: a segment that stays sparse
+/// after a pass (a record that cannot be read back, a stream renamed during the pass) does not
+/// make every tick scan the keyspace.
+const PASS_EVERY: Duration = Duration::from_secs(5);
+/// Nodes rewritten per call of `compact_cold`, between two checks of the tick's time.
+const REWRITE_CHUNK: usize = 64;
+
+/// Is a compaction pass under way?
+pub fn compacting() -> bool {
+    PASS.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+}
+
+/// Compaction of the segment store, in what is left of the tick: the live records of sealed
+/// segments that at most half their bytes are live in are written anew at the end of the
+/// store, so that the segments empty and go (`Store::release`). Space on disk is then at most
+/// about twice the live bytes (plus the active segment), whatever was trimmed or deleted.
+/// Layout only, like tiering: nothing is propagated. Paused while a fork child runs: the
+/// pages it would touch are copied for the child, and a segment deleted then keeps its space
+/// until the child, which holds the file open, is gone.
+fn compact(c: &Ctx, start: Instant) {
+    if c.active_child() {
+        return;
+    }
+    let mut guard = PASS.lock().unwrap_or_else(PoisonError::into_inner);
+    if guard.is_none() {
+        let recent = PASS_ENDED.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|t| t.elapsed() < PASS_EVERY);
+        if recent {
+            return;
+        }
+        let sparse = crate::tier::cold::sparse();
+        if sparse.is_empty() {
+            return;
+        }
+        let mut found = crate::ffi::timer::scan_streams(c, |s| s.cold_max.is_some().then_some(0));
+        found.sort_unstable();
+        found.dedup();
+        *guard = Some(Pass { sparse, streams: found.into_iter().map(|(db, k, _)| (db, k)).collect(), at: 0, from: StreamId::MIN });
+    }
+    let Some(p) = guard.as_mut() else { return };
+    while start.elapsed() < TICK_BUDGET {
+        let Some((db, name)) = p.streams.get(p.at) else { break };
+        let mut k = if c.select_db(*db) { Some(c.open_key_named(name, false)) } else { None };
+        let Some(s) = k.as_mut().and_then(|k| k.stream_mut()) else {
+            p.at += 1;
+            p.from = StreamId::MIN;
+            continue;
+        };
+        let (next, err) = s.compact_cold(p.from, &p.sparse, REWRITE_CHUNK, || start.elapsed() < TICK_BUDGET);
+        match next {
+            Some(n) => p.from = n,
+            None => {
+                p.at += 1;
+                p.from = StreamId::MIN;
+            }
+        }
+        if let Some(e) = err {
+            if WRITE_ERRORS_LOGGED.fetch_add(1, Ordering::Relaxed) < WRITE_ERRORS_LOG_MAX {
+                crate::ffi::log_warning(&format!("xstream: compacting {}: {e} (the record stays where it is)", crate::config::tier_dir()));
+            }
+            // A failed write pauses tiering and compaction alike; a record that cannot be read
+            // back is left where it is (its node's reads fail as they would anyway).
+            if let TierError::Io(_) = e {
+                *paused_until() = Some(Instant::now() + RETRY_AFTER);
+            }
+            if !matches!(e, TierError::Io(_)) {
+                match p.from.next() {
+                    Some(n) => p.from = n,
+                    None => {
+                        p.at += 1;
+                        p.from = StreamId::MIN;
+                    }
+                }
+            }
+            break;
+        }
+    }
+    if p.at >= p.streams.len() {
+        *guard = None;
+        *PASS_ENDED.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
 }
 
 /// After a write error, the step waits this long before it writes again.
@@ -199,4 +298,5 @@ pub fn info(out: &mut Vec<(&'static str, i64)>) {
     out.push(("tier_checksum_errors", i(st.checksum_errors)));
     out.push(("tier_writes", i(cold.writes)));
     out.push(("tier_write_errors", i(cold.write_faults)));
+    out.push(("tier_records_moved", i(cold.moved)));
 }

@@ -572,6 +572,23 @@ impl Listpack {
         }
     }
 
+    /// The segment a cold node's record is in; None when its block is in RAM.
+    pub fn cold_segment(&self) -> Option<u32> {
+        match self.z.as_ref().map(|p| &p.data) {
+            Some(Block::Disk(c)) => Some(c.loc.seg),
+            _ => None,
+        }
+    }
+
+    /// Compaction: a cold node's record written anew in the active segment (the old one
+    /// released); Ok(false) when the node is not cold. On an error the node keeps its record
+    /// (nothing changed). What the node reads as, its note and its decoded forms stay.
+    pub fn rewrite_cold(&mut self) -> Result<bool, crate::tier::segment::TierError> {
+        let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) else { return Ok(false) };
+        c.loc = crate::tier::cold::rewrite(c.loc)?;
+        Ok(true)
+    }
+
     /// Bytes the node's record takes on disk (header included); 0 when it is in RAM.
     pub fn disk_bytes(&self) -> u64 {
         match self.z.as_ref().map(|p| &p.data) {

@@ -1407,7 +1407,52 @@ impl Stream {
             Ok(None)
         }
     }
+
+    /// Compaction of the segment store (src/jobs/tier.rs): the cold nodes from `from` on whose
+    /// records are in one of the `sparse` segments are written anew ([`Listpack::rewrite_cold`]),
+    /// at most `max` of them, while `more()` allows, looking at [`COMPACT_SCAN_MAX`] nodes
+    /// at most. Returns where to go on (None: the stream's end was reached) and the error
+    /// that stopped it, if one did (the node it met keeps its record; the walk goes on from
+    /// that node).
+    pub fn compact_cold(
+        &mut self,
+        from: StreamId,
+        sparse: &[u32],
+        max: usize,
+        mut more: impl FnMut() -> bool,
+    ) -> (Option<StreamId>, Option<crate::tier::segment::TierError>) {
+        let mut todo = Vec::new();
+        let mut next = None;
+        let mut it = self.rax.seek(SeekOp::Ge, &from.to_be_bytes());
+        let mut scanned = 0;
+        while let Some((k, lp)) = it.next() {
+            let Some(id) = StreamId::from_be_bytes(k) else { continue };
+            if todo.len() >= max || scanned >= COMPACT_SCAN_MAX {
+                next = Some(id);
+                break;
+            }
+            scanned += 1;
+            if lp.cold_segment().is_some_and(|seg| sparse.contains(&seg)) {
+                todo.push(id);
+            }
+        }
+        drop(it);
+        for id in todo {
+            if !more() {
+                return (Some(id), None);
+            }
+            if let Some(lp) = self.rax.get_mut(&id.to_be_bytes()) {
+                if let Err(e) = lp.rewrite_cold() {
+                    return (Some(id), Some(e));
+                }
+            }
+        }
+        (next, None)
+    }
 }
+
+/// Nodes [`Stream::compact_cold`] looks at per call at most.
+pub const COMPACT_SCAN_MAX: usize = 4096;
 
 /// Iterator over nodes: (master ID, listpack).
 pub struct NodeIter<'a> {

@@ -49,10 +49,12 @@ pub struct ColdStats {
     pub writes: u64,
     /// Writes that failed (the node stayed in RAM).
     pub write_faults: u64,
+    /// Records written anew by compaction (their sparse segments emptied).
+    pub moved: u64,
 }
 
 impl ColdStats {
-    const ZERO: ColdStats = ColdStats { reads: 0, read_us: 0, read_us_max: 0, faults: 0, writes: 0, write_faults: 0 };
+    const ZERO: ColdStats = ColdStats { reads: 0, read_us: 0, read_us_max: 0, faults: 0, writes: 0, write_faults: 0, moved: 0 };
 }
 
 fn bump(f: impl FnOnce(&mut ColdStats)) {
@@ -163,6 +165,31 @@ pub fn get(loc: Loc) -> Result<Vec<u8>, TierError> {
     r
 }
 
+/// Sealed segments that at most half their bytes are live in, sparsest first (none while the
+/// store is pinned: nothing could be reclaimed before the unpin).
+pub fn sparse() -> Vec<u32> {
+    adopt_freed();
+    with_store(|st| if st.pinned() { Vec::new() } else { st.sparse() }).unwrap_or_default()
+}
+
+/// Compaction: the record at `loc` written anew (read back checked, appended, the old one
+/// released); its new place. A failed read is a fault, a failed write counted as any write:
+/// either way the record stays where it was.
+pub fn rewrite(loc: Loc) -> Result<Loc, TierError> {
+    let (r, write_failed) = with_store(|st| {
+        let before = st.stats().write_errors;
+        let r = st.rewrite(loc);
+        (r, st.stats().write_errors > before)
+    })
+    .unwrap_or((Err(TierError::NoSegment(loc.seg)), false));
+    match &r {
+        Ok(_) => bump(|c| c.moved += 1),
+        Err(_) if write_failed => bump(|c| c.write_faults += 1),
+        Err(e) => fault(format!("compacting a segment: {e}")),
+    }
+    r
+}
+
 /// A fault: counted, and its text kept for the log.
 pub fn fault(text: String) {
     bump(|c| c.faults += 1);
@@ -213,6 +240,12 @@ pub fn stats() -> Option<(Stats, ColdStats)> {
 /// Injects faults into the store (tests, and `XS.DEBUG TIER-FAULTS` of test builds).
 pub fn inject(f: super::segment::Faults) -> bool {
     with_store(|st| st.inject(f)).is_some()
+}
+
+/// Seals segments at `n` bytes from now on (`XS.DEBUG-TIER-FAULTS SEGMENT-BYTES n` of test
+/// builds); false without a store.
+pub fn set_segment_bytes(n: u64) -> bool {
+    with_store(|st| st.set_segment_bytes(n)).is_some()
 }
 
 /// The path of segment `n` (tests: to damage it).

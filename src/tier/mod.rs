@@ -9,9 +9,12 @@
 //! - Nothing from a previous run is trusted: opening a directory deletes the segments found
 //!   there. The RDB / AOF stay the source of truth (a tiered stream saves all its entries), so
 //!   the segments are a cache of RAM, rebuilt while loading; nothing is ever fsynced.
-//! - Space comes back: a segment whose records are all released is deleted, but not while a
-//!   fork child may still read it (between [`segment::Store::pin`] and
-//!   [`segment::Store::unpin`], the fork's lifetime).
+//! - Space comes back: a segment whose records are all released is deleted (a fork child reads
+//!   through the descriptors it inherited, so a file deleted meanwhile stays readable to it;
+//!   [`segment::Store::pin`] / [`segment::Store::unpin`] keep the files for a reader without
+//!   them, and the module pins nothing today), and a sealed segment left at most half live is
+//!   compacted: its live records written anew at the end ([`segment::Store::rewrite`], driven
+//!   by src/jobs/tier.rs, which pauses while a fork child runs).
 
 #![forbid(unsafe_code)]
 

@@ -16,7 +16,8 @@
 //! A [`Loc`] (segment, offset, length) is all a reader needs: one positioned read of
 //! `HEADER + len` bytes, the header checked against the Loc, the payload against its hash.
 //! Segments are sealed at `segment_bytes` and deleted once every record in them is released
-//! (deferred while pinned: a fork child reads the files of its parent's snapshot).
+//! (deferred while pinned). A sealed segment left at most half live is [`Store::sparse`]: its
+//! live records can be written anew at the end ([`Store::rewrite`]) until it empties.
 
 #![forbid(unsafe_code)]
 
@@ -303,10 +304,37 @@ impl Store {
         }
     }
 
+    /// Sealed segments that at most half their bytes are live in, sparsest first: what
+    /// compaction empties by writing their live records anew ([`Store::rewrite`]).
+    pub fn sparse(&self) -> Vec<u32> {
+        let mut v: Vec<(u64, u32)> = self
+            .segments
+            .iter()
+            .filter(|(&n, s)| n != self.active && s.live_records > 0 && s.live_bytes.saturating_mul(2) <= s.len)
+            .map(|(&n, s)| (s.live_bytes, n))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Compaction's step: the record at `loc`, read back (checked), appended anew, and the
+    /// old one released. On an error nothing changed (the record stays where it was).
+    pub fn rewrite(&mut self, loc: Loc) -> Result<Loc, TierError> {
+        let payload = self.get(loc)?;
+        let moved = self.put(&payload)?;
+        self.release(loc);
+        Ok(moved)
+    }
+
     /// A fork child will read the segments as they are now: keep every file until
     /// [`Store::unpin`].
     pub fn pin(&mut self) {
         self.pins += 1;
+    }
+
+    /// Is a fork child reading the segments (files are kept until it is gone)?
+    pub fn pinned(&self) -> bool {
+        self.pins > 0
     }
 
     /// The fork child is gone: delete the sealed segments left with nothing live.
@@ -323,6 +351,11 @@ impl Store {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Seals segments at `n` bytes from now on (tests: many small segments).
+    pub fn set_segment_bytes(&mut self, n: u64) {
+        self.segment_bytes = n.max(HEADER as u64 + 1);
     }
 
     /// Injects faults (see [`Faults`]); replaces those not yet used.

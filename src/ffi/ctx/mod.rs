@@ -353,6 +353,11 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
 
+    /// A fork child (BGSAVE, BGREWRITEAOF, a full sync's RDB) is running.
+    pub fn active_child(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_ACTIVE_CHILD != 0
+    }
+
     /// The client speaks RESP3.
     pub fn is_resp3(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
