@@ -351,7 +351,7 @@ fn read_ahead_reads_every_node_the_read_reads() {
     }
     assert!(s.pack_sealed() > 0);
     let touched = || TOUCHED.with(|t| t.borrow_mut().drain(..).map(|(_, k)| k).collect::<Vec<_>>());
-    let mut bound = |r: &mut Rng| match r.below(5) {
+    let bound = |r: &mut Rng| match r.below(5) {
         0 => StreamId::MIN,
         1 => StreamId::MAX,
         _ => StreamId::new(r.below(ms + 3), r.below(3)),
