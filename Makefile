@@ -200,28 +200,14 @@ MATRIX_TESTS ?= --test differential --test differential_groups --test group_edge
                 --test redis8_claim --test redis8_combined --test compact --test queue_policy --test info_section \
                 --test retention --test delayed --test adopt --test acl --test queue_hostile --test redrive --test keyspace_log \
                 --test timed_wake --test tier
-# Every host is run (a failing one does not stop the others); the summary has a line per host:
+# Every host is run (a failing one does not stop the others), MATRIX_JOBS hosts at a time (one host's
+# run is mostly waiting: tests/matrix.sh); the summary has a line per host:
 # "make test-matrix: HOST | ok / FAILED / SKIPPED (why) | seconds".
+MATRIX_JOBS ?= 3
 test-matrix: build hosts venv
-	@status=0; summary=(); \
-	for h in $(HOSTS); do \
-		srv=$$($(HOSTS_SH) server $$h) || { \
-			summary+=("make test-matrix: $$h | SKIPPED: $$($(HOSTS_SH) why $$h) | 0 s"); continue; }; \
-		echo "make test-matrix: $$h ($$($$srv --version | head -1))"; t0=$$(date +%s); \
-		if XSTREAM_REDIS_SERVER=$$srv XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) \
-			XSTREAM_TIER_FUZZ_CASES=2000 \
-			$(CARGO) test --release --no-fail-fast $(MATRIX_TESTS) -- --test-threads=$(TEST_THREADS); \
-		then r=ok; else r=FAILED; status=1; fi; \
-		summary+=("make test-matrix: $$h | $$r | $$(( $$(date +%s) - t0 )) s"); \
-	done; \
-	if cli=$$($(HOSTS_SH) server redis-7.2.4); then \
-		echo "make test-matrix: redis-cli 7.2 argument hints (tests/cli_hints.py)"; \
-		if XSTREAM_CLI_HOST_DIR=$$(dirname $$cli) XSTREAM_MODULE=$(MODULE) \
-			$(VENV)/bin/python -m pytest -p no:cacheprovider -q tests/cli_hints.py; \
-		then r=ok; else r=FAILED; status=1; fi; \
-		summary+=("make test-matrix: redis-cli 7.2.4 hints | $$r"); \
-	else summary+=("make test-matrix: redis-cli 7.2.4 hints | SKIPPED: host redis-7.2.4 missing"); fi; \
-	printf '%s\n' "$${summary[@]}"; exit $$status
+	@HOSTS="$(HOSTS)" HOSTS_SH=$(HOSTS_SH) MATRIX_TESTS="$(MATRIX_TESTS)" MATRIX_JOBS=$(MATRIX_JOBS) \
+		TEST_THREADS=$(TEST_THREADS) CARGO=$(CARGO) VENV=$(VENV) \
+		XSTREAM_MODULE=$(MODULE) XSTREAM_TEST_HOOKS_MODULE=$(HOOKS_MODULE) tests/matrix.sh
 
 # The whole suite on the default host, then the whole suite on every host of the matrix.
 test-hosts:
