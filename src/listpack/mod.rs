@@ -581,12 +581,13 @@ impl Listpack {
     }
 
     /// Compaction: a cold node's record written anew in the active segment (the old one
-    /// released); Ok(false) when the node is not cold. On an error the node keeps its record
+    /// released); nothing to do when the node is not cold. On an error the node keeps its record
     /// (nothing changed). What the node reads as, its note and its decoded forms stay.
-    pub fn rewrite_cold(&mut self) -> Result<bool, crate::tier::segment::TierError> {
-        let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) else { return Ok(false) };
-        c.loc = crate::tier::cold::rewrite(c.loc)?;
-        Ok(true)
+    pub fn rewrite_cold(&mut self) -> Result<(), crate::tier::segment::TierError> {
+        if let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) {
+            c.loc = crate::tier::cold::rewrite(c.loc)?;
+        }
+        Ok(())
     }
 
     /// Bytes the node's record takes on disk (header included); 0 when it is in RAM.

@@ -14,7 +14,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::segment::{Loc, Stats, Store, TierError};
+use super::segment::{Loc, RewriteError, Stats, Store, TierError};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,18 +176,20 @@ pub fn sparse() -> Vec<u32> {
 /// released); its new place. A failed read is a fault, a failed write counted as any write:
 /// either way the record stays where it was.
 pub fn rewrite(loc: Loc) -> Result<Loc, TierError> {
-    let (r, write_failed) = with_store(|st| {
-        let before = st.stats().write_errors;
-        let r = st.rewrite(loc);
-        (r, st.stats().write_errors > before)
-    })
-    .unwrap_or((Err(TierError::NoSegment(loc.seg)), false));
-    match &r {
-        Ok(_) => bump(|c| c.moved += 1),
-        Err(_) if write_failed => bump(|c| c.write_faults += 1),
-        Err(e) => fault(format!("compacting a segment: {e}")),
+    match with_store(|st| st.rewrite(loc)).unwrap_or(Err(RewriteError::Read(TierError::NoSegment(loc.seg)))) {
+        Ok(moved) => {
+            bump(|c| c.moved += 1);
+            Ok(moved)
+        }
+        Err(RewriteError::Write(e)) => {
+            bump(|c| c.write_faults += 1);
+            Err(e)
+        }
+        Err(RewriteError::Read(e)) => {
+            fault(format!("compacting a segment: {e}"));
+            Err(e)
+        }
     }
-    r
 }
 
 /// A fault: counted, and its text kept for the log.

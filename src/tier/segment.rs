@@ -78,6 +78,15 @@ impl std::fmt::Display for TierError {
 
 impl std::error::Error for TierError {}
 
+/// Why [`Store::rewrite`] left a record where it was.
+#[derive(Debug)]
+pub enum RewriteError {
+    /// It could not be read back (a fault of that record: its node's reads fail too).
+    Read(TierError),
+    /// It could not be written anew (the disk: counted as a write error, compaction pauses).
+    Write(TierError),
+}
+
 impl From<io::Error> for TierError {
     fn from(e: io::Error) -> Self {
         TierError::Io(e)
@@ -318,10 +327,11 @@ impl Store {
     }
 
     /// Compaction's step: the record at `loc`, read back (checked), appended anew, and the
-    /// old one released. On an error nothing changed (the record stays where it was).
-    pub fn rewrite(&mut self, loc: Loc) -> Result<Loc, TierError> {
-        let payload = self.get(loc)?;
-        let moved = self.put(&payload)?;
+    /// old one released. On an error nothing changed (the record stays where it was); the
+    /// error says which of the two steps failed.
+    pub fn rewrite(&mut self, loc: Loc) -> Result<Loc, RewriteError> {
+        let payload = self.get(loc).map_err(RewriteError::Read)?;
+        let moved = self.put(&payload).map_err(RewriteError::Write)?;
         self.release(loc);
         Ok(moved)
     }

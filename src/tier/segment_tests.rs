@@ -283,6 +283,18 @@ fn failed_writes_and_reads_lose_nothing() {
     assert!(matches!(st.get(*loc), Err(TierError::Io(_))));
     assert_eq!(&st.get(*loc).unwrap(), p);
     assert_eq!((st.stats().read_errors, st.stats().checksum_errors), (2, 0));
+    // A compaction step that fails says which step: the record stays where it was, readable,
+    // and nothing else is counted live.
+    let live = st.stats().live_records;
+    st.inject(Faults { writes: 0, reads: 1, reads_after: 0 });
+    assert!(matches!(st.rewrite(*loc), Err(RewriteError::Read(TierError::Io(_)))));
+    st.inject(Faults { writes: 1, reads: 0, reads_after: 0 });
+    assert!(matches!(st.rewrite(*loc), Err(RewriteError::Write(TierError::Io(_)))));
+    assert_eq!((st.stats().live_records, st.stats().read_errors, st.stats().write_errors), (live, 3, failed + 1));
+    assert_eq!(&st.get(*loc).unwrap(), p);
+    // Done: the copy reads back, and the old record is released (one record live, as before).
+    let moved = st.rewrite(*loc).unwrap();
+    assert_eq!((&st.get(moved).unwrap(), st.stats().live_records), (p, live));
 }
 
 /// Compaction against a model: random puts and releases leave sparse segments; rewriting the
