@@ -272,13 +272,22 @@ fn cold_read_faults_are_error_replies() {
         ),
     ] {
         let len = c.cmd(&["XS.LEN", "m"]);
-        // The PELs and each group's last ID and entries read. (Not its consumers: from 7.2 on,
-        // a group read creates its consumer before it reads, as the built-in does, propagated
-        // as it is made.)
+        // The PELs, each group's last ID and entries read, and its consumers (from 7.2 on a
+        // group read creates its consumer before it reads: a read that fails reads first).
         let groups = |c: &mut Conn| {
             let info = c.cmd(&["XS.INFO", "GROUPS", "m"]);
             let last: Vec<_> = info.as_array().iter().map(|g| (g.field("last-delivered-id").cloned(), g.field("entries-read").cloned())).collect();
-            (c.cmd(&["XS.PENDING", "m", "g"]), c.cmd(&["XS.PENDING", "m", "g2"]), last)
+            let consumers: Vec<_> = ["g", "g2"]
+                .iter()
+                .map(|g| {
+                    c.cmd(&["XS.INFO", "CONSUMERS", "m", g])
+                        .as_array()
+                        .iter()
+                        .map(|x| (x.field("name").cloned(), x.field("pending").cloned()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            (c.cmd(&["XS.PENDING", "m", "g"]), c.cmd(&["XS.PENDING", "m", "g2"]), last, consumers)
         };
         let pending = groups(&mut c);
         c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1"]);
@@ -293,6 +302,18 @@ fn cold_read_faults_are_error_replies() {
             assert_eq!(rm, rb, "{m:?}");
         }
     }
+    // A group read of two streams, the first in RAM, the second failing on a cold node: an error,
+    // and nothing changed on either (no consumer created, nothing delivered on the first).
+    c.cmd(&["XS.ADD", "r", "1-1", "f", "v"]);
+    c.cmd(&["XS.GROUP", "CREATE", "r", "g2", "0"]);
+    let pending = (c.cmd(&["XS.PENDING", "m", "g2"]), c.cmd(&["XS.INFO", "CONSUMERS", "m", "g2"]).as_array().len());
+    c.cmd(&["XS.DEBUG-TIER-FAULTS", "0", "1"]);
+    assert_eq!(c.cmd(&["XS.READGROUP", "GROUP", "g2", "z", "COUNT", "600", "STREAMS", "r", "m", ">", ">"]), err);
+    assert_eq!(c.cmd(&["XS.INFO", "CONSUMERS", "r", "g2"]), Reply::Array(vec![]), "no consumer on the stream read first");
+    assert_eq!(c.cmd(&["XS.PENDING", "r", "g2"]).as_array()[0], Reply::Int(0), "nothing delivered on the stream read first");
+    assert_eq!((c.cmd(&["XS.PENDING", "m", "g2"]), c.cmd(&["XS.INFO", "CONSUMERS", "m", "g2"]).as_array().len()), pending);
+    let served = c.cmd(&["XS.READGROUP", "GROUP", "g2", "z", "COUNT", "600", "STREAMS", "r", "m", ">", ">"]);
+    assert_eq!(served.as_array().len(), 2, "then both are served");
     assert_eq!(c.cmd(&["XS.RANGE", "m", "-", "+"]), c.cmd(&["XRANGE", "b", "-", "+"]));
     let faults = info_xstream(&mut c, "tier_read_errors");
     assert!(faults >= 9, "{faults} read errors counted");

@@ -68,19 +68,24 @@ pub(super) fn serve_group(c: &Ctx, s: &mut crate::stream::Stream, g: &[u8], r: &
 /// The nodes a group read reads: the entries after the group's last ID (`>`, COUNT of them),
 /// or those of the consumer's pending IDs from the start (history).
 fn read_group_nodes(s: &crate::stream::Stream, g: &[u8], consumer: &[u8], r: &GroupRead) {
-    let Some(grp) = s.group(g) else { return };
-    let count = if r.count == 0 { usize::MAX } else { r.count as usize };
     if r.history {
-        let Some(cons) = grp.find_consumer(consumer).and_then(|slot| grp.consumer(slot)) else { return };
-        let mut it = crate::stream::group::pel_from(cons.pel(), r.start);
-        let mut left = count;
-        while left > 0 {
-            let Some((k, _)) = it.next() else { break };
-            s.contains(StreamId::from_be_bytes(k).unwrap_or_default());
-            left -= 1;
-        }
+        read_history_nodes(s, g, consumer, r.start, r.count);
     } else {
         read_new_nodes(s, g, r.claim, r.noack, r.now, r.count);
+    }
+}
+
+/// The nodes a history read reads: those of the consumer's pending IDs from `start`, `count`
+/// of them (0 = all). None without the group or the consumer.
+pub(super) fn read_history_nodes(s: &crate::stream::Stream, g: &[u8], consumer: &[u8], start: StreamId, count: u64) {
+    let Some(grp) = s.group(g) else { return };
+    let Some(cons) = grp.find_consumer(consumer).and_then(|slot| grp.consumer(slot)) else { return };
+    let mut it = crate::stream::group::pel_from(cons.pel(), start);
+    let mut left = if count == 0 { usize::MAX } else { count as usize };
+    while left > 0 {
+        let Some((k, _)) = it.next() else { break };
+        s.contains(StreamId::from_be_bytes(k).unwrap_or_default());
+        left -= 1;
     }
 }
 

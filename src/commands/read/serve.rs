@@ -59,6 +59,16 @@ pub(super) fn serve(c: &Ctx, r: &Read<'_>) -> Result<bool> {
     let resp3 = c.is_resp3();
     let mut served = 0usize;
     let mut budget = Budget::new(r.maxcount, r.maxsize, resp3);
+    if let (Some((g, ga)), Pass::Command | Pass::Reexecuted) = (gname, r.pass) {
+        if let Err(e) = read_group_streams_first(c, r, g, ga, budget.stream_count(r.count)) {
+            if r.pass == Pass::Command {
+                return Err(e);
+            }
+            // A blocked reader run again: its whole reply becomes the error
+            // (src/ffi/blocking.rs).
+            crate::listpack::cold_read_failed();
+        }
+    }
     for (k, &rf) in r.from.iter().enumerate() {
         if matches!(r.pass, Pass::Signalled(only) if only != k) {
             continue;
@@ -153,6 +163,29 @@ fn new_or_due(c: &Ctx, s: &mut crate::stream::Stream, r: &Read<'_>, g: &[u8], ga
         None => !purge_capped && !r.noack && redelivers(s, g) && due_now(s, g, now),
     } || scheduled_now(s, g, now);
     Ok((has_new || claimable, last))
+}
+
+/// A group read reads the nodes it may need on every stream of the call before the first
+/// stream creates a consumer (7.2), claims, dead-letters or delivers anything: a node kept on
+/// disk that cannot be read back (`xstream.tier-dir`) then ends the read with an error before
+/// it changed anything, on any of its streams. The nodes read stay decoded for the command
+/// (`Stream::probe`); `count` is the first stream's count, an over-estimate for the others.
+/// Free while no node is on disk.
+fn read_group_streams_first(c: &Ctx, r: &Read<'_>, g: &[u8], ga: usize, count: u64) -> Result<()> {
+    if !crate::tier::cold::has_cold() {
+        return Ok(());
+    }
+    let consumer = c.arg(ga + 1);
+    for (k, &rf) in r.from.iter().enumerate() {
+        let key = c.key(r.streams_arg + k, false);
+        let Some(s) = key.stream() else { continue };
+        crate::commands::read_first(s, |s| match rf {
+            ReadFrom::New => read_new_nodes(s, g, r.claim, r.noack, r.now, count),
+            ReadFrom::After(id) => read_history_nodes(s, g, consumer, id.next().unwrap_or(StreamId::MIN), count),
+            ReadFrom::Last(_) => {}
+        })?;
+    }
+    Ok(())
 }
 
 /// The command's own pass (xreadCommand).
