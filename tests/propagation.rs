@@ -196,3 +196,31 @@ fn propagation_argv_rewrite_takeover() {
 fn propagation_without_argv_rewrite() {
     run("propagation_without_argv_rewrite", &["argv-rewrite", "no"], false);
 }
+
+/// An approximate trim sent by the primary or the AOF has no work cap (the primary rewrote its
+/// threshold exact), as the built-in's (streamParseAddOrTrimArgsOrReply); a client's has the
+/// default cap, 100 nodes' worth. `MAXLEN ~ 0` on 30,000 entries in nodes of 100: 10,000 removed
+/// for a client, as XTRIM on the built-in; everything from the AOF, XS.TRIM and XS.ADD alike.
+/// (XS.ADD asks who sent it only where the cap could bind: `src/commands/add.rs` settle_cap.)
+#[test]
+fn approximate_trims_from_the_aof_have_no_cap() {
+    let mut s = Server::builder().arg("--appendonly", "yes").start();
+    let mut c = s.conn();
+    for (add, key) in [("XS.ADD", "m"), ("XS.ADD", "t"), ("XS.ADD", "a"), ("XADD", "b")] {
+        let cmds: Vec<Vec<Vec<u8>>> = (1..=30_000).map(|i| vec![b(add), b(key), format!("{i}-0").into_bytes(), b("f"), b("v")]).collect();
+        assert!(pipeline(&mut c, &cmds).iter().all(|r| !r.is_error()), "{add} {key}");
+    }
+    // A client: the cap, as the built-in.
+    assert_eq!(c.cmd(&["XTRIM", "b", "MAXLEN", "~", "0"]), Reply::Int(10_000));
+    assert_eq!(c.cmd(&["XS.TRIM", "m", "MAXLEN", "~", "0"]), Reply::Int(10_000));
+    assert_eq!(c.cmd(&["XS.LEN", "m"]), c.cmd(&["XLEN", "b"]));
+    // The AOF: no cap. (XS.ADD appends first: 30,001 entries, every node removed.)
+    s.run_from_aof(&[&["XS.TRIM", "t", "MAXLEN", "~", "0"], &["XS.ADD", "a", "MAXLEN", "~", "0", "40000-0", "f", "v"]]);
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["XS.LEN", "t"]), Reply::Int(0), "XS.TRIM from the AOF");
+    assert_eq!(c.cmd(&["XS.LEN", "a"]), Reply::Int(0), "XS.ADD from the AOF");
+    assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(20_000), "the client's trim, propagated exact");
+    // A client again, on a stream the cap cannot bind (one entry over MAXLEN): one node removed.
+    assert_eq!(c.cmd(&["XS.ADD", "m", "MAXLEN", "~", "19900", "40001-0", "f", "v"]), Reply::Bulk(b("40001-0")));
+    assert_eq!(c.cmd(&["XS.LEN", "m"]), Reply::Int(19_901));
+}

@@ -32,6 +32,9 @@ pub struct AddTrimArgs {
     pub trim: Option<Trim>,
     /// KEEPREF (default), DELREF or ACKED: what trimming does to referenced entries.
     pub policy: RefPolicy,
+    /// The approximate trim's cap is the default one, which a command from the primary or the
+    /// AOF does not have: [`settle_cap`] decides once the stream is known.
+    pub default_cap: bool,
     /// Index of the threshold argument (rewritten when an approximate trim is propagated).
     pub trim_arg_idx: usize,
     /// IDMP / IDMPAUTO (8.6): the argument indexes of the producer ID and, for IDMP,
@@ -170,26 +173,45 @@ pub fn parse_add_or_trim(c: &Ctx, xadd: bool) -> Result<(AddTrimArgs, usize)> {
     if a.idmp.is_some() && a.id.is_some() && !c.must_obey() {
         return Err(Error::Err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"));
     }
-    if strategy.is_none() {
-        // Nothing to trim: no work cap to decide (and no context flags to read).
-    } else if c.must_obey() {
-        // From the primary or the AOF: the threshold was rewritten exact; no work cap.
+    // The work cap. From the primary or the AOF there is none: the threshold was rewritten
+    // exact (the built-in's streamParseAddOrTrimArgsOrReply).
+    if strategy.is_none() || (!approx && !limit_given) {
+        // Nothing to trim, or an exact trim without LIMIT: no cap, whoever sent it.
         limit = 0;
-    } else if limit_given {
-        if !approx {
-            return Err(Error::Err("syntax error, LIMIT cannot be used without the special ~ option"));
-        }
-    } else if approx {
+    } else if !limit_given {
+        // `~` with the default cap: who sent it is asked (the context flags) only where the
+        // cap could bind, once the stream is known (`settle_cap`): an XS.ADD MAXLEN ~ on a
+        // stream at its length never asks.
         limit = default_approx_limit();
-    } else {
+        a.default_cap = true;
+    } else if c.must_obey() {
         limit = 0;
+    } else if !approx {
+        return Err(Error::Err("syntax error, LIMIT cannot be used without the special ~ option"));
     }
     a.trim = strategy.map(|strategy| Trim { strategy, approx, limit });
     Ok((a, i))
 }
 
+/// An approximate trim with the default work cap ([`AddTrimArgs::default_cap`]) has none when
+/// the command comes from the primary or the AOF. Asked only when the cap could bind: when the
+/// trim could delete more entries than the cap (`adding`: entries the command appends before
+/// it trims). A trim that cannot reach the cap does the same with it or without it: a node it
+/// removes holds at most what the trim may delete, and `~` stops at the first node it keeps.
+pub fn settle_cap(c: &Ctx, s: &Stream, args: &mut AddTrimArgs, adding: u64) {
+    let Some(t) = args.trim.as_mut().filter(|_| args.default_cap) else { return };
+    let length = s.length.saturating_add(adding);
+    let most = match t.strategy {
+        TrimStrategy::MaxLen(maxlen) => length.saturating_sub(maxlen),
+        TrimStrategy::MinId(_) => length,
+    };
+    if most > t.limit.max(0) as u64 && c.must_obey() {
+        t.limit = 0;
+    }
+}
+
 pub fn run(c: &Ctx) -> Result<()> {
-    let (args, idpos) = parse_add_or_trim(c, true)?;
+    let (mut args, idpos) = parse_add_or_trim(c, true)?;
     let field_pos = idpos + 1;
     let nfields = c.argc().saturating_sub(field_pos);
     if nfields < 2 || nfields % 2 == 1 {
@@ -264,6 +286,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         Some((id, SeqGiven::Yes)) => IdSpec::Explicit(id),
         Some((id, SeqGiven::Auto)) => IdSpec::AutoSeq(id.ms),
     };
+    settle_cap(c, s, &mut args, 1);
     match &args.trim {
         Some(t) => super::read_first(s, |s| s.read_trimmed_nodes(t, args.policy == crate::stream::RefPolicy::KeepRef))?,
         // Without a trim nothing here reads a sealed node (a tail that cannot be read starts a
@@ -321,7 +344,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         if t.approx {
             threshold = Some(exact_threshold(s, t));
         } else if let Some((_, cut)) = args.maxage {
-            threshold = Some(cut.to_bytes());
+            threshold = Some(cut.text());
         }
         if done.deleted > 0 {
             // After the threshold: the first node holds the trim's tombstones.
@@ -333,7 +356,7 @@ pub fn run(c: &Ctx) -> Result<()> {
     // Retention by age stored with the stream (XS.CFGSET MAXAGE): trimmed here on
     // the primary, sent as `XS.TRIM key MINID = <id>` after this command. A replica
     // or the AOF applies what the primary sent and never ages on its own clock.
-    let mut aged: Option<Vec<u8>> = None;
+    let mut aged = None;
     if s.max_age.is_some() && !c.must_obey() {
         if let Some((t, done)) = s.trim_aged(c.now_ms(), default_approx_limit()) {
             if done.deleted > 0 {
@@ -341,7 +364,7 @@ pub fn run(c: &Ctx) -> Result<()> {
                 crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_trimmed, done.deleted);
                 crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_expired, done.deleted);
                 aged = Some(match t.strategy {
-                    TrimStrategy::MinId(cut) if !t.approx => cut.to_bytes(),
+                    TrimStrategy::MinId(cut) if !t.approx => cut.text(),
                     _ => exact_threshold(s, &t),
                 });
                 let first = s.first_id;

@@ -3,14 +3,15 @@
 
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Name};
 use crate::ffi::stats::{bump, EVENTS};
+use crate::stream::id::IdText;
 use crate::stream::{RefPolicy, Stream, StreamId, Trim, TrimStrategy, Trimmed};
 
 /// The argument that replaces an approximate threshold when propagating: the
 /// resulting length (MAXLEN) or first entry ID, tombstones included (MINID).
-pub fn exact_threshold(s: &Stream, t: &Trim) -> Vec<u8> {
+pub fn exact_threshold(s: &Stream, t: &Trim) -> IdText {
     match t.strategy {
-        TrimStrategy::MaxLen(_) => s.length.to_string().into_bytes(),
-        TrimStrategy::MinId(_) => s.edge_id(true, false).to_bytes(),
+        TrimStrategy::MaxLen(_) => IdText::number(s.length),
+        TrimStrategy::MinId(_) => s.edge_id(true, false).text(),
     }
 }
 
@@ -90,7 +91,7 @@ pub fn by_age(c: &Ctx, key: Name<'_>, now: u64, budget: i64) -> (u64, Option<u64
     let limited = s.age_due_ms().is_some_and(|d| d <= now);
     if done.deleted > 0 {
         let th = match t.strategy {
-            TrimStrategy::MinId(id) if !t.approx && !limited => id.to_bytes(),
+            TrimStrategy::MinId(id) if !t.approx && !limited => id.text(),
             _ => exact_threshold(s, &t),
         };
         c.replicate(c"XS.TRIM", &[key.into(), Arg::New(b"MINID"), Arg::New(b"="), Arg::New(&th)]);

@@ -102,6 +102,13 @@ impl StreamId {
         write_u64(self.seq, buf, n + 1)
     }
 
+    /// The `ms-seq` form on the stack ([`IdText`]).
+    pub fn text(self) -> IdText {
+        let mut buf = [0u8; 44];
+        let len = self.write_to_slice(&mut buf);
+        IdText { buf, len: len as u8 }
+    }
+
     pub fn to_bytes(self) -> Vec<u8> {
         let mut v = Vec::with_capacity(41);
         self.write_to(&mut v);
@@ -216,6 +223,17 @@ mod tests {
     }
 
     #[test]
+    fn text_on_the_stack_is_the_allocated_form() {
+        for v in [0, 1, 9, 10, 99, 100, 1_000_000_007, u64::MAX - 1, u64::MAX] {
+            assert_eq!(&*IdText::number(v), v.to_string().as_bytes());
+            for seq in [0, 7, u64::MAX] {
+                let id = StreamId::new(v, seq);
+                assert_eq!(&*id.text(), &id.to_bytes()[..], "{v}-{seq}");
+            }
+        }
+    }
+
+    #[test]
     fn writes_every_width_as_format_does() {
         let mut vals = vec![0u64, 1, 9, 10, 11, 99, 100, 101, 999, 1000, u64::MAX, u64::MAX - 1, 1_796_415_435_429];
         let mut p = 1u64;
@@ -282,6 +300,30 @@ mod tests {
         assert_eq!(string2ll(b"01"), None);
         assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(string2ll(b"9223372036854775808"), None);
+    }
+}
+
+/// An ID or a count as text, on the stack: what a propagated threshold is (XS.ADD with `~`
+/// formats one on every call; a Vec was an allocation and a free each time).
+#[derive(Clone, Copy)]
+pub struct IdText {
+    buf: [u8; 44],
+    len: u8,
+}
+
+impl IdText {
+    /// The decimal form of `v`.
+    pub fn number(v: u64) -> IdText {
+        let mut buf = [0u8; 44];
+        let len = write_u64(v, &mut buf, 0);
+        IdText { buf, len: len as u8 }
+    }
+}
+
+impl std::ops::Deref for IdText {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
     }
 }
 
