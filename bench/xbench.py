@@ -1946,10 +1946,11 @@ def main() -> int:
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     log(f"wrote {os.path.relpath(path, ROOT)} ({doc['duration_s']:.0f} s)")
-    if not args.no_docs:
-        if only and args.docs:
+    if not args.no_docs and (args.docs or not only):
+        # (A partial run rewrites the page only with --docs.)
+        if only:
             write_report(doc, os.path.relpath(path, ROOT))
-        elif not only:
+        else:
             regenerate_docs()
         log(f"wrote {os.path.relpath(DOC_PATH, ROOT)} and docs/bench/*.svg")
     print_table(b.results, doc["noise_floor"])
