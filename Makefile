@@ -1,6 +1,8 @@
 # xstream: build, run and test the Redis module.
 #
-#   make / make build   cargo build --profile dist  ->  target/dist/libxstream.so (release + LTO)
+#   make / make build   cargo build --profile dist  ->  target/dist/libxstream.so (release + LTO, with
+#                       the training profile of bench/pgo: profile-guided optimisation)
+#   make pgo            a new training profile (bench/pgo.sh: instrumented build, make bench-quick's run)
 #   make deps           apt-install redis-server, libclang-dev, clang (only what is missing)
 #   make run            deps + build + a redis-server on 127.0.0.1:$(PORT) with the module (foreground)
 #   make test           deps + build + test-hooks build + cargo test --release (unit + integration)
@@ -61,14 +63,37 @@ HOST_SERVER  := $(HOSTS_CACHE)/$(XSTREAM_HOST)/bin/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
+.PHONY: all build pgo deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
         hooks asan-server test-asan test-asan-short ubsan-server test-ubsan lint install
 
 all: build
 
+# Profile-guided optimisation: the build hands rustc the training profile of bench/pgo (made by
+# `make pgo`, bench/pgo.sh), unpacked under a name with its checksum, so that a new profile
+# rebuilds everything. Only with a rustc whose LLVM reads it (bench/pgo/toolchain's first line is
+# the LLVM major version it was made with: the same or newer); otherwise, or with PGO=no, the
+# build goes without it and says so.
+PGO_GZ     := $(CURDIR)/bench/pgo/xstream.profdata.gz
+PGO_LLVM   := $(shell head -1 $(CURDIR)/bench/pgo/toolchain 2>/dev/null)
+RUSTC_LLVM := $(shell rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+PGO_SUM    := $(shell sha256sum $(PGO_GZ) 2>/dev/null | cut -c1-16)
+PGO        ?= $(shell [ -n "$(PGO_SUM)" ] && [ -n "$(PGO_LLVM)" ] && [ "$(RUSTC_LLVM)" -ge "$(PGO_LLVM)" ] 2>/dev/null && echo yes || echo no)
+PGO_FILE   := $(CURDIR)/target/pgo/xstream-$(PGO_SUM).profdata
+
 build:
 	@[ -e $(MODULE) ] || echo "make build: the first build compiles the dependencies too (about 7 minutes on 2 cores; then seconds)"
+ifeq ($(PGO),yes)
+	@[ -e $(PGO_FILE) ] || { mkdir -p $(dir $(PGO_FILE)) && gzip -dc $(PGO_GZ) >$(PGO_FILE).tmp && mv $(PGO_FILE).tmp $(PGO_FILE); }
+	RUSTFLAGS="$$RUSTFLAGS -Cprofile-use=$(PGO_FILE)" $(CARGO) build --profile dist
+else
+	@echo "make build: without profile-guided optimisation (PGO=$(PGO); profile for LLVM $(or $(PGO_LLVM),-), rustc's LLVM $(or $(RUSTC_LLVM),-))"
 	$(CARGO) build --profile dist
+endif
+
+# A new training profile for `make build` (bench/pgo.sh): an instrumented build, bench/xbench.py
+# --quick with it, llvm-profdata. About 7 minutes on 2 cores.
+pgo: deps
+	bench/pgo.sh
 
 # The module into a modules directory (MODULES_DIR, default /usr/local/lib/redis/modules), and
 # the line that loads it.
