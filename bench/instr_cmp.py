@@ -28,7 +28,9 @@ builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op
 builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); maxlen_add /
 builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream); range_json (XS.RANGE
 COUNT 100 at spread starts of 20,000 JSON-like events: with `--module path:xstream.compression=lz4`,
-the read of compressed nodes).
+the read of compressed nodes); dump / builtin_dump and restore / builtin_restore (DUMP of a slot
+move's stream, 100,000 entries (XSTREAM_MOVE_ENTRIES) with two groups and 810 pending, and its
+RESTORE ... REPLACE: bench/cluster_bench.py's slot move, a tenth; use a small --ops).
 Retention (issue 17; each on a stream holding 20,000 entries of 1970 first, which the first adds
 trim): minid_add (XS.ADD s MINID ~ <now - 60 s> * f v), maxage_add (XS.ADD s * f v on a stream with
 XS.CFGSET MAXAGE 60000), maxage_exact_add (the same with EXACT), maxage_inline_add (XS.ADD s
@@ -81,6 +83,23 @@ def prepare(r, name, ops):
         if name.endswith("ack") and not name.endswith("readack"):
             # Every entry pending, to be acknowledged 10 at a time.
             r.execute_command("XS.READGROUP" if key == "m" else "XREADGROUP", "GROUP", "g", "c", "COUNT", str(ops * 10), "STREAMS", key, ">")
+        return
+    if name in MOVE:
+        # The slot move's stream (bench/cluster_bench.py's, a tenth: MOVE_ENTRIES entries, ten per
+        # ms, one field; groups g1 with 500 + 300 pending, g2 with 10), module or built-in; for a
+        # restore, its DUMP payload kept to restore.
+        p, key = MOVE[name]
+        r.execute_command(p + "GROUP", "CREATE", key, "g1", "$", "MKSTREAM")
+        r.execute_command(p + "GROUP", "CREATE", key, "g2", "$")
+        pipe = r.pipeline(transaction=False)
+        for i in range(MOVE_ENTRIES):
+            pipe.execute_command(p + "ADD", key, f"{1000000 + i // 10}-{i % 10}", "f", str(i))
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        for g, c, n in (("g1", "a", 500), ("g1", "b", 300), ("g2", "c", 10)):
+            r.execute_command(p + "READGROUP", "GROUP", g, c, "COUNT", str(n), "STREAMS", key, ">")
+        PAYLOAD[name] = r.execute_command("DUMP", key)
         return
     if name in ("pending", "builtin_pending"):
         # 10,000 pending entries of one consumer (the summary form reads counts and edges).
@@ -180,6 +199,12 @@ def prepare(r, name, ops):
             r.execute_command("XS.CFGSET", "s", "MAXAGE", "60000", "EXACT")
 
 
+# dump / restore (module) and builtin_dump / builtin_restore: the DUMP of a slot move's stream
+# and its RESTORE (REPLACE, into another key) per op; the stream has MOVE_ENTRIES entries.
+MOVE = {"dump": ("XS.", "m"), "restore": ("XS.", "m"), "builtin_dump": ("X", "b"), "builtin_restore": ("X", "b")}
+MOVE_ENTRIES = int(os.environ.get("XSTREAM_MOVE_ENTRIES", "100000"))
+PAYLOAD = {}
+
 # trim / builtin_trim: XS.TRIM / XTRIM MAXLEN = half, one stream of this many entries per op.
 TRIM_ENTRIES = int(os.environ.get("XSTREAM_TRIM_ENTRIES", "20000"))
 
@@ -230,6 +255,13 @@ def run(r, name, ops):
         cmd = "XS.TRIM" if name == "trim" else "XTRIM"
         for k in range(ops):
             pipe.execute_command(cmd, f"t{k}", "MAXLEN", "=", str(TRIM_ENTRIES // 2))
+    elif name in MOVE:
+        key = MOVE[name][1]
+        for _ in range(ops):
+            if "dump" in name:
+                pipe.execute_command("DUMP", key)
+            else:
+                pipe.execute_command("RESTORE", key + "2", "0", PAYLOAD[name], "REPLACE")
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")

@@ -1043,6 +1043,26 @@ fn sources(c: &mut Conn, rng: &mut Rng) -> Vec<(String, Vec<u8>, u16)> {
         }
         keys.push(key);
     }
+    // Many nodes (one or two entries each): over rdb::CHECK_ASIDE_MIN_NODES (128), so its
+    // RESTOREs check the nodes on a second thread; a group with two consumers, a NACK zone.
+    set_node_limits(c, 2, 0, true);
+    for i in 1..=300u64 {
+        let (id, v) = (format!("{i}-{}", i % 3), (i * 7).to_string());
+        if i % 9 == 0 {
+            c.cmd(&["XS.ADD", "srcmany", &id, "other", &v]);
+        } else {
+            c.cmd(&["XS.ADD", "srcmany", &id, "f", &v, "g", "x"]);
+        }
+    }
+    c.cmd(&["XS.DEL", "srcmany", "10-1", "200-2"]);
+    c.cmd(&["XS.GROUP", "CREATE", "srcmany", "g", "0"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "40", "STREAMS", "srcmany", ">"]);
+    c.cmd(&["XS.READGROUP", "GROUP", "g", "b", "COUNT", "30", "STREAMS", "srcmany", ">"]);
+    c.cmd(&["XS.NACK", "srcmany", "g", "FAIL", "IDS", "2", "3-0", "50-2"]);
+    let info = c.cmd(&["XS.INFO", "STREAM", "srcmany"]);
+    let nodes = info.as_array().chunks(2).find(|kv| kv[0].text() == "radix-tree-keys").map(|kv| kv[1].clone());
+    assert!(matches!(nodes, Some(Reply::Int(n)) if n >= 128), "srcmany: {nodes:?} nodes");
+    keys.push("srcmany".into());
     // Deleted entries still in the PEL.
     set_node_limits(c, 4, 0, true);
     for i in 1..=12 {

@@ -182,15 +182,11 @@ impl StreamCheck {
         Ok(())
     }
 
-    /// After every node: the stream's length and its groups.
+    /// After every node: the stream's length. (A load checks each group as it makes it:
+    /// `Group::load_finish`.)
     pub fn finish(&self, s: &Stream) -> Result<(), Invalid> {
         if self.length != s.length {
             return Err(Invalid("length disagrees with entries"));
-        }
-        if let Some(mut it) = s.groups_iter() {
-            while let Some((_, g)) = it.next() {
-                g.check().map_err(Invalid)?;
-            }
         }
         Ok(())
     }
@@ -203,5 +199,11 @@ pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
     for (master_id, stored) in s.stored_nodes() {
         check.node(master_id, stored)?;
     }
-    check.finish(s)
+    check.finish(s)?;
+    if let Some(mut it) = s.groups_iter() {
+        while let Some((_, g)) = it.next() {
+            g.check().map_err(Invalid)?;
+        }
+    }
+    Ok(())
 }
