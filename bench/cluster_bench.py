@@ -139,7 +139,8 @@ def main():
         t = slot_moves(prims, a.moves, a.entries)
         m, b = statistics.median(t["XS."]), statistics.median(t["X"])
         print(f"slot move (MIGRATE COPY of a {a.entries}-entry stream, 2 groups, 8,100 pending): module {m * 1000:.0f} ms, "
-              f"built-in {b * 1000:.0f} ms, ratio {m / b:.2f} (runs: module {[round(x * 1000) for x in t['XS.']]}, "
+              f"built-in {b * 1000:.0f} ms, ratio {m / b:.2f}, paired {statistics.median(x / y for x, y in zip(t['XS.'], t['X'])):.2f} "
+              f"(median of each move's module / built-in; runs: module {[round(x * 1000) for x in t['XS.']]}, "
               f"built-in {[round(x * 1000) for x in t['X']]})")
     finally:
         subprocess.run([os.path.join(ROOT, "tests", "cluster.sh"), "stop"], env=env, capture_output=True)

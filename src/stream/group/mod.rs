@@ -661,24 +661,29 @@ impl Group {
     /// not yet placed.
     pub fn load_zone(&mut self, id: StreamId) -> bool {
         self.load_reserve();
-        match self.pel.get(&id.to_be_bytes()) {
-            Some(n) if n.owner == NO_OWNER && n.link() == NIL && n.delivery_time == 0 => {}
-            _ => return false,
+        // One lookup: the entry is checked and linked through the same reference.
+        let Self { pel, time, .. } = self;
+        match pel.get_mut(&id.to_be_bytes()) {
+            Some(n) if n.owner == NO_OWNER && n.link() == NIL && n.delivery_time == 0 => {
+                n.set_link(time.push_zone(id));
+                true
+            }
+            _ => false,
         }
-        self.link(id, Place::Zone);
-        true
     }
 
     /// Appends the loaded NACK `id` at the tail of the time list (the saved
     /// order, after the zone); false unless it is pending, owned and not yet placed.
     pub fn load_time(&mut self, id: StreamId) -> bool {
         self.load_reserve();
-        match self.pel.get(&id.to_be_bytes()) {
-            Some(n) if n.owner != NO_OWNER && n.link() == NIL => {}
-            _ => return false,
+        let Self { pel, time, .. } = self;
+        match pel.get_mut(&id.to_be_bytes()) {
+            Some(n) if n.owner != NO_OWNER && n.link() == NIL => {
+                n.set_link(time.push_tail(id));
+                true
+            }
+            _ => false,
         }
-        self.link(id, Place::Tail);
-        true
     }
 
     /// Before the first node of a load: the slab sized for the loaded PEL (which
