@@ -797,6 +797,22 @@ mod tests {
         g.by_time().map(|(id, n)| (id, *n, g.owner_name(n).to_vec())).collect()
     }
 
+    /// `items` with item `i` changed by `v`: a number replaced by it, a string with one byte
+    /// (at `v` modulo its length) flipped.
+    fn mutated(items: &[VecItem], i: usize, v: u64) -> Vec<VecItem> {
+        let mut m = items.to_vec();
+        match &mut m[i] {
+            VecItem::U64(x) => *x = v,
+            VecItem::Bytes(b) => {
+                let at = (v as usize) % b.len().max(1);
+                if let Some(byte) = b.get_mut(at) {
+                    *byte ^= (v as u8) | 1;
+                }
+            }
+        }
+        m
+    }
+
     /// Every group of a loaded stream passes the former group check too (a lookup per entry:
     /// `Group::check_by_lookups`), which the walk that loading runs replaced.
     fn lookups_agree(s: &Stream) {
@@ -1037,16 +1053,7 @@ mod tests {
         let specials = [0u64, 1, 15, 16, 17, u32::MAX as u64, 1 << 32, 1 << 63, u64::MAX];
         for i in 0..items.len() {
             for &v in &specials {
-                let mut m = items.clone();
-                match &mut m[i] {
-                    VecItem::U64(x) => *x = v,
-                    VecItem::Bytes(b) => {
-                        let at = (v as usize) % b.len().max(1);
-                        if let Some(byte) = b.get_mut(at) {
-                            *byte ^= (v as u8) | 1;
-                        }
-                    }
-                }
+                let m = mutated(&items, i, v);
                 let mut t = VecIo { items: m, pos: 0 };
                 if let Ok(st) = load(ENCVER, &mut t, Check::Deep) {
                     crate::stream::validate::validate_stream(&st).unwrap();
@@ -1107,16 +1114,7 @@ mod tests {
         let mut refused = 0;
         for i in 0..items.len() {
             for v in [0u64, 3, 17, 1 << 63] {
-                let mut m = items.clone();
-                match &mut m[i] {
-                    VecItem::U64(x) => *x = v,
-                    VecItem::Bytes(b) => {
-                        let at = (v as usize) % b.len().max(1);
-                        if let Some(byte) = b.get_mut(at) {
-                            *byte ^= (v as u8) | 1;
-                        }
-                    }
-                }
+                let m = mutated(&items, i, v);
                 refused += usize::from(!both(m));
             }
         }
