@@ -299,9 +299,9 @@ struct Store {
     pool: Vec<u8>,
     /// Free-list head per block size in words (grown on demand).
     heads: Vec<u32>,
-    big: Vec<Box<[u8]>>,
-    big_free: Vec<u32>,
-    big_bytes: usize,
+    /// Blocks too big for the pool (keys longer than a few hundred bytes): most trees have
+    /// none, and pay one pointer.
+    big: Option<Box<Big>>,
     /// Bytes of the pool in free lists. A node that gains children moves to a bigger block
     /// and leaves its old one to the free list of that size, which only a node of exactly
     /// that size reuses; the keys of a stream (node master IDs, in increasing order) grow
@@ -310,7 +310,19 @@ struct Store {
     free_small: usize,
 }
 
+#[derive(Clone, Default)]
+struct Big {
+    blocks: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    bytes: usize,
+}
+
 impl Store {
+    #[inline]
+    fn bigs(&self) -> &[Box<[u8]>] {
+        self.big.as_deref().map_or(&[], |b| &b.blocks)
+    }
+
     fn alloc(&mut self, len: usize) -> u32 {
         let words = class_words(len.div_ceil(4));
         if words == 0 {
@@ -330,13 +342,14 @@ impl Store {
             off as u32
         } else {
             let b = vec![0u8; len].into_boxed_slice();
-            self.big_bytes += len;
-            if let Some(i) = self.big_free.pop() {
-                self.big[i as usize] = b;
+            let big = self.big.get_or_insert_with(Box::default);
+            big.bytes += len;
+            if let Some(i) = big.free.pop() {
+                big.blocks[i as usize] = b;
                 i
             } else {
-                self.big.push(b);
-                (self.big.len() - 1) as u32
+                big.blocks.push(b);
+                (big.blocks.len() - 1) as u32
             }
         }
     }
@@ -349,9 +362,10 @@ impl Store {
         if words <= MAX_SMALL_WORDS {
             self.free_words(off, words);
         } else {
-            let b = std::mem::take(&mut self.big[off as usize]);
-            self.big_bytes -= b.len();
-            self.big_free.push(off);
+            let big = self.big.get_or_insert_with(Box::default);
+            let b = std::mem::take(&mut big.blocks[off as usize]);
+            big.bytes -= b.len();
+            big.free.push(off);
         }
     }
 
@@ -377,7 +391,7 @@ impl Store {
             let s = off as usize * 4;
             &self.pool[s..s + len]
         } else {
-            &self.big[off as usize][..len]
+            &self.bigs()[off as usize][..len]
         }
     }
 
@@ -390,7 +404,7 @@ impl Store {
             let s = off as usize * 4;
             &mut self.pool[s..s + len]
         } else {
-            &mut self.big[off as usize][..len]
+            &mut self.big.get_or_insert_with(Box::default).blocks[off as usize][..len]
         }
     }
 
@@ -416,9 +430,10 @@ impl Store {
     fn mem_bytes(&self) -> usize {
         self.pool.capacity()
             + self.heads.capacity() * 4
-            + self.big.capacity() * std::mem::size_of::<Box<[u8]>>()
-            + self.big_bytes
-            + self.big_free.capacity() * 4
+            + self
+                .big
+                .as_ref()
+                .map_or(0, |b| std::mem::size_of::<Big>() + b.blocks.capacity() * std::mem::size_of::<Box<[u8]>>() + b.bytes + b.free.capacity() * 4)
     }
 }
 
@@ -434,6 +449,8 @@ pub struct Rax<V> {
     numele: usize,
     numnodes: usize,
     /// Reused buffers (bytes of compressed nodes being rebuilt; the parent path of a removal).
+    /// Per tree, not thread-local: a thread-local costs a `__tls_get_addr` call per access in a
+    /// shared object (measured: XS.ACK of 10 IDs 3.9% more instructions).
     scratch: Vec<u8>,
     stack: Vec<(u32, u32)>,
     /// The largest key and its value slot, remembered by [`Rax::seek_mut`]`(Last)` until a
@@ -1133,7 +1150,7 @@ impl<V> Rax<V> {
         }
         self.nodes.push(Node::EMPTY);
         self.free_node = NONE;
-        if self.store.pool.capacity() > 1024 || !self.store.big.is_empty() {
+        if self.store.pool.capacity() > 1024 || self.store.big.is_some() {
             self.store = Store::default();
         } else {
             self.store.pool.clear();

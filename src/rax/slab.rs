@@ -20,6 +20,17 @@
 pub const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNK_BITS: u32 = 10;
 
+/// Room the first chunk gains when full at `cap` elements: doubling up to 8 (a slab of one
+/// group or one node is one element, not eight: 1,664 bytes for a stream's first group),
+/// then an eighth, at least 8.
+fn first_chunk_growth(cap: usize) -> usize {
+    if cap < 8 {
+        cap.max(1)
+    } else {
+        (cap / 8).max(8)
+    }
+}
+
 /// See the [module documentation](self).
 #[derive(Clone, Debug)]
 pub struct Slab<T> {
@@ -73,13 +84,19 @@ impl<T> Slab<T> {
             Some(c) if c.len() < CHUNK => {
                 if c.len() == c.capacity() {
                     // Only the first chunk is ever short of room (later ones start whole).
-                    c.reserve_exact((c.capacity() / 8).max(8).min(CHUNK - c.len()));
+                    c.reserve_exact(first_chunk_growth(c.capacity()).min(CHUNK - c.len()));
                 }
                 c.push(v);
             }
             _ => {
-                let mut c = Vec::with_capacity(if self.chunks.is_empty() { 8 } else { CHUNK });
+                let first = self.chunks.is_empty();
+                let mut c = Vec::with_capacity(if first { 1 } else { CHUNK });
                 c.push(v);
+                if first {
+                    // Most slabs (a group's consumers, a small stream's nodes) never
+                    // leave their first chunk: a table of one, not Vec's first four.
+                    self.chunks.reserve_exact(1);
+                }
                 self.chunks.push(c);
             }
         }
@@ -153,10 +170,16 @@ mod tests {
     #[test]
     fn spare_room_is_under_one_chunk_and_small_slabs_stay_small() {
         let mut s = Slab::new();
-        for i in 0..5 {
-            s.push(i as u64);
+        assert_eq!(s.mem_bytes(), 0);
+        s.push(0u64);
+        // One element and a table of one chunk.
+        assert_eq!((s.capacity(), s.mem_bytes()), (1, 8 + std::mem::size_of::<Vec<u64>>()));
+        for (i, cap) in [(2, 2), (3, 4), (5, 8), (9, 16)] {
+            while s.len() < i {
+                s.push(0);
+            }
+            assert_eq!(s.capacity(), cap, "{i} elements");
         }
-        assert_eq!(s.capacity(), 8);
         for n in [100, CHUNK, CHUNK + 1, 10 * CHUNK + 3, 100_000] {
             while s.len() < n {
                 s.push(0);

@@ -365,6 +365,10 @@ impl Group {
                 s
             }
             None => {
+                if self.slots.is_empty() {
+                    // Most groups have one consumer or a few: room for one, not Vec's four.
+                    self.slots.reserve_exact(1);
+                }
                 self.slots.push(Some(c));
                 (self.slots.len() - 1) as u32
             }
