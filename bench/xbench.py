@@ -66,6 +66,7 @@ BASE_MS = 10**12
 PER_MS = 10
 
 ARMS = ("n", "m", "a")
+SMALL_STREAMS = 10_000   # streams of the mem-small-* workloads
 SAMPLE_S = 0.02          # commandstats sampling period during a run
 MIN_WINDOW_CALLS = 20    # a window with fewer calls is too coarse (usec are whole microseconds)
 ARM_LABEL = {"n": "native", "m": "module", "a": "native A/A"}
@@ -867,6 +868,39 @@ class Bench:
                         "memory", "B", data, "memory", metrics=("bytes_per_entry",),
                         note="used_memory delta of XREADGROUP over the whole stream / entries")
 
+    def small_streams_workload(self) -> None:
+        """Many small streams (per-tenant queues): what a stream of one entry costs, then what its
+        first group, first consumer and one pending entry add, per stream (used_memory deltas
+        over SMALL_STREAMS of them, filled with one pipeline per step)."""
+        n = SMALL_STREAMS
+        stream, group = {}, {}
+        for arm in ARMS:
+            keys = [f"xb:{arm}:small:{i}" for i in range(n)]
+            conn = Redis(self.port)
+            steps = [
+                [enc(C(arm, "XADD"), k, "1-1", "f", "v") for k in keys],
+                [enc(C(arm, "XGROUP"), "CREATE", k, "g", "0") for k in keys]
+                + [enc(C(arm, "XREADGROUP"), "GROUP", "g", "c", "COUNT", "1", "STREAMS", k, ">") for k in keys],
+            ]
+            used = [self.used_memory()]
+            for cmds in steps:
+                if pipeline(conn, *batched(cmds, 1000)):
+                    raise RuntimeError("errors while building the small streams")
+                used.append(self.used_memory())
+            conn.close()
+            summ = self.ctl.call(C(arm, "XPENDING"), keys[-1], "g")
+            if summ[0] != 1:
+                raise RuntimeError(f"{keys[-1]}: {summ[0]} pending, expected 1")
+            stream[arm] = [{"bytes_per_entry": (used[1] - used[0]) / n}]
+            group[arm] = [{"bytes_per_entry": (used[2] - used[1]) / n}]
+            for lo in range(0, n, 1000):
+                self.ctl.call("DEL", *keys[lo:lo + 1000])
+        self.record("mem-small-stream", f"bytes per stream, {n:,} streams of one entry", "memory", "B", stream,
+                    "memory", metrics=("bytes_per_entry",), note="used_memory delta ÷ streams")
+        self.record("mem-small-group", f"bytes per stream added by a group, a consumer and one pending entry, "
+                    f"{n:,} streams", "memory", "B", group, "memory", metrics=("bytes_per_entry",),
+                    note="used_memory delta ÷ streams (XGROUP CREATE, then XREADGROUP COUNT 1 of the entry)")
+
     def pel_workloads(self) -> None:
         cfg = self.cfg
         mid = cfg["mid"]
@@ -1293,6 +1327,8 @@ class Bench:
             self.range_workloads()
         if self.touches("xreadgroup"):
             self.group_workloads()
+        if self.touches("mem-small"):
+            self.guarded("mem-small-stream", self.small_streams_workload, force=True)
         if self.touches("xpending", "xautoclaim", "mem-pending"):
             self.guarded("mem-pending", self.pending_setup, force=True)
             self.pel_workloads()
@@ -1614,6 +1650,8 @@ def short_label(r: dict) -> str:
         "rdb-save": "SAVE",
         "rdb-size": "RDB size",
         "mem-pending": "bytes per pending entry",
+        "mem-small-stream": "bytes per stream of one entry",
+        "mem-small-group": "bytes per stream for a group, a consumer, one pending",
         "mem-rdb-loaded": "bytes per entry after RDB load",
         "mem-json-lz4": "bytes per entry, JSON events, lz4",
         "mem-json-zstd": "bytes per entry, JSON events, zstd",
@@ -1638,6 +1676,10 @@ def mem_label(r: dict, cfg: dict) -> str:
     wid = r["id"]
     if wid == "mem-pending":
         return f"per pending entry ({human(cfg['mid'])} pending)"
+    if wid == "mem-small-stream":
+        return f"per stream of one entry ({human(SMALL_STREAMS)} streams)"
+    if wid == "mem-small-group":
+        return f"per stream: group + consumer + 1 pending ({human(SMALL_STREAMS)})"
     if wid == "rdb-size":
         return f"RDB file per entry ({human(cfg['save_n'])} entries)"
     if wid == "mem-rdb-loaded":
