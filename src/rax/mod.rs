@@ -323,6 +323,11 @@ impl Store {
         self.big.as_deref().map_or(&[], |b| &b.blocks)
     }
 
+    #[inline]
+    fn bigs_mut(&mut self) -> &mut [Box<[u8]>] {
+        self.big.as_deref_mut().map_or(&mut [], |b| &mut b.blocks)
+    }
+
     fn alloc(&mut self, len: usize) -> u32 {
         let words = class_words(len.div_ceil(4));
         if words == 0 {
@@ -361,8 +366,7 @@ impl Store {
         }
         if words <= MAX_SMALL_WORDS {
             self.free_words(off, words);
-        } else {
-            let big = self.big.get_or_insert_with(Box::default);
+        } else if let Some(big) = self.big.as_deref_mut() {
             let b = std::mem::take(&mut big.blocks[off as usize]);
             big.bytes -= b.len();
             big.free.push(off);
@@ -404,7 +408,7 @@ impl Store {
             let s = off as usize * 4;
             &mut self.pool[s..s + len]
         } else {
-            &mut self.big.get_or_insert_with(Box::default).blocks[off as usize][..len]
+            &mut self.bigs_mut()[off as usize][..len]
         }
     }
 
