@@ -111,7 +111,8 @@ pub static ADOPT: AtomicBool = AtomicBool::new(true);
 
 /// `xstream.group-stats` (default no): INFO xstream counts the consumer groups by PEL size and
 /// by lag (log-2 buckets, kept incrementally: src/stream/census.rs). Off, nothing of it runs on
-/// the write path; switched on, every stream is counted once before the server next sleeps.
+/// the write path; switched on, every stream is counted once, right after the command that
+/// switched it.
 pub static GROUP_STATS: AtomicBool = AtomicBool::new(false);
 
 /// `xstream.argv-rewrite`: XS.ADD `*` (and approximate trims) put the concrete

@@ -28,11 +28,17 @@
 //! key that went away. Redis 7.0 does that only for its own stream type, so there
 //! the module watches its keys itself: the type's `unlink2` callback (DEL, UNLINK, expiry, eviction,
 //! RENAME, MOVE, overwrite by SET...) and the FLUSHDB / SWAPDB server events
-//! schedule a check of the group waiters on the affected keys, run before the
-//! event loop sleeps, once the current command (or MULTI) is over, as the
-//! built-in checks after the command, and before replies are written: a waiter whose key is no longer one of our streams is released
-//! through `RedisModule_UnblockClient`, which runs [`on_timeout`] with the
-//! "key gone" mark set.
+//! schedule a check of the group waiters on the affected keys, run once the current command
+//! (or MULTI) is over, as the built-in checks after the command, and before replies are
+//! written: a waiter whose key is no longer one of our streams is released through
+//! `RedisModule_UnblockClient`, which runs [`on_timeout`] with the "key gone" mark set.
+//!
+//! Nothing here runs on every turn of the event loop. A subscription to the loop's
+//! before/after-sleep events would: Redis then builds a context with a temporary client for the
+//! module twice per turn, about 1,150 instructions, which every command of the server pays
+//! when clients are few (a GET from one client cost 6,541 instructions with the module loaded,
+//! 4,927 without; 5,388 with the subscription gone; callgrind, Redis 7.0.15). The deferred
+//! work arms a module timer when there is some instead ([`arm_soon`], [`arm_forget`]).
 
 use super::api;
 use super::ctx::{string_bytes, Ctx};
@@ -69,24 +75,39 @@ struct Reader {
 }
 
 /// Keys a time-driven wake-up signalled by db, then key (looked up by the key's bytes: no
-/// allocation per reader called back), with the registration ids it is meant for.
-type Timed = HashMap<i32, HashMap<Vec<u8>, HashSet<u64>>>;
+/// allocation per reader called back), with the readers it is meant for.
+type Timed = HashMap<i32, HashMap<Vec<u8>, Chosen>>;
+
+/// The readers of one key a time-driven wake-up is meant for.
+#[derive(Default)]
+struct Chosen {
+    /// The wake-up that last added to them (numbered from 1, [`WAKES`]).
+    wake: u64,
+    ids: HashSet<u64>,
+}
 
 /// Keys a time-driven wake-up signalled ([`wake_on_time`]), with the readers it is meant for,
-/// until the server next wakes from its sleep (it serves them before it sleeps) or a write
-/// signals a key (then every reader runs, as for any write).
+/// until the server has served them (before its next sleep; [`forget_timed`] forgets them
+/// once it has, at the latest at the first time events after that sleep) or a write signals a
+/// key (then every reader runs, as for any write).
 static TIMED: Mutex<Option<Timed>> = Mutex::new(None);
 /// Whether TIMED has anything (read without locking by every write's signal).
 static TIMED_ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// Keys whose waiters must be checked before the event loop sleeps.
+/// Time-driven wake-ups so far.
+static WAKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Whether the timer that forgets served wake-ups is armed.
+static FORGET_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Keys whose waiters must be checked once the current command is over.
 static PENDING: Mutex<Option<HashSet<DbKey>>> = Mutex::new(None);
+/// Whether the timer of the deferred work ([`run_soon`]) is armed.
+static SOON_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A key in a database: (db id, key name).
 type DbKey = (i32, Vec<u8>);
-/// Whether PENDING has anything (checked every loop iteration without locking).
+/// Whether PENDING has anything.
 static HAS_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-/// A context for the checks run from the event loop (created at load).
+/// A context for the deferred checks and for arming their timer (created at load).
 static CHECK_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
 /// What a blocked client waits for, provided by the command that blocks it.
@@ -197,9 +218,51 @@ pub fn wake_on_time(c: &Ctx, db: i32, key: &[u8]) {
     if firsts.is_empty() || !c.select_db(db) {
         return;
     }
-    lock(&TIMED).get_or_insert_with(HashMap::new).entry(db).or_default().entry(key.to_vec()).or_default().extend(firsts);
+    let wake = WAKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    {
+        let mut t = lock(&TIMED);
+        let chosen = t.get_or_insert_with(HashMap::new).entry(db).or_default().entry(key.to_vec()).or_default();
+        chosen.wake = wake;
+        chosen.ids.extend(firsts);
+    }
     TIMED_ANY.store(true, std::sync::atomic::Ordering::Relaxed);
+    arm_forget(c.raw(), wake);
     c.signal_ready_quietly(super::ctx::Name::Bytes(key));
+}
+
+/// Arms the timer that forgets the wake-ups up to `wake` once the server has served them,
+/// unless it is armed. 1 ms, never 0: Redis serves the signalled keys before it next sleeps,
+/// and a timer armed from a timer callback (a wake-up comes from one) fires in the same pass
+/// over the module's timers if it is due at the instant the pass started; armed 1 ms ahead it
+/// fires at the first time events after that sleep.
+fn arm_forget(ctx: *mut raw::RedisModuleCtx, wake: u64) {
+    if FORGET_ARMED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: a live main-thread context; the callback is a plain function that lives as long
+    // as the module; the data is a number, not a pointer (nothing to free).
+    unsafe { api!(RedisModule_CreateTimer)(ctx, 1, Some(forget_timed), wake as usize as *mut c_void) };
+}
+
+/// The wake-ups up to the number in `data` were served: they are forgotten; later ones wait for
+/// a timer of their own.
+unsafe extern "C" fn forget_timed(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    fence::guard("time-driven wake-up", (), || {
+        FORGET_ARMED.store(false, std::sync::atomic::Ordering::Relaxed);
+        let served = data as usize as u64;
+        let mut t = lock(&TIMED);
+        let Some(by_db) = t.as_mut() else { return };
+        for keys in by_db.values_mut() {
+            keys.retain(|_, c| c.wake > served);
+        }
+        by_db.retain(|_, keys| !keys.is_empty());
+        if by_db.is_empty() {
+            TIMED_ANY.store(false, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            drop(t);
+            arm_forget(ctx, WAKES.load(std::sync::atomic::Ordering::Relaxed));
+        }
+    })
 }
 
 /// A write signalled a key (or a stream left the keyspace): every reader blocked on a key a
@@ -224,7 +287,7 @@ fn timed_for(c: &Ctx, key: &[u8], id: Option<u64>) -> Option<(bool, i32)> {
     let db = c.selected_db();
     let t = lock(&TIMED);
     let chosen = t.as_ref()?.get(&db)?.get(key)?;
-    Some((id.is_some_and(|i| chosen.contains(&i)), db))
+    Some((id.is_some_and(|i| chosen.ids.contains(&i)), db))
 }
 
 /// The reader `id` of `key` in `db` that a time-driven wake-up was meant for has run (or is
@@ -240,22 +303,22 @@ fn ran(db: i32, key: &[u8], id: u64, pass: bool) {
         None
     };
     if let Some(chosen) = lock(&TIMED).as_mut().and_then(|t| t.get_mut(&db)).and_then(|k| k.get_mut(key)) {
-        chosen.remove(&id);
-        chosen.extend(next);
+        chosen.ids.remove(&id);
+        chosen.ids.extend(next);
     }
 }
 
 /// A reader leaves (served, timed out, disconnected, unblocked): if a time-driven wake-up was
 /// meant for it and it has not run, the next reader of its wait runs in its place. The key is
 /// signalled again: Redis 7.2+ frees a timed-out reader after it has served the ready keys
-/// (7.0 before), and the next reader must still be called back. If the server sleeps first,
-/// the wake-up is over by then and every reader of the key runs, as for a write.
+/// (7.0 before), and the next reader must still be called back. If the wake-up was forgotten
+/// first ([`forget_timed`]), every reader of the key runs, as for a write.
 fn leaving(reg: &Registration) {
     if !TIMED_ANY.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
     for k in &reg.keys {
-        let meant = lock(&TIMED).as_ref().and_then(|t| t.get(&reg.db)).and_then(|m| m.get(k.as_slice())).is_some_and(|c| c.contains(&reg.id));
+        let meant = lock(&TIMED).as_ref().and_then(|t| t.get(&reg.db)).and_then(|m| m.get(k.as_slice())).is_some_and(|c| c.ids.contains(&reg.id));
         if meant {
             ran(reg.db, k, reg.id, true);
             signal_again(reg.db, k);
@@ -304,7 +367,6 @@ pub fn init(context: &redis_module::Context) -> Result<(), String> {
     for (id, cb) in [
         (raw::REDISMODULE_EVENT_FLUSHDB, on_flush as unsafe extern "C" fn(_, _, _, _)),
         (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb as unsafe extern "C" fn(_, _, _, _)),
-        (raw::REDISMODULE_EVENT_EVENTLOOP, on_event_loop as unsafe extern "C" fn(_, _, _, _)),
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: valid OnLoad ctx; callbacks live as long as the module.
@@ -312,6 +374,11 @@ pub fn init(context: &redis_module::Context) -> Result<(), String> {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err("cannot subscribe to flush / swapdb events".into());
         }
+    }
+    // Work asked for before this context existed (a config applied from the module's
+    // arguments) is armed now.
+    if super::stats::rescan_due() {
+        arm_soon();
     }
     Ok(())
 }
@@ -338,20 +405,32 @@ fn schedule(db: i32, key: Option<&[u8]>) {
     }
     lock(&PENDING).get_or_insert_with(HashSet::new).extend(keys);
     HAS_PENDING.store(true, std::sync::atomic::Ordering::Relaxed);
+    arm_soon();
 }
 
-unsafe extern "C" fn on_event_loop(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
-    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP {
-        // The keys a time-driven wake-up signalled were served before the server slept.
-        written();
+/// Arms the timer of the deferred work ([`run_soon`]) unless it is armed: 0 ms, so it fires
+/// once the commands the event loop is running are over (a timer armed while the server
+/// processes its time events fires on their next pass, after its next sleep). Main thread
+/// only. Before the load's context exists nothing is armed: `init` arms what is due then.
+pub(super) fn arm_soon() {
+    let ctx = CHECK_CTX.load(std::sync::atomic::Ordering::Relaxed);
+    if ctx.is_null() || SOON_ARMED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
     }
-    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && HAS_PENDING.swap(false, std::sync::atomic::Ordering::Relaxed) {
+    // SAFETY: the detached context lives as long as the module (Redis takes only its module
+    // from it); the callback is a plain function, no data.
+    unsafe { api!(RedisModule_CreateTimer)(ctx, 0, Some(run_soon), std::ptr::null_mut()) };
+}
+
+/// The deferred work: the checks of waiters whose key may be gone, the group-stats rescan.
+unsafe extern "C" fn run_soon(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    SOON_ARMED.store(false, std::sync::atomic::Ordering::Relaxed);
+    if HAS_PENDING.swap(false, std::sync::atomic::Ordering::Relaxed) {
         run_checks();
     }
-    if sub == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && super::stats::rescan_due() {
+    if super::stats::rescan_due() {
         fence::guard("group stats rescan", (), || {
-            // SAFETY: the context Redis passed to this server-event callback, valid for its
-            // duration (one per event and module: this subscription serves both).
+            // SAFETY: the context Redis passed to this timer callback, valid for its duration.
             let c = unsafe { Ctx::for_callback(ctx) };
             super::stats::rescan(&c);
         });

@@ -50,8 +50,8 @@ static HIST: [[AtomicI64; BUCKETS + 1]; 2] = [const { [const { AtomicI64::new(0)
 static HIST_FREED: [[AtomicI64; BUCKETS + 1]; 2] = [const { [const { AtomicI64::new(0) }; BUCKETS + 1] }; 2];
 
 /// The histograms' epoch (src/stream/census.rs `HistCtx`): 0 while `xstream.group-stats` is
-/// off; each switch on takes a new one, and every stream is accounted again before the server
-/// next sleeps ([`rescan`]).
+/// off; each switch on takes a new one, and every stream is accounted again once the current
+/// command is over ([`rescan`], from a timer of 0 ms).
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 static LAST_EPOCH: AtomicU32 = AtomicU32::new(0);
 static RESCAN: AtomicBool = AtomicBool::new(false);
@@ -70,6 +70,7 @@ pub fn group_stats_changed(on: bool) {
         LAST_EPOCH.store(e, Relaxed);
         EPOCH.store(e, Relaxed);
         RESCAN.store(true, Relaxed);
+        super::blocking::arm_soon();
     } else {
         EPOCH.store(0, Relaxed);
     }
@@ -89,9 +90,9 @@ pub fn rescan_due() -> bool {
     RESCAN.load(Relaxed)
 }
 
-/// Before the server sleeps (src/ffi/blocking.rs): after `xstream.group-stats` was switched on,
-/// every stream of ours in every database is accounted in the new epoch (O(keys) once, on the
-/// main thread, as the switch asked for).
+/// Once the command that asked is over (src/ffi/blocking.rs `run_soon`): after
+/// `xstream.group-stats` was switched on, every stream of ours in every database is accounted in
+/// the new epoch (O(keys) once, on the main thread, as the switch asked for).
 pub fn rescan(c: &super::ctx::Ctx) {
     if RESCAN.swap(false, Relaxed) && EPOCH.load(Relaxed) != 0 {
         super::timer::scan_streams(c, |s| {
