@@ -25,10 +25,10 @@ Rows (the issue's table):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,47 +37,34 @@ import time
 
 import redis
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serverlib import redis_server  # noqa: E402 (server start-up only; nothing of xbench)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Arms: (name, command prefix, key). "a" is the built-in's second arm (A/A).
 ARMS = [("builtin", "X", "b"), ("module", "XS.", "m"), ("builtin2", "X", "a")]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Host:
-    """One redis-server with the module loaded (a private copy of it), on a free port."""
+    """One redis-server with the module loaded (a private copy of it: a build may overwrite the
+    original), on a free port (bench/serverlib.py)."""
 
     def __init__(self, module: str, server: str):
-        self.dir = tempfile.mkdtemp(prefix="xs-crosscheck-")
-        so = os.path.join(self.dir, "libxstream.so")
+        self.stack = contextlib.ExitStack()
+        tmp = tempfile.mkdtemp(prefix="xs-crosscheck-")
+        self.stack.callback(shutil.rmtree, tmp, True)
+        so = os.path.join(tmp, "libxstream.so")
         shutil.copyfile(module, so)
         os.chmod(so, 0o755)
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--logfile", os.path.join(self.dir, "log"), "--loadmodule", so],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.r = redis.Redis(port=self.port)
+        self.r, self.proc, _ = self.stack.enter_context(redis_server(server, so, prefix="xs-crosscheck-"))
+        self.port = self.r.connection_pool.connection_kwargs["port"]
         # The workloads' client: replies as the server sent them (redis-py's parsers would read a
         # built-in XPENDING range as a summary, and treat X* and XS.* replies differently).
         self.raw = redis.Redis(port=self.port)
         self.raw.response_callbacks = {}
-        for _ in range(200):
-            try:
-                self.r.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start: " + open(os.path.join(self.dir, "log")).read()[-2000:])
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.stack.close()
 
     def usec(self, *cmds: str) -> tuple[float, int]:
         """Total server time (µs) and calls of `cmds` since the last CONFIG RESETSTAT."""
