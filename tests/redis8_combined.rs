@@ -198,12 +198,21 @@ fn wrapped_delivery_count_replicates_and_survives_a_rewrite() {
         c.cmd(&["XS.NACK", "s", "g", "FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"]),
         Reply::Error("ERR Invalid RETRYCOUNT value, must be >= 0".into())
     );
+    // A CLAIM read takes the NACKed entry: it replies the count before the claim as
+    // XS.PENDING shows it, keeps it (a count past LLONG_MAX is not incremented), and
+    // propagates it as the same negative long long (as an unsigned number the replica's
+    // XS.CLAIM refused it, and the entry stayed with "b" there).
+    let read = c.cmd(&["XS.READGROUP", "GROUP", "g", "c", "CLAIM", "0", "STREAMS", "s", ">"]);
+    assert_eq!(read.as_array()[0].as_array()[1].as_array()[0].as_array()[3], Reply::Int(i64::MIN), "{read}");
+    let owner = |c: &mut Conn| c.cmd(&["XS.PENDING", "s", "g", "-", "+", "10"]).as_array()[0].as_array()[1].text();
+    assert_eq!(owner(&mut c), "c");
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
     let t0 = Instant::now();
     while offset(&mut c) != offset(&mut rc) && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(count(&mut rc), Reply::Int(i64::MIN), "replica");
+    assert_eq!(owner(&mut rc), "c", "replica");
     let d = c.cmd(&["DEBUG", "DIGEST"]);
     assert_eq!(rc.cmd(&["DEBUG", "DIGEST"]), d);
     assert!(!c.cmd(&["BGREWRITEAOF"]).is_error());

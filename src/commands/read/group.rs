@@ -479,7 +479,9 @@ pub(super) fn propagate_claim_ids(
     }
     let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
     let time = time.to_string();
-    let retry = count.to_string();
+    // As a long long, as [`propagate_xclaim`]: a count past LLONG_MAX goes out negative,
+    // which the replica's XS.CLAIM applies (it refuses a number above LLONG_MAX).
+    let retry = (count as i64).to_string();
     let last = last.to_bytes();
     let er = entries_read.map(|n| n.to_string());
     let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
@@ -576,7 +578,9 @@ pub(super) fn serve_taken(
             match take {
                 Take::Claimed(_) => {
                     let idle = now.saturating_sub(old.delivery_time);
-                    let count = i64::try_from(old.delivery_count).unwrap_or(i64::MAX);
+                    // As XS.PENDING shows it (a count past LLONG_MAX, left by a wrapping
+                    // claim below `latest`, reads as a negative long long).
+                    let count = old.delivery_count as i64;
                     reply_entry_claimed(c, &e, idle, count);
                     budget.add_entry(Some(&e), id, Some((idle, count)))
                 }
