@@ -170,6 +170,7 @@ pub struct ServerBuilder {
     module: Option<PathBuf>,
     module_args: Vec<String>,
     no_module: bool,
+    propagation_errors: bool,
 }
 
 impl ServerBuilder {
@@ -192,6 +193,13 @@ impl ServerBuilder {
     /// Load this .so instead of the default module.
     pub fn module(mut self, p: &Path) -> Self {
         self.module = Some(p.to_path_buf());
+        self
+    }
+    /// This server may answer its primary or its AOF with an error (a test that feeds it a
+    /// command that must fail); without this, such a line in its log fails the test (see
+    /// [`PROPAGATION_ERROR`]).
+    pub fn propagation_errors(mut self) -> Self {
+        self.propagation_errors = true;
         self
     }
     /// Start a plain redis-server (built-in streams only).
@@ -231,7 +239,7 @@ pub struct Server {
 
 impl Server {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false }
+        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false, propagation_errors: false }
     }
     /// A server with the default module and default arguments.
     pub fn start() -> Server {
@@ -499,9 +507,23 @@ impl Server {
     }
 }
 
+/// What Redis logs when a command from its primary or its AOF fails (`afterErrorReply`):
+/// `== CRITICAL == This replica is sending an error to its master: '...' after processing the
+/// command '...'` (or `server` / `AOF-loading-client`). The primary never sees that error and
+/// the replica goes on without the write: a divergence that a later write may hide. Any test
+/// fails on it unless its server was built with [`ServerBuilder::propagation_errors`].
+pub const PROPAGATION_ERROR: &str = "is sending an error to its";
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+        if !self.builder.propagation_errors && !std::thread::panicking() {
+            let log = self.log();
+            if let Some(line) = log.lines().find(|l| l.contains(PROPAGATION_ERROR)) {
+                let keep = self.dir.display().to_string();
+                panic!("redis-server on port {} failed a propagated command (dir {keep} kept):\n{line}", self.port);
+            }
+        }
         // After the stop: LeakSanitizer reports at exit, and the whole report is written by then.
         let what = format!("redis-server on port {}", self.port);
         let found = check_sanitizer_reports(&self.dir, &what);
