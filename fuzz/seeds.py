@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed corpora of the fuzz targets rdb_load and native_dump (fuzz/corpus/, not committed).
 
-rdb_load: every value of our type in tests/fixtures/*.rdb (encodings 1 to 6), as the target
+rdb_load: every value of our type in tests/fixtures/*.rdb (encodings 1 to 7), as the target
 reads its input: one byte for the encoding version, then the value's bytes as Redis framed them
 (from after the type ID to the end of the file: what follows the value is not read).
 
@@ -39,7 +39,7 @@ def rdb_load_seeds(out):
         if not f.endswith(".rdb"):
             continue
         data = open(os.path.join(fixtures, f), "rb").read()
-        for encver in range(1, 7):
+        for encver in range(1, 8):
             pat = b"\x81" + type_id("xs-stream", encver).to_bytes(8, "big")
             at = data.find(pat)
             while at >= 0:

@@ -20,7 +20,7 @@ use crate::stream::validate::StreamCheck;
 use crate::stream::{Stream, StreamId};
 
 /// The encoding version written by this build (the data type's encver).
-pub const ENCVER: i32 = 6;
+pub const ENCVER: i32 = 7;
 
 /// How much loading checks (docs/rdb.md, "What loading checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,8 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
     Ok(StreamId { ms: inp.get_u64()?, seq: inp.get_u64()? })
 }
 
-/// Writes `s` in the current encoding (version 6; version 4 lacks the codec tags,
+/// Writes `s` in the current encoding (version 7; version 6 writes the records of a group
+/// an item per field, as told after the layout; version 4 lacks the codec tags,
 /// version 3 also the retention section, version 2 also the section marked v3, version 1
 /// also the two marked v2; version 5 is another branch's, not written here):
 ///
@@ -102,13 +103,13 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// u64 group-count
 ///   group-count × {
 ///     bytes name ; u64 last-id.ms ; u64 last-id.seq ; u64 entries-read (i64, -1 = unknown)
-///     u64 pel-count ; pel-count × { bytes id (16) ; u64 delivery-time (i64 ms) ; u64 delivery-count }
+///     u64 pel-count ; PEL records: { id (16, big endian) ; delivery-time (i64 ms) ; delivery-count }
 ///     u64 consumer-count ; consumer-count × {
 ///       bytes name ; u64 seen-time (i64) ; u64 active-time (i64, -1 = never)
-///       u64 pel-count ; pel-count × { bytes id (16) }   (each one a NACK of the group PEL)
+///       u64 pel-count ; ID records   (each one a NACK of the group PEL)
 ///     }
-///     v2: u64 nack-zone-count ; nack-zone-count × { bytes id (16) }   (unowned, in zone order)
-///     v2: u64 time-count ; time-count × { bytes id (16) }   (the other NACKs, in time-list order)
+///     v2: u64 nack-zone-count ; ID records   (unowned, in zone order)
+///     v2: u64 time-count ; ID records   (the other NACKs, in time-list order)
 ///     v3: u64 policy-parts (bits: 1 MAXDELIVERIES, 2 ACKTIMEOUT, 4 CONSUMERTTL; 0 = no policy)
 ///         1: u64 n ; u64 target (0 DROP, 1 key) ; [target 1: bytes dlq-key]
 ///         2: u64 ms ; u64 backoff (f64 bits) ; u64 maxbackoff (0 = none)
@@ -123,7 +124,126 @@ fn get_id(inp: &mut impl RdbIn) -> Result<StreamId, LoadError> {
 /// u64 max-age-ms (0 = no retention) ; u64 max-age-flags (bit 1: EXACT; 0 without retention)
 /// -- version 5 on: delayed delivery (issue 17), last: see [`save_delayed`] --
 /// ```
+///
+/// How `n` records go out (see [`Records`]): version 7 packs them into strings of at most
+/// [`CHUNK_BYTES`] (`ceil(n / per-chunk)` strings, every one full but the last; a PEL
+/// record is 32 bytes: the ID, then the time and the count as 8 bytes little endian; an ID
+/// record is the 16-byte ID). Version 6 and before: an item per field (a PEL record is
+/// `bytes id ; u64 time ; u64 count`, an ID record `bytes id`). The built-in writes these
+/// raw; a module's every item is an opcode and a length besides its value, and a stream
+/// with many pending entries was mostly that framing to save, DUMP and load.
 pub fn save(s: &Stream, out: &mut impl RdbOut) {
+    save_as(s, out, ENCVER);
+}
+
+/// The largest string of records that version 7 writes: 32 KiB (1,024 PEL records, 2,048
+/// IDs). Bounds what a save or a load holds at once whatever the PEL's size.
+pub const CHUNK_BYTES: usize = 32 * 1024;
+
+/// The records of one list of a group (see [`save`]): a PEL (ID, time, count) or a list of
+/// IDs, written in the form of encoding `version`.
+struct Records<'o, O: RdbOut> {
+    out: &'o mut O,
+    packed: bool,
+    size: usize,
+    buf: Vec<u8>,
+}
+
+impl<'o, O: RdbOut> Records<'o, O> {
+    /// Puts the count, then is ready for `count` records of `size` bytes (32 or 16).
+    fn start(out: &'o mut O, version: i32, count: usize, size: usize) -> Self {
+        out.put_u64(count as u64);
+        let packed = version >= 7;
+        let cap = if packed { count.saturating_mul(size).min(CHUNK_BYTES) } else { 0 };
+        Records { out, packed, size, buf: Vec::with_capacity(cap) }
+    }
+    fn id(&mut self, key: &[u8]) {
+        if self.packed {
+            self.buf.extend_from_slice(key);
+            self.flush_full();
+        } else {
+            self.out.put_bytes(key);
+        }
+    }
+    fn nack(&mut self, key: &[u8], time: i64, count: u64) {
+        if self.packed {
+            self.buf.extend_from_slice(key);
+            self.buf.extend_from_slice(&time.to_le_bytes());
+            self.buf.extend_from_slice(&count.to_le_bytes());
+            self.flush_full();
+        } else {
+            self.out.put_bytes(key);
+            self.out.put_u64(time as u64);
+            self.out.put_u64(count);
+        }
+    }
+    fn flush_full(&mut self) {
+        if self.buf.len() + self.size > CHUNK_BYTES {
+            self.out.put_bytes(&self.buf);
+            self.buf.clear();
+        }
+    }
+    fn finish(self) {
+        if !self.buf.is_empty() {
+            self.out.put_bytes(&self.buf);
+        }
+    }
+}
+
+/// Reads `count` records of `size` bytes written by [`Records`] in encoding `version`,
+/// handing each to `each` (its bytes: the ID, then for a PEL record time and count). Version 7:
+/// every string holds exactly the records it must (full chunks, then the rest); before, an
+/// item per field. Nothing is allocated from `count`: only what a string read holds.
+fn load_records(
+    inp: &mut impl RdbIn,
+    version: i32,
+    count: u64,
+    size: usize,
+    what: &str,
+    mut each: impl FnMut(&[u8]) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
+    if version < 7 {
+        let mut rec = [0u8; 32];
+        for _ in 0..count {
+            let id = inp.get_bytes()?;
+            if id.len() != 16 {
+                return Err(LoadError::Invalid(format!("{what} ID is not 16 bytes")));
+            }
+            rec[..16].copy_from_slice(&id);
+            if size == 32 {
+                rec[16..24].copy_from_slice(&inp.get_u64()?.to_le_bytes());
+                rec[24..32].copy_from_slice(&inp.get_u64()?.to_le_bytes());
+            }
+            each(&rec[..size])?;
+        }
+        return Ok(());
+    }
+    let per_chunk = (CHUNK_BYTES / size) as u64;
+    let mut left = count;
+    while left > 0 {
+        let want = left.min(per_chunk);
+        let chunk = inp.get_bytes()?;
+        if chunk.len() as u64 != want * size as u64 {
+            return Err(LoadError::Invalid(format!("{what} records: a string of {} bytes where {want} records of {size} go", chunk.len())));
+        }
+        for rec in chunk.chunks_exact(size) {
+            each(rec)?;
+        }
+        left -= want;
+    }
+    Ok(())
+}
+
+/// The three fields of a 32-byte PEL record.
+fn nack_fields(rec: &[u8]) -> (StreamId, i64, u64) {
+    let word = |at: usize| rec.get(at..at + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).unwrap_or_default();
+    let id = rec.get(..16).and_then(StreamId::from_be_bytes).unwrap_or_default();
+    (id, i64::from_le_bytes(word(16)), u64::from_le_bytes(word(24)))
+}
+
+/// [`save`] in encoding `version` (7 or 6: the form of the group records; tests write the
+/// older encodings from version 6's items).
+pub(crate) fn save_as(s: &Stream, out: &mut impl RdbOut, version: i32) {
     out.put_u64(s.rax_keys() as u64);
     // Packed nodes as they are (no decompression on save, no compression on load).
     for (master, lp) in s.stored_nodes() {
@@ -156,35 +276,37 @@ pub fn save(s: &Stream, out: &mut impl RdbOut) {
             out.put_bytes(name);
             put_id(out, g.last_id);
             out.put_u64(g.entries_read as u64);
-            out.put_u64(g.pel().len() as u64);
+            let mut r = Records::start(out, version, g.pel().len(), 32);
             let mut p = g.pel().iter();
             while let Some((k, n)) = p.next() {
-                out.put_bytes(k);
-                out.put_u64(n.delivery_time as u64);
-                out.put_u64(n.delivery_count);
+                r.nack(k, n.delivery_time, n.delivery_count);
             }
+            r.finish();
             out.put_u64(g.consumer_count() as u64);
             let mut ci = g.consumers();
             while let Some((_, c)) = ci.next_consumer() {
                 out.put_bytes(&c.name);
                 out.put_u64(c.seen_time as u64);
                 out.put_u64(c.active_time as u64);
-                out.put_u64(c.pel().len() as u64);
+                let mut r = Records::start(out, version, c.pel().len(), 16);
                 let mut p = c.pel().iter();
                 while let Some((k, _)) = p.next() {
-                    out.put_bytes(k);
+                    r.id(k);
                 }
+                r.finish();
             }
             let zone = g.nacked_count();
-            out.put_u64(zone as u64);
             let mut order = g.by_time();
+            let mut r = Records::start(out, version, zone, 16);
             for (id, _) in order.by_ref().take(zone) {
-                out.put_bytes(&id.to_be_bytes());
+                r.id(&id.to_be_bytes());
             }
-            out.put_u64((g.pel().len() - zone) as u64);
+            r.finish();
+            let mut r = Records::start(out, version, g.pel().len() - zone, 16);
             for (id, _) in order {
-                out.put_bytes(&id.to_be_bytes());
+                r.id(&id.to_be_bytes());
             }
+            r.finish();
             save_policy(g.policy(), out);
         }
     }
@@ -630,14 +752,14 @@ fn load_aside_from(encver: i32, inp: &mut impl RdbIn, check: Check, aside_from: 
         }
         let g = s.group_mut(&name).ok_or_else(|| invalid("group vanished"))?;
         let pel = inp.get_u64()?;
-        for _ in 0..pel {
-            let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("PEL ID is not 16 bytes"))?;
-            let time = inp.get_u64()? as i64;
-            let count = inp.get_u64()?;
-            if !g.load_nack(id, time, count) {
-                return Err(invalid("duplicate PEL entry"));
+        load_records(inp, version, pel, 32, "PEL", |rec| {
+            let (id, time, count) = nack_fields(rec);
+            if g.load_nack(id, time, count) {
+                Ok(())
+            } else {
+                Err(invalid("duplicate PEL entry"))
             }
-        }
+        })?;
         let consumers = inp.get_u64()?;
         for _ in 0..consumers {
             let cname = inp.get_bytes()?;
@@ -645,28 +767,22 @@ fn load_aside_from(encver: i32, inp: &mut impl RdbIn, check: Check, aside_from: 
             let active = inp.get_u64()? as i64;
             let slot = g.load_consumer(&cname, seen, active).ok_or_else(|| invalid("duplicate consumer name"))?;
             let cpel = inp.get_u64()?;
-            for _ in 0..cpel {
-                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("PEL ID is not 16 bytes"))?;
-                if !g.load_owner(slot, id) {
-                    return Err(invalid("consumer PEL entry not in the group PEL, or owned twice"));
-                }
-            }
+            load_records(inp, version, cpel, 16, "PEL", |rec| match StreamId::from_be_bytes(rec) {
+                Some(id) if g.load_owner(slot, id) => Ok(()),
+                _ => Err(invalid("consumer PEL entry not in the group PEL, or owned twice")),
+            })?;
         }
         if version >= 2 {
             let zone = inp.get_u64()?;
-            for _ in 0..zone {
-                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("NACK zone ID is not 16 bytes"))?;
-                if !g.load_zone(id) {
-                    return Err(invalid("NACK zone entry not an unowned PEL entry, or listed twice"));
-                }
-            }
+            load_records(inp, version, zone, 16, "NACK zone", |rec| match StreamId::from_be_bytes(rec) {
+                Some(id) if g.load_zone(id) => Ok(()),
+                _ => Err(invalid("NACK zone entry not an unowned PEL entry, or listed twice")),
+            })?;
             let timed = inp.get_u64()?;
-            for _ in 0..timed {
-                let id = StreamId::from_be_bytes(&inp.get_bytes()?).ok_or_else(|| invalid("time order ID is not 16 bytes"))?;
-                if !g.load_time(id) {
-                    return Err(invalid("time order entry not an owned PEL entry, or listed twice"));
-                }
-            }
+            load_records(inp, version, timed, 16, "time order", |rec| match StreamId::from_be_bytes(rec) {
+                Some(id) if g.load_time(id) => Ok(()),
+                _ => Err(invalid("time order entry not an owned PEL entry, or listed twice")),
+            })?;
         }
         if version >= 3 {
             g.set_policy(load_policy(inp)?);
@@ -871,12 +987,89 @@ mod tests {
         assert!(load(ENCVER, &mut io, Check::Deep).unwrap().idmp.is_none());
     }
 
-    /// `s` in encoding 4: encoding 6 without the codec tags (plain nodes only).
+    /// A group of 3,000 pending entries (owned by two consumers, 500 NACKed, claimed out of ID
+    /// order): version 7 writes each list in strings of at most CHUNK_BYTES, the same stream
+    /// loads back from version 7 and from version 6, and a string of the wrong size, a
+    /// missing one or an extra one is refused.
+    #[test]
+    fn version_7_packs_group_records_in_chunks() {
+        let mut s = Stream::new();
+        for i in 1..=3000u64 {
+            s.append(&[b"f", b"v"], IdSpec::Explicit(StreamId::new(i, 0)), 0, NodeLimits::default()).unwrap();
+        }
+        s.create_group(b"g", StreamId::MIN, 0);
+        let g = s.group_mut(b"g").unwrap();
+        let (a, b) = (g.create_consumer(b"a", 1).unwrap(), g.create_consumer(b"b", 2).unwrap());
+        for i in 1..=3000u64 {
+            g.deliver_new(StreamId::new(i, 0), if i % 3 == 0 { b } else { a }, 1000 + i as i64);
+        }
+        for i in (1..=3000u64).step_by(6) {
+            g.nack_entry(StreamId::new(i, 0), NackCount::Set(i), false);
+        }
+        for i in (2..=3000u64).step_by(7) {
+            g.claim(StreamId::new(i, 0), b, crate::stream::DeliveryTime::At(7 + i as i64), crate::stream::ClaimCount::Set(u64::MAX - i), false);
+        }
+        let mut io = VecIo::default();
+        save(&s, &mut io);
+        let items = io.items.clone();
+        let sizes: Vec<usize> = items.iter().filter_map(|it| if let VecItem::Bytes(b) = it { Some(b.len()) } else { None }).collect();
+        assert!(sizes.iter().all(|&n| n <= CHUNK_BYTES));
+        // The PEL: 2 full strings of 1,024 records and one of 952.
+        assert!(sizes.windows(3).any(|w| w == [CHUNK_BYTES, CHUNK_BYTES, 952 * 32]), "{sizes:?}");
+        let same = |t: &Stream| {
+            let (ga, gb) = (s.group(b"g").unwrap(), t.group(b"g").unwrap());
+            gb.check().unwrap();
+            assert_eq!(order(ga), order(gb));
+            assert_eq!(ga.nacked_count(), gb.nacked_count());
+            let owned = |g: &crate::stream::Group| {
+                let (mut v, mut it) = (Vec::new(), g.consumers());
+                while let Some((_, c)) = it.next_consumer() {
+                    v.push((c.name.to_vec(), c.pel().len()));
+                }
+                v
+            };
+            assert_eq!(owned(ga), owned(gb));
+        };
+        same(&load(ENCVER, &mut VecIo { items: items.clone(), pos: 0 }, Check::Deep).unwrap());
+        same(&load(6, &mut VecIo { items: save_v6(&s), pos: 0 }, Check::Deep).unwrap());
+        assert!(items.len() * 100 < save_v6(&s).len(), "{} items against {}", items.len(), save_v6(&s).len());
+        let first_chunk = items.iter().position(|it| matches!(it, VecItem::Bytes(b) if b.len() == CHUNK_BYTES)).unwrap();
+        let refused = |m: Vec<VecItem>| load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Deep).is_err();
+        let mut m = items.clone();
+        let VecItem::Bytes(b) = &mut m[first_chunk] else { unreachable!() };
+        b.truncate(CHUNK_BYTES - 32);
+        assert!(refused(m));
+        let mut m = items.clone();
+        m.remove(first_chunk);
+        assert!(refused(m));
+        let mut m = items.clone();
+        m.insert(first_chunk, items[first_chunk].clone());
+        assert!(refused(m));
+        // Two records swapped inside a string: still a valid PEL (the loader sorts nothing
+        // out of it but the IDs' set), and it loads.
+        let mut m = items.clone();
+        let VecItem::Bytes(b) = &mut m[first_chunk] else { unreachable!() };
+        let (x, y) = b.split_at_mut(32);
+        x.swap_with_slice(&mut y[..32]);
+        assert!(!refused(m));
+        // One record's ID made another's: a duplicate PEL entry.
+        let mut m = items.clone();
+        let VecItem::Bytes(b) = &mut m[first_chunk] else { unreachable!() };
+        let id = b[..16].to_vec();
+        b[32..48].copy_from_slice(&id);
+        assert_eq!(load(ENCVER, &mut VecIo { items: m, pos: 0 }, Check::Deep).err(), Some(LoadError::Invalid("duplicate PEL entry".into())));
+    }
+
+    /// The version-6 items of `s`: version 7 with an item per field of each group record.
+    fn save_v6(s: &Stream) -> Vec<VecItem> {
+        let mut io = VecIo::default();
+        save_as(s, &mut io, 6);
+        io.items
+    }
+
     /// The version-5 items of `s`: version 6 without the per-node codec tags (plain nodes).
     fn save_v5(s: &Stream) -> Vec<VecItem> {
-        let mut io = VecIo::default();
-        save(s, &mut io);
-        let mut items = io.items;
+        let mut items = save_v6(s);
         for i in (0..s.rax_keys()).rev() {
             let at = 2 + 3 * i;
             assert_eq!(items[at], VecItem::U64(0), "node {i} is plain");
@@ -1062,7 +1255,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(load(7, &mut VecIo::default(), Check::Deep).err(), Some(LoadError::Version(7)));
+        assert_eq!(load(ENCVER + 1, &mut VecIo::default(), Check::Deep).err(), Some(LoadError::Version(ENCVER + 1)));
     }
 
     /// A stream of 200 nodes (two entries each), with groups: enough for the check on a second

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// The encodings with a fixture written by this file's writer (encoding 1's is
 /// groups_encver1.rdb, checked by redis8_nack.rs: it predates the writer).
-const VERSIONS: [u32; 5] = [2, 3, 4, 5, 6];
+const VERSIONS: [u32; 6] = [2, 3, 4, 5, 6, 7];
 
 fn fixture(v: u32, ext: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/encver{v}.{ext}"))
@@ -124,6 +124,27 @@ fn populate(c: &mut Conn, v: u32) -> bool {
         c.cmd(&["XS.ADD", "s", "DELAY", "3000000000000", "*", "f", "much-later"]);
         c.cmd(&["XS.READGROUP", "GROUP", "g2", "carol", "STREAMS", "s", ">"]);
     }
+    if v >= 7 {
+        // Encoding 7 packs a group's records into strings of 1,024 PEL records / 2,048 IDs:
+        // "big" has 2,500 pending entries (a consumer with 1,600), 417 of them NACKed, 300
+        // claimed at explicit times out of ID order.
+        for i in 1..=2500u32 {
+            c.cmd(&["XS.ADD", "big", &format!("{i}-0"), "n", &i.to_string()]);
+        }
+        ok(c, &["XS.GROUP", "CREATE", "big", "g", "0"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "a", "COUNT", "1600", "STREAMS", "big", ">"]);
+        c.cmd(&["XS.READGROUP", "GROUP", "g", "b", "STREAMS", "big", ">"]);
+        for chunk in (1..=2500u32).step_by(6).collect::<Vec<_>>().chunks(100) {
+            let mut a: Vec<String> = ["XS.NACK", "big", "g", "FAIL", "IDS", &chunk.len().to_string()].iter().map(|x| x.to_string()).collect();
+            a.extend(chunk.iter().map(|i| format!("{i}-0")));
+            let r = c.cmd(&a.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(r, Reply::Int(chunk.len() as i64));
+        }
+        for i in (2..=2500u32).step_by(8).take(300) {
+            let t = (1_700_000_000_000u64 + 7919 * u64::from(i % 97)).to_string();
+            c.cmd(&["XS.CLAIM", "big", "g", "b", "0", &format!("{i}-0"), "TIME", &t, "RETRYCOUNT", &(i % 5).to_string()]);
+        }
+    }
     if v >= 6 {
         // Every sealed node compressed by the background step.
         let t0 = Instant::now();
@@ -139,11 +160,15 @@ fn populate(c: &mut Conn, v: u32) -> bool {
 /// the IDMP duplicates (which count a duplicate) last.
 fn checks(v: u32, policies: bool) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<&str>> = vec![vec!["DBSIZE"]];
-    for &k in keys(policies) {
+    for k in keys(v, policies) {
         out.push(vec!["XS.INFO", "STREAM", k, "FULL"]);
         out.push(vec!["XS.INFO", "STREAM", k]);
         out.push(vec!["XS.RANGE", k, "-", "+"]);
         out.push(vec!["DEBUG", "DIGEST-VALUE", k]);
+    }
+    if v >= 7 {
+        out.push(vec!["XS.PENDING", "big", "g"]);
+        out.push(vec!["XS.INFO", "STREAM", "big", "FULL", "COUNT", "3000"]);
     }
     if policies {
         out.push(vec!["XS.GROUP", "GETPOLICY", "s", "g1"]);
@@ -158,13 +183,16 @@ fn checks(v: u32, policies: bool) -> Vec<Vec<String>> {
     out.into_iter().map(|a| a.into_iter().map(String::from).collect()).collect()
 }
 
-/// The keys of a fixture.
-fn keys(policies: bool) -> &'static [&'static str] {
+/// The keys of a fixture of encoding `v`.
+fn keys(v: u32, policies: bool) -> Vec<&'static str> {
+    let mut k = vec!["s", "t", "e"];
     if policies {
-        &["s", "t", "e", "dlq"]
-    } else {
-        &["s", "t", "e"]
+        k.push("dlq");
     }
+    if v >= 7 {
+        k.push("big");
+    }
+    k
 }
 
 /// The first line of an expect file: whether the writer set policies.
@@ -237,7 +265,7 @@ fn every_encoding_loads_exactly() {
             match pass {
                 "loaded" => {}
                 "restored" => {
-                    for &k in keys(policies) {
+                    for &k in &keys(v, policies) {
                         let Reply::Bulk(payload) = c.cmd(&["DUMP", k]) else { panic!("DUMP {k}") };
                         let r = c.cmd(&[b"RESTORE".as_slice(), k.as_bytes(), b"0", &payload, b"REPLACE"]);
                         assert_eq!(r, Reply::Simple("OK".into()), "RESTORE {k}");
@@ -261,7 +289,7 @@ fn is_host_7_0() -> bool {
     info.lines().any(|l| l.starts_with("redis_version:7.0.")) && !info.contains("valkey")
 }
 
-/// A DUMP payload re-tagged with encoding 7, one more than this build writes, and its CRC
+/// A DUMP payload re-tagged with encoding 8, one more than this build writes, and its CRC
 /// recomputed: RESTORE refuses it as the built-in refuses a bad payload, and the log names the
 /// version; an RDB holding such a value does not load (the server does not start), and its log
 /// names the version too.
@@ -271,19 +299,19 @@ fn a_newer_encoding_is_refused() {
     let mut c = s.conn();
     c.cmd(&["XS.ADD", "s", "1-1", "f", "v"]);
     let Reply::Bulk(payload) = c.cmd(&["DUMP", "s"]) else { panic!("DUMP") };
-    let bumped = with_module_encver(&payload, 7);
+    let bumped = with_module_encver(&payload, 8);
     let r = c.cmd(&[b"RESTORE".as_slice(), b"n", b"0", &bumped]);
     assert_eq!(r, Reply::Error("ERR Bad data format".into()));
-    assert!(s.log_tail(50).contains("encoding version 7"), "{}", s.log_tail(20));
+    assert!(s.log_tail(50).contains("encoding version 8"), "{}", s.log_tail(20));
     // The same value in an RDB: saved by this build, then its type's encoding rewritten.
     ok(&mut c, &["SAVE"]);
     let rdb = std::fs::read(s.dir().join("dump.rdb")).expect("dump.rdb");
-    std::fs::write(s.dir().join("dump.rdb"), rewrite_rdb_encver(&rdb, module_id(&payload), 7)).expect("write");
+    std::fs::write(s.dir().join("dump.rdb"), rewrite_rdb_encver(&rdb, module_id(&payload), 8)).expect("write");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.restart()));
-    assert!(r.is_err(), "a server loaded an RDB of encoding 7");
+    assert!(r.is_err(), "a server loaded an RDB of encoding 8");
     let log = s.log_tail(200);
-    assert!(log.contains("xstream: refusing stream payload: encoding version 7 is newer than this build's (6)"), "{log}");
-    report("rdb_fixtures: encoding 7 refused by RESTORE and at RDB load, the log names the version");
+    assert!(log.contains("xstream: refusing stream payload: encoding version 8 is newer than this build's (7)"), "{log}");
+    report("rdb_fixtures: encoding 8 refused by RESTORE and at RDB load, the log names the version");
 }
 
 /// The module type ID of a DUMP payload of ours: type byte 7 (RDB_TYPE_MODULE_2), then the ID

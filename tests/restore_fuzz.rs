@@ -260,7 +260,13 @@ enum Role {
     Listpack,
     /// A compressed node (encoding 6, codec != 0).
     Block,
+    /// A string of group records (encoding 7): PEL records of 32 bytes (ID, time and count
+    /// little endian) or IDs of 16, at most 32 KiB.
+    Records(&'static str, usize),
 }
+
+/// The largest string of records (src/rdb.rs CHUNK_BYTES).
+const CHUNK_BYTES: u64 = 32 * 1024;
 
 fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
     let mut r = Vec::with_capacity(items.len());
@@ -288,6 +294,24 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
             other => Err(format!("item {i}: expected a string ({role:?}), got {other:?}")),
         }
     };
+    // Encoding 7: `n` records of `size` bytes in strings of at most CHUNK_BYTES, full but the last.
+    let records = |i: &mut usize, r: &mut Vec<Role>, n: u64, role: Role| -> Result<(), String> {
+        let Role::Records(_, size) = role else { unreachable!() };
+        let per = CHUNK_BYTES / size as u64;
+        let mut left = n;
+        while left > 0 {
+            let want = left.min(per) * size as u64;
+            match items.get(*i).map(|x| &x.val) {
+                Some(Val::S(b)) if b.len() as u64 == want => {
+                    *i += 1;
+                    r.push(role);
+                }
+                other => return Err(format!("item {i}: expected {want} bytes of {role:?}, got {other:?}")),
+            }
+            left -= left.min(per);
+        }
+        Ok(())
+    };
     let nodes = u(&mut i, &mut r, Role::Count("node-count"))?;
     for _ in 0..nodes {
         s(&mut i, &mut r, Role::Id16("node-key"))?;
@@ -309,30 +333,20 @@ fn roles(items: &[Item]) -> Result<Vec<Role>, String> {
         u(&mut i, &mut r, Role::Num("group-last.seq"))?;
         u(&mut i, &mut r, Role::Num("entries-read"))?;
         let pel = u(&mut i, &mut r, Role::Count("pel-count"))?;
-        for _ in 0..pel {
-            s(&mut i, &mut r, Role::Id16("pel-id"))?;
-            u(&mut i, &mut r, Role::Num("delivery-time"))?;
-            u(&mut i, &mut r, Role::Num("delivery-count"))?;
-        }
+        records(&mut i, &mut r, pel, Role::Records("pel", 32))?;
         let cons = u(&mut i, &mut r, Role::Count("consumer-count"))?;
         for _ in 0..cons {
             s(&mut i, &mut r, Role::Name("consumer-name"))?;
             u(&mut i, &mut r, Role::Num("seen-time"))?;
             u(&mut i, &mut r, Role::Num("active-time"))?;
             let cp = u(&mut i, &mut r, Role::Count("consumer-pel-count"))?;
-            for _ in 0..cp {
-                s(&mut i, &mut r, Role::Id16("consumer-pel-id"))?;
-            }
+            records(&mut i, &mut r, cp, Role::Records("consumer-pel", 16))?;
         }
         // Encoding 2: the NACK zone, then the time order of the other entries.
         let zone = u(&mut i, &mut r, Role::Count("nack-zone-count"))?;
-        for _ in 0..zone {
-            s(&mut i, &mut r, Role::Id16("nack-zone-id"))?;
-        }
+        records(&mut i, &mut r, zone, Role::Records("nack-zone", 16))?;
         let timed = u(&mut i, &mut r, Role::Count("time-count"))?;
-        for _ in 0..timed {
-            s(&mut i, &mut r, Role::Id16("time-id"))?;
-        }
+        records(&mut i, &mut r, timed, Role::Records("time", 16))?;
         // Encoding 3: the queue policy (bits 1 MAXDELIVERIES, 2 ACKTIMEOUT, 4 CONSUMERTTL).
         let parts = u(&mut i, &mut r, Role::Num("policy-parts"))?;
         if parts & 1 != 0 {
@@ -702,6 +716,27 @@ enum Mutation {
     LpNoTerminator {
         item: usize,
     },
+    /// In a string of records: 8 bytes at `at` of record `rec` set to `v` (big endian in an
+    /// ID, little endian for a time or a count).
+    RecWord {
+        item: usize,
+        size: usize,
+        rec: usize,
+        at: usize,
+        v: u64,
+    },
+    /// Record `rec`'s ID copied onto the next record's.
+    RecDupId {
+        item: usize,
+        size: usize,
+        rec: usize,
+    },
+    /// Record `rec` removed (the string one record shorter).
+    RecRemove {
+        item: usize,
+        size: usize,
+        rec: usize,
+    },
 }
 
 fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
@@ -735,6 +770,34 @@ fn enumerate_mutations(f: &Frame, roles: &[Role]) -> Vec<(Mutation, String)> {
                         Mutation::StrResize { item: i, how },
                         format!("item {i} {role:?} content {}", ["shorter", "longer", "empty"][how as usize]),
                     ));
+                }
+                if let Role::Records(what, size) = *role {
+                    let n = b.len() / size;
+                    let word = |rec: usize, at: usize| -> u64 {
+                        let w: [u8; 8] = b[rec * size + at..rec * size + at + 8].try_into().unwrap();
+                        if at < 16 {
+                            u64::from_be_bytes(w)
+                        } else {
+                            u64::from_le_bytes(w)
+                        }
+                    };
+                    let mut recs = vec![0, n / 2, n.saturating_sub(1)];
+                    recs.dedup();
+                    for rec in recs.into_iter().filter(|&x| x < n) {
+                        for at in (0..size).step_by(8) {
+                            let cur = word(rec, at);
+                            for x in specials(cur) {
+                                out.push((
+                                    Mutation::RecWord { item: i, size, rec, at, v: x },
+                                    format!("item {i} {what} record {rec} word {at} {cur} -> {x}"),
+                                ));
+                            }
+                        }
+                        if rec + 1 < n {
+                            out.push((Mutation::RecDupId { item: i, size, rec }, format!("item {i} {what} record {rec} ID copied onto the next")));
+                        }
+                        out.push((Mutation::RecRemove { item: i, size, rec }, format!("item {i} {what} record {rec} removed")));
+                    }
                 }
                 if let Role::Listpack = role {
                     if let Some(lp) = lp_parse(b) {
@@ -910,6 +973,23 @@ fn apply(f: &Frame, m: &Mutation) -> Vec<u8> {
             let x = lp.elems[*elem].clone();
             lp.elems.insert(*elem, x);
             set_val(&mut g, *item, Val::S(lp_build(&lp.elems, None, None, true)));
+        }
+        Mutation::RecWord { item, size, rec, at, v } => {
+            let mut b = s_of(&g, *item);
+            let o = rec * size + at;
+            b[o..o + 8].copy_from_slice(&if *at < 16 { v.to_be_bytes() } else { v.to_le_bytes() });
+            set_val(&mut g, *item, Val::S(b));
+        }
+        Mutation::RecDupId { item, size, rec } => {
+            let mut b = s_of(&g, *item);
+            let id = b[rec * size..rec * size + 16].to_vec();
+            b[(rec + 1) * size..(rec + 1) * size + 16].copy_from_slice(&id);
+            set_val(&mut g, *item, Val::S(b));
+        }
+        Mutation::RecRemove { item, size, rec } => {
+            let mut b = s_of(&g, *item);
+            b.drain(rec * size..(rec + 1) * size);
+            set_val(&mut g, *item, Val::S(b));
         }
     }
     encode_frame(&g)
@@ -1622,7 +1702,7 @@ fn parser_round_trips_and_matches_docs() {
     for (name, body, _) in &src {
         let f = parse_frame(body).unwrap_or_else(|| panic!("{name}: payload does not parse"));
         assert_eq!(f.type_byte, 7, "{name}: RDB_TYPE_MODULE_2");
-        assert_eq!(f.module_id & 1023, 6, "{name}: encver 6");
+        assert_eq!(f.module_id & 1023, 7, "{name}: encver 7");
         assert_eq!(f.tail, vec![0u8], "{name}: ends with the EOF opcode");
         assert_eq!(&encode_frame(&f), body, "{name}: re-encoding is not byte-identical");
         let r = roles(&f.items).unwrap_or_else(|e| panic!("{name}: layout differs from docs/rdb.md: {e}"));
@@ -1719,7 +1799,7 @@ fn structure_aware_restore_fuzz() {
         by_size
             .iter()
             .copied()
-            .filter(|&i| [Role::Id16("consumer-pel-id"), Role::Id16("nack-zone-id")].iter().all(|want| roles_v[i].contains(want)))
+            .filter(|&i| [Role::Records("consumer-pel", 16), Role::Records("nack-zone", 16)].iter().all(|want| roles_v[i].contains(want)))
             .take(1)
             .collect()
     } else {
