@@ -117,6 +117,8 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --lib -- -D warnings
 	$(CARGO) clippy --release --lib --features test-hooks -- -D warnings
+	@# The unit tests (the lib in test mode) and the criterion benches.
+	$(CARGO) clippy --release --benches -- -D warnings
 	tests/lint.sh
 	tests/lint.sh --self-test
 

@@ -3,6 +3,8 @@
 //! the shallow check RDB loading does under `sanitize-dump-payload no`.
 //! `cargo bench --bench load`.
 
+#![allow(clippy::expect_used, reason = "bench set-up on fixed inputs: a failure is a bug of the bench, and it should stop")]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use xstream::listpack;
 use xstream::stream::validate::validate_node;

@@ -1,6 +1,8 @@
 //! Criterion benches of the stream log: append, range read per entry, point
 //! lookup, trim. `cargo bench --bench stream`.
 
+#![allow(clippy::expect_used, reason = "bench set-up on fixed inputs: a failure is a bug of the bench, and it should stop")]
+
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use xstream::stream::{IdSpec, NodeLimits, Stream, StreamId, Trim, TrimStrategy};
 

@@ -939,7 +939,9 @@ mod tests {
         }
     }
 
-    fn dump(s: &Stream) -> Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
+    type Entries = Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+    fn dump(s: &Stream) -> Entries {
         s.range(StreamId::MIN, StreamId::MAX, false).map(|e| (e.id(), e.fields())).collect()
     }
 

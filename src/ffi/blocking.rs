@@ -36,9 +36,10 @@
 //! Nothing here runs on every turn of the event loop. A subscription to the loop's
 //! before/after-sleep events would: Redis then builds a context with a temporary client for the
 //! module twice per turn, about 1,150 instructions, which every command of the server pays
-//! when clients are few (a GET from one client cost 6,541 instructions with the module loaded,
-//! 4,927 without; 5,388 with the subscription gone; callgrind, Redis 7.0.15). The deferred
-//! work arms a module timer when there is some instead ([`arm_soon`], [`arm_forget`]).
+//! when clients are few (a GET from one client cost 6,413 instructions with the module loaded,
+//! 4,799 without; 5,601 with the subscription gone; callgrind, Redis 7.0.15, bench/analysis.md).
+//! The deferred work arms a module timer when there is some instead ([`arm_soon`],
+//! [`arm_forget`]).
 
 use super::api;
 use super::ctx::{string_bytes, Ctx};

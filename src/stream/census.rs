@@ -589,12 +589,12 @@ mod tests {
     /// Census::update with the histograms of `epoch` kept in `tot` (0: histograms off).
     fn update(s: &mut Stream, tot: &mut Totals, epoch: u32, rules: LagRules) -> (Census, Census) {
         let mut m = mover(tot);
-        Census::update(s, (epoch != 0).then(|| HistCtx { epoch, rules, emit: &mut m }))
+        Census::update(s, (epoch != 0).then_some(HistCtx { epoch, rules, emit: &mut m }))
     }
 
     fn reset(s: &mut Stream, tot: &mut Totals, epoch: u32, rules: LagRules) -> Census {
         let mut m = mover(tot);
-        Census::reset(s, (epoch != 0).then(|| HistCtx { epoch, rules, emit: &mut m }))
+        Census::reset(s, (epoch != 0).then_some(HistCtx { epoch, rules, emit: &mut m }))
     }
 
     fn nonzero(t: &Totals) -> Totals {

@@ -166,7 +166,7 @@ mod tests {
                 want.sort();
                 model.retain(|_, d| *d > now);
                 let want: Vec<DbKey> = want.into_iter().map(|(_, k)| k).collect();
-                got.sort_by(|a, b| a.cmp(b));
+                got.sort();
                 let mut want_sorted = want.clone();
                 want_sorted.sort();
                 assert_eq!(got, want_sorted);

@@ -190,7 +190,9 @@ fn records_freed_on_another_thread_come_back_at_the_next_use() {
 }
 
 /// Every live entry of `s`, in order.
-fn entries(s: &crate::stream::Stream) -> Vec<(crate::stream::StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
+type Entries = Vec<(crate::stream::StreamId, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+fn entries(s: &crate::stream::Stream) -> Entries {
     let mut out = Vec::new();
     let mut it = s.range(crate::stream::StreamId::MIN, crate::stream::StreamId::MAX, false);
     while let Some(e) = it.next_entry() {
