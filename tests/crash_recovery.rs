@@ -450,6 +450,7 @@ fn try_truncated(src_dir: &Path, file: &str, at: usize, extra: &[&str], out: &mu
                 ));
             }
         }
+        Boot::PortTaken => panic!("{file} truncated at {at}: every port drawn was another server's"),
         Boot::Exited(st) => {
             let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
             if let Some(sig) = st.signal() {

@@ -93,6 +93,20 @@ fn start_failure_shows_the_reason() {
     assert!(msg.contains("did not start") && msg.contains("no-such-option"), "{msg}");
 }
 
+/// Two tests can draw the same free port: a server started on a port another server holds
+/// must not take that server for its own (it answers PING before ours fails to bind). It
+/// moves to another port, and each talks to its own server.
+#[test]
+fn a_taken_port_is_not_shared() {
+    let a = Server::start();
+    let b = Server::builder().first_port(a.port()).start();
+    assert_ne!(a.port(), b.port());
+    for s in [&a, &b] {
+        let dir = s.conn().cmd(&["CONFIG", "GET", "dir"]).as_array()[1].text();
+        assert_eq!(std::path::Path::new(&dir), std::fs::canonicalize(s.dir()).unwrap());
+    }
+}
+
 #[test]
 fn prng_is_deterministic() {
     let mut a = Rng::new(42);

@@ -155,6 +155,21 @@ fn free_port() -> u16 {
     }
 }
 
+/// Whether the server that answered on `c` is the one started in `dir`: its `CONFIG GET dir`
+/// (the working directory each test server gets of its own). Two tests can draw the same free
+/// port; the second server then fails to bind, but until it exits the first one answers its
+/// PING, and the second test would run against the first test's server. True when the
+/// server does not say (CONFIG refused).
+fn answered_by(c: &mut Conn, dir: &Path) -> bool {
+    let Ok(Reply::Array(v)) = c.try_cmd(&["CONFIG", "GET", "dir"]) else { return true };
+    let Some(Reply::Bulk(d)) = v.get(1) else { return true };
+    let ours = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    Path::new(&*String::from_utf8_lossy(d)) == ours
+}
+
+/// What [`Server::wait_ready`] and [`boot`] say when another server answered on their port.
+const PORT_TAKEN: &str = "answered by another server";
+
 fn make_temp_dir() -> PathBuf {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
     let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -171,6 +186,7 @@ pub struct ServerBuilder {
     module_args: Vec<String>,
     no_module: bool,
     propagation_errors: bool,
+    first_port: Option<u16>,
 }
 
 impl ServerBuilder {
@@ -193,6 +209,11 @@ impl ServerBuilder {
     /// Load this .so instead of the default module.
     pub fn module(mut self, p: &Path) -> Self {
         self.module = Some(p.to_path_buf());
+        self
+    }
+    /// The port to try first (harness self-test: one already taken must be detected).
+    pub fn first_port(mut self, port: u16) -> Self {
+        self.first_port = Some(port);
         self
     }
     /// This server may answer its primary or its AOF with an error (a test that feeds it a
@@ -239,7 +260,7 @@ pub struct Server {
 
 impl Server {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false, propagation_errors: false }
+        ServerBuilder { args: Vec::new(), module: None, module_args: Vec::new(), no_module: false, propagation_errors: false, first_port: None }
     }
     /// A server with the default module and default arguments.
     pub fn start() -> Server {
@@ -320,7 +341,7 @@ impl Server {
     /// Spawns the child and waits for PING. A port race (EADDRINUSE) is retried on a new port
     /// (and a new cluster bus port); `keep_port` tries that port first (restart).
     fn spawn_with_retries(&mut self, keep_port: Option<u16>) {
-        let mut port = keep_port.unwrap_or_else(free_port);
+        let mut port = keep_port.or(self.builder.first_port).unwrap_or_else(free_port);
         for attempt in 0..6 {
             self.port = port;
             let log_len_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
@@ -339,7 +360,7 @@ impl Server {
                     let log = fs::read_to_string(&self.log).unwrap_or_default();
                     let new_log = log.get(log_len_before as usize..).unwrap_or(&log);
                     self.stop();
-                    if new_log.contains("Address already in use") && attempt < 5 {
+                    if (new_log.contains("Address already in use") || why.contains(PORT_TAKEN)) && attempt < 5 {
                         port = free_port();
                         // Cluster mode: the bus port (`--cluster-port`) may be the one taken.
                         if let Some(i) = self.builder.args.iter().position(|a| a == "--cluster-port") {
@@ -373,6 +394,9 @@ impl Server {
                 c.set_timeout(Duration::from_secs(2));
                 if let Ok(Reply::Simple(s)) = c.try_cmd(&["PING"]) {
                     if s == "PONG" {
+                        if !answered_by(&mut c, &self.dir) {
+                            return Err(format!("port {}: {PORT_TAKEN}", self.port));
+                        }
                         return Ok(());
                     }
                 }
@@ -1644,6 +1668,9 @@ pub enum Boot {
     Exited(ExitStatus),
     /// Still running 5 s after the log said the load failed (killed by us).
     Hung,
+    /// Another server answered on the port drawn (see [`answered_by`]); only the last of
+    /// [`boot`]'s attempts returns it.
+    PortTaken,
 }
 
 /// Starts redis-server on `dir` (module copied in as x.so) and waits for PING or exit: for
@@ -1654,7 +1681,17 @@ pub fn boot(dir: &Path, extra: &[&str]) -> Boot {
     if !so.exists() {
         std::fs::copy(require_module(), &so).expect("copy module");
     }
-    let port = free_port();
+    for _ in 0..5 {
+        match boot_on(dir, extra, free_port()) {
+            Boot::PortTaken => continue,
+            b => return b,
+        }
+    }
+    boot_on(dir, extra, free_port())
+}
+
+fn boot_on(dir: &Path, extra: &[&str], port: u16) -> Boot {
+    let so = dir.join("x.so");
     let mut args: Vec<String> = vec![
         "--port".into(),
         port.to_string(),
@@ -1704,6 +1741,12 @@ pub fn boot(dir: &Path, extra: &[&str]) -> Boot {
             c.set_timeout(Duration::from_secs(2));
             if let Ok(Reply::Simple(p)) = c.try_cmd(&["PING"]) {
                 if p == "PONG" {
+                    if !answered_by(&mut c, dir) {
+                        // Ours cannot bind: try another port.
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Boot::PortTaken;
+                    }
                     return Boot::Started(child, port);
                 }
             }
