@@ -12,7 +12,9 @@ Each gets --n JSON events of ~200 bytes (bench/compression.py's), the same on bo
   1. used_memory: T's (the tiered stream) against U's built-in stream, and U's module stream;
   2. XS.ADD on T against U: server time per call (INFO commandstats), 5 interleaved reps of
      20,000 adds each;
-  3. tail reads, XS.RANGE <an ID among the last 10,000> + COUNT 100, T against U (5 reps);
+  3. tail reads, XS.RANGE <an ID among the last 10,000> + COUNT 100, T against U (5 reps), sent
+     500 at a time: at that depth Redis's reply blocks page-fault per call, as many as the
+     allocator's history decides (bench/tier_tail_big.py measures depths 1 and 20 too);
   4. cold reads on T, XS.RANGE <random ID> + COUNT 100, with the segment files dropped from the
      page cache first (posix_fadvise DONTNEED): per-call server time from SLOWLOG, p50 / p99 /
      max; the same reads on U for reference;
