@@ -20,7 +20,8 @@ Workloads: add (XS.ADD * with 1 field), add5 (5 fields), idmpauto5 (XS.ADD IDMPA
 claim (XS.READGROUP CLAIM 0 COUNT 10 then XS.ACK; needs CLAIM), range (XS.RANGE s - + COUNT 10 on
 a stream of 10 entries per op), recent (XS.RANGE <an ID among the last 10,000> + COUNT 100 on 50,000
 ~200-byte events; with `:xstream.tier-dir=tier,xstream.tier-memory=2mb` the older nodes on disk, the read's in
-RAM: bench/tiering_big.py's tail reads), tail (XS.REVRANGE s + - COUNT 10 on the same stream: the tail
+RAM: bench/tiering_big.py's tail reads), recent_reloaded (the same after a DEBUG RELOAD; add
+`enable-debug-command=yes` to the module's configs), tail (XS.REVRANGE s + - COUNT 10 on the same stream: the tail
 node; with `:xstream.tier-dir=tier,xstream.tier-memory=0`, every other node on disk), builtin_add (XADD, as a yardstick); readgroup / builtin_readgroup
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
@@ -124,7 +125,7 @@ def prepare(r, name, ops):
                     pipe.execute()
         pipe.execute()
         return
-    if name == "recent":
+    if name in ("recent", "recent_reloaded"):
         # 50,000 entries of ~200 bytes with IDs 1-0 .. 50000-0: with
         # `:xstream.tier-dir=tier,xstream.tier-memory=2mb` the newest sealed nodes stay in RAM
         # (about the last 10,000 entries) and the older ones go to disk.
@@ -137,6 +138,12 @@ def prepare(r, name, ops):
         deadline = time.time() + 120
         while int(r.info("xstream").get("xstream_tier_resident_queued_bytes", 0)) > int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0) and time.time() < deadline:
             time.sleep(0.2)
+        if name == "recent_reloaded":
+            # The same stream saved and loaded again (a load that tiers as it reads, when
+            # tiering is on): needs `enable-debug-command=yes` among the module's configs.
+            r.execute_command("DEBUG", "RELOAD")
+            while int(r.info("xstream").get("xstream_tier_resident_queued_bytes", 0)) > int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0) and time.time() < deadline:
+                time.sleep(0.2)
         return
     if name in ("readack", "claim", "range", "tail"):
         pipe = r.pipeline(transaction=False)
@@ -265,7 +272,7 @@ def run(r, name, ops):
     elif name == "range":
         for _ in range(ops):
             pipe.execute_command("XS.RANGE", "s", "-", "+", "COUNT", "10")
-    elif name == "recent":
+    elif name in ("recent", "recent_reloaded"):
         # XS.RANGE <an ID among the last 10,000> + COUNT 100 (a fixed sequence): the tail reads of
         # bench/tiering_big.py, in RAM under a tiering budget.
         for i in range(ops):
