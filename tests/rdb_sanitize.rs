@@ -220,12 +220,10 @@ fn rdb_load_follows_sanitize_dump_payload() {
     // Valkey 9.1.2 has no such config: it deep-checks every payload it loads, whatever the
     // path (valkey-io/valkey#3721; the name is still accepted at startup, as a no-op). The
     // module, finding no value, deep-checks too (src/ffi/loading.rs).
-    let always_deep = pc.cmd(&["CONFIG", "GET", "sanitize-dump-payload"]) == Reply::Array(vec![]);
+    let config = pc.cmd(&["CONFIG", "GET", "sanitize-dump-payload"]);
+    let always_deep = config == Reply::Array(vec![]);
     if !always_deep {
-        assert_eq!(
-            pc.cmd(&["CONFIG", "GET", "sanitize-dump-payload"]),
-            Reply::Array(vec![Reply::Bulk(b"sanitize-dump-payload".to_vec()), Reply::Bulk(b"no".to_vec())])
-        );
+        assert_eq!(config, Reply::Array(vec![Reply::Bulk(b"sanitize-dump-payload".to_vec()), Reply::Bulk(b"no".to_vec())]));
     }
     let mut refused_by_restore = 0;
     for (k, body, _) in &corrupted {
