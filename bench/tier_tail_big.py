@@ -5,7 +5,7 @@ state after gigabytes of nodes went to disk?
 
   .venv/bin/python bench/tier_tail_big.py [--module target/dist/libxstream.so] [--n 20000000]
                                           [--budget 64mb] [--reps 12] [--calls 5000]
-                                          [--pipelines 500,20,1] [--purge]
+                                          [--pipelines 500,20,1] [--purge] [--tier-after-fill]
 
 Three servers of one run, each with the module: `T` with `xstream.tier-dir` and
 `xstream.tier-memory --budget`, `U1` and `U2` untiered (U1 against U2 is the A/A: how far two
@@ -22,6 +22,9 @@ at 20, for the built-in's XRANGE and XS.RANGE alike on a 200,000-entry stream).
   1. live: after the fill, once T's tiering step is idle;
   2. reloaded: after `DEBUG RELOAD` on all three (T tiers while it loads, so its newest nodes are
      allocated side by side, as an untiered load allocates all of them).
+With --tier-after-fill, T fills with nothing tiered and gets its budget after: the same nodes go
+to disk, but its newest nodes sit where an untiered fill puts them (the live phase then separates
+where T's memory sits from what a tiered read does).
 Before each phase, each server's allocator state (INFO memory's allocator_* and jemalloc's dirty
 and muzzy pages), after a MEMORY PURGE with --purge. Each phase prints the medians' ratios and
 the median of the reps' own ratios (a rep's three servers run within seconds of each other).
@@ -143,6 +146,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--pipelines", default="500,20,1")
     ap.add_argument("--purge", action="store_true", help="MEMORY PURGE on every server before each phase")
+    ap.add_argument("--tier-after-fill", action="store_true",
+                    help="T fills with nothing tiered and gets --budget after: its newest nodes stay where an "
+                         "untiered fill puts them, and the older ones go to disk")
     a = ap.parse_args()
     srv = {k: Server(a.module) for k in ("T", "U1", "U2")}
     for s in srv.values():
@@ -150,8 +156,11 @@ def main() -> int:
     conn = {k: Redis(s.port) for k, s in srv.items()}
     try:
         t = conn["T"]
-        t.call("CONFIG", "SET", "xstream.tier-dir", os.path.join(srv["T"].dir, "tier"), "xstream.tier-memory", a.budget)
+        t.call("CONFIG", "SET", "xstream.tier-dir", os.path.join(srv["T"].dir, "tier"),
+               "xstream.tier-memory", "100gb" if a.tier_after_fill else a.budget)
         fill(list(conn.values()), a.n)
+        if a.tier_after_fill:
+            t.call("CONFIG", "SET", "xstream.tier-memory", a.budget)
         tier_idle(t)
         x = t.info("xstream")
         print(f"{a.n:,} events of ~200 bytes; T: tier-memory {a.budget}, {int(x['xstream_tier_disk_nodes']):,} nodes on disk; "
