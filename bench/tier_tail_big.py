@@ -6,6 +6,7 @@ state after gigabytes of nodes went to disk?
   .venv/bin/python bench/tier_tail_big.py [--module target/dist/libxstream.so] [--n 20000000]
                                           [--budget 64mb] [--reps 12] [--calls 5000]
                                           [--pipelines 500,20,1] [--purge] [--tier-after-fill]
+                                          [--reload T,U1,U2]
 
 Three servers of one run, each with the module: `T` with `xstream.tier-dir` and
 `xstream.tier-memory --budget`, `U1` and `U2` untiered (U1 against U2 is the A/A: how far two
@@ -20,7 +21,7 @@ pipeline's replies until it writes them, so 500 at a time is ~11 MB of reply blo
 whose pages are faulted in again batch after batch (4-6 minor faults per call at 500, about none
 at 20, for the built-in's XRANGE and XS.RANGE alike on a 200,000-entry stream).
   1. live: after the fill, once T's tiering step is idle;
-  2. reloaded: after `DEBUG RELOAD` on all three (T tiers while it loads, so its newest nodes are
+  2. reloaded: after `DEBUG RELOAD` on all three (or those --reload names) (T tiers while it loads, so its newest nodes are
      allocated side by side, as an untiered load allocates all of them).
 With --tier-after-fill, T fills with nothing tiered and gets its budget after: the same nodes go
 to disk, but its newest nodes sit where an untiered fill puts them (the live phase then separates
@@ -146,6 +147,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--pipelines", default="500,20,1")
     ap.add_argument("--purge", action="store_true", help="MEMORY PURGE on every server before each phase")
+    ap.add_argument("--reload", default="T,U1,U2", help="the servers DEBUG RELOADed before phase 2")
     ap.add_argument("--tier-after-fill", action="store_true",
                     help="T fills with nothing tiered and gets --budget after: its newest nodes stay where an "
                          "untiered fill puts them, and the older ones go to disk")
@@ -172,7 +174,7 @@ def main() -> int:
         allocator(servers, a.purge)
         for d in depths:
             phase("1. live", servers, calls, a.reps, d)
-        for k in ("T", "U1", "U2"):
+        for k in a.reload.split(","):
             t0 = time.time()
             conn[k].call("DEBUG", "RELOAD")
             print(f"  DEBUG RELOAD {k}: {time.time() - t0:.1f} s", file=sys.stderr)
