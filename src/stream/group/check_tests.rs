@@ -32,7 +32,7 @@ fn group(r: &mut Rng, n: u64) -> Stream {
     s
 }
 
-fn keys<V>(t: &Rax<V>) -> Vec<Vec<u8>> {
+fn keys<V: EmptyRax>(t: &IdMap<V>) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut it = t.iter();
     while let Some((k, _)) = it.next() {
@@ -66,7 +66,7 @@ fn corrupt(g: &mut Group, what: u64, r: &mut Rng) -> bool {
             let k = owned[r.below(owned.len() as u64) as usize].clone();
             let o = g.pel.get(&k).unwrap().owner;
             let Some(&other) = slots.iter().find(|&&s| s != o) else { return false };
-            g.consumer_mut(other).unwrap().pel.insert(&k, ());
+            g.consumer_mut(other).unwrap().pel.insert(&<[u8; 16]>::try_from(&k[..]).unwrap(), ());
             true
         }
         // The group PEL names another owner than the consumer's PEL.

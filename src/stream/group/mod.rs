@@ -3,9 +3,9 @@
 //!
 //! ```text
 //!   Group "g"  last_id 5-0  entries_read 5
-//!     pel (rax, 16-byte IDs) ──> Nack { delivery_time, delivery_count, owner: slot | NO_OWNER, link }
-//!     consumers (rax, names) ──> slot ──> Consumer { name, seen_time, active_time,
-//!                                                     pel (rax of the same IDs, no value) }
+//!     pel (16-byte IDs)      ──> Nack { delivery_time, delivery_count, owner: slot | NO_OWNER, link }
+//!     consumers (names)      ──> slot ──> Consumer { name, seen_time, active_time,
+//!                                                     pel (the same IDs, no value) }
 //!     time (timelist.rs)     ──> [4-0 2-0 | 1-0 3-0 5-0]   node `link` of each NACK
 //!                                 NACK zone   by delivery time, oldest first
 //! ```
@@ -14,6 +14,10 @@
 //! index instead of the built-in's pointer) and the owner's PEL holds the same
 //! ID. The group also orders its NACKs by delivery time (timelist.rs; 8.4+'s
 //! time list, 8.8's NACK zone at its head).
+//!
+//! The three indexes are radix trees as in t_stream.c once they hold more than 64
+//! keys, and sorted vectors before (small.rs): a group with one consumer and one
+//! pending entry costs about half of what three trees did.
 //!
 //! Invariants ([`Group::check`]):
 //! - an ID is in a consumer's PEL iff the group PEL's NACK for it names that consumer;
@@ -30,7 +34,12 @@ use super::timelist::{TimeList, NIL};
 mod check_tests;
 mod queue;
 mod schedule;
-use crate::rax::{Rax, SeekOp};
+mod small;
+#[cfg(test)]
+mod small_tests;
+use crate::rax::Rax;
+use small::Names;
+pub use small::{IdIter, IdMap, NameIter, OwnPel};
 use std::sync::LazyLock;
 
 /// A radix tree allocated on its first key and released with its last, so that
@@ -266,12 +275,12 @@ pub struct Consumer {
     /// Last time (ms) the consumer read or claimed successfully (7.2's active-time).
     pub active_time: i64,
     /// IDs of the NACKs it owns (written by the group only).
-    pel: LazyRax<()>,
+    pel: OwnPel,
 }
 
 impl Consumer {
     /// IDs of the NACKs it owns.
-    pub fn pel(&self) -> &Rax<()> {
+    pub fn pel(&self) -> &OwnPel {
         &self.pel
     }
 }
@@ -284,11 +293,11 @@ pub struct Group {
     /// Logical read counter of `last_id`, or ENTRIES_READ_INVALID.
     pub entries_read: i64,
     /// ID -> NACK (written through the methods below only).
-    pel: LazyRax<Nack>,
+    pel: IdMap<Nack>,
     /// The NACKs by delivery time, NACK zone first.
     time: TimeList,
     /// Name -> slot in `slots`.
-    consumers: LazyRax<u32>,
+    consumers: Names,
     slots: Vec<Option<Consumer>>,
     free_slots: Vec<u32>,
     /// The reliable-queue policy (queue.rs); None for a plain group.
@@ -308,9 +317,9 @@ impl Group {
         Group {
             last_id,
             entries_read,
-            pel: LazyRax::default(),
+            pel: IdMap::default(),
             time: TimeList::default(),
-            consumers: LazyRax::default(),
+            consumers: Names::default(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             policy: None,
@@ -340,13 +349,13 @@ impl Group {
 
     /// Slot of the consumer called `name`, without touching it.
     pub fn find_consumer(&self, name: &[u8]) -> Option<u32> {
-        self.consumers.get(name).copied()
+        self.consumers.get(name, &self.slots)
     }
 
     /// Slot of the consumer called `name`; `now` refreshes its seen-time when given
     /// (streamLookupConsumer with or without SLC_NO_REFRESH).
     pub fn lookup_consumer(&mut self, name: &[u8], refresh_now: Option<i64>) -> Option<u32> {
-        let slot = *self.consumers.get(name)?;
+        let slot = self.consumers.get(name, &self.slots)?;
         if let (Some(now), Some(c)) = (refresh_now, self.consumer_mut(slot)) {
             c.seen_time = now;
         }
@@ -355,10 +364,10 @@ impl Group {
 
     /// Creates a consumer; `None` if the name exists (streamCreateConsumer).
     pub fn create_consumer(&mut self, name: &[u8], now: i64) -> Option<u32> {
-        if self.consumers.get(name).is_some() {
+        if self.consumers.get(name, &self.slots).is_some() {
             return None;
         }
-        let c = Consumer { name: name.into(), seen_time: now, active_time: -1, pel: LazyRax::default() };
+        let c = Consumer { name: name.into(), seen_time: now, active_time: -1, pel: OwnPel::default() };
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(c);
@@ -373,14 +382,14 @@ impl Group {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.consumers.insert(name, slot);
+        self.consumers.insert(name, slot, &self.slots);
         Some(slot)
     }
 
     /// Deletes a consumer and its pending entries; returns how many it had.
     /// Unowned (NACKed) entries are not the consumer's and stay.
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<usize> {
-        let slot = self.consumers.remove(name)?;
+        let slot = self.consumers.remove(name, &self.slots)?;
         let c = self.slots.get_mut(slot as usize)?.take()?;
         self.free_slots.push(slot);
         let mut it = c.pel.iter();
@@ -396,13 +405,13 @@ impl Group {
 
     /// Consumers in name order: (name, slot).
     pub fn consumers(&self) -> ConsumerIter<'_> {
-        ConsumerIter { g: self, it: self.consumers.iter() }
+        ConsumerIter { g: self, it: self.consumers.iter(&self.slots) }
     }
 
     // ---- the PEL ---------------------------------------------------------------
 
     /// The group PEL, by ID (read only: writes go through the methods).
-    pub fn pel(&self) -> &Rax<Nack> {
+    pub fn pel(&self) -> &IdMap<Nack> {
         &self.pel
     }
 
@@ -769,9 +778,9 @@ impl Group {
             return Err("time list links inconsistent");
         }
         // Consumers by slot, each with its PEL's cursor.
-        let mut cursors: Vec<Option<crate::rax::Iter<'_, ()>>> = Vec::new();
-        let mut it = self.consumers.iter();
-        while let Some((name, &slot)) = it.next() {
+        let mut cursors: Vec<Option<IdIter<'_, ()>>> = Vec::new();
+        let mut it = self.consumers.iter(&self.slots);
+        while let Some((name, slot)) = it.next() {
             let c = self.consumer(slot).ok_or("consumer slot empty")?;
             if &c.name[..] != name {
                 return Err("consumer name mismatch");
@@ -825,8 +834,8 @@ impl Group {
     #[cfg(test)]
     pub fn check_by_lookups(&self) -> Result<(), &'static str> {
         let mut owned = 0usize;
-        let mut it = self.consumers.iter();
-        while let Some((name, &slot)) = it.next() {
+        let mut it = self.consumers.iter(&self.slots);
+        while let Some((name, slot)) = it.next() {
             let c = self.consumer(slot).ok_or("consumer slot empty")?;
             if &c.name[..] != name {
                 return Err("consumer name mismatch");
@@ -892,7 +901,7 @@ impl Group {
 }
 
 /// Maps the link of every NACK of `pel` through the renumbering `time` just made.
-fn relink_pel(pel: &mut LazyRax<Nack>, time: &mut TimeList) {
+fn relink_pel(pel: &mut IdMap<Nack>, time: &mut TimeList) {
     let remap = time.take_remap();
     for n in pel.values_mut() {
         let l = n.link();
@@ -941,12 +950,12 @@ impl<'a> Iterator for ByTime<'a> {
 /// Iterator over a group's consumers in name order.
 pub struct ConsumerIter<'a> {
     g: &'a Group,
-    it: crate::rax::Iter<'a, u32>,
+    it: NameIter<'a>,
 }
 
 impl<'a> ConsumerIter<'a> {
     pub fn next_consumer(&mut self) -> Option<(u32, &'a Consumer)> {
-        let (_, &slot) = self.it.next()?;
+        let (_, slot) = self.it.next()?;
         Some((slot, self.g.consumer(slot)?))
     }
 }
@@ -955,6 +964,6 @@ impl<'a> ConsumerIter<'a> {
 pub type Groups = Rax<Group>;
 
 /// Seeks a PEL from `start` (inclusive) in ID order.
-pub fn pel_from<V>(pel: &Rax<V>, start: StreamId) -> crate::rax::Iter<'_, V> {
-    pel.seek(SeekOp::Ge, &start.to_be_bytes())
+pub fn pel_from<V: EmptyRax>(pel: &IdMap<V>, start: StreamId) -> IdIter<'_, V> {
+    pel.from(start)
 }
