@@ -903,12 +903,12 @@ impl Group {
 /// Maps the link of every NACK of `pel` through the renumbering `time` just made.
 fn relink_pel(pel: &mut IdMap<Nack>, time: &mut TimeList) {
     let remap = time.take_remap();
-    for n in pel.values_mut() {
+    pel.for_each_value_mut(|n| {
         let l = n.link();
         if l != NIL {
             n.set_link(remap.get(l as usize).copied().unwrap_or(NIL));
         }
-    }
+    });
 }
 
 /// How a claim changes the delivery count.

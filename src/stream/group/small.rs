@@ -152,13 +152,14 @@ impl<V: EmptyRax> IdMap<V> {
         }
     }
 
-    /// Every value, in no particular order.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        let (small, tree) = match &mut self.0 {
-            Ids::Small(v) => (Some(v.iter_mut().map(|(_, x)| x)), None),
-            Ids::Tree(t) => (None, Some(t.values_mut())),
-        };
-        small.into_iter().flatten().chain(tree.into_iter().flatten())
+    /// `f` of every value, in no particular order. A closure, not an iterator: a chain of
+    /// the two forms' iterators cost 140 instructions per value (callgrind, the time list's
+    /// renumbering of a 30,000-entry PEL).
+    pub fn for_each_value_mut(&mut self, mut f: impl FnMut(&mut V)) {
+        match &mut self.0 {
+            Ids::Small(v) => v.iter_mut().for_each(|(_, x)| f(x)),
+            Ids::Tree(t) => t.values_mut().for_each(f),
+        }
     }
 
     /// Bytes used beyond the handle.

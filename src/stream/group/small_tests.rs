@@ -70,9 +70,7 @@ fn id_map_against_a_btree_map() {
                 assert_eq!(entries(&p, Some(s)), from, "from {s:?}");
                 assert_eq!(p.edge_with(true, |k, &x| (k.to_vec(), x)), all.first().cloned());
                 assert_eq!(p.edge_with(false, |k, &x| (k.to_vec(), x)), all.last().cloned());
-                for v in p.values_mut() {
-                    *v = v.wrapping_mul(3);
-                }
+                p.for_each_value_mut(|v| *v = v.wrapping_mul(3));
                 for v in m.values_mut() {
                     *v = v.wrapping_mul(3);
                 }
