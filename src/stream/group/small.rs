@@ -61,6 +61,22 @@ fn find<V>(v: &[([u8; 16], V)], key: &[u8]) -> Result<usize, usize> {
     v.binary_search_by(|(k, _)| k[..].cmp(key))
 }
 
+/// Adds `key`, which is not in `v`, at `at`, its sorted place; a full vector is emptied
+/// into the tree returned, which is to replace it.
+fn add_small<V: EmptyRax>(v: &mut Vec<([u8; 16], V)>, at: usize, key: &[u8; 16], value: V) -> Option<LazyRax<V>> {
+    if v.len() < SMALL_MAX {
+        reserve_first(v);
+        v.insert(at, (*key, value));
+        return None;
+    }
+    let mut t = LazyRax::default();
+    for (k, x) in v.drain(..) {
+        t.insert(&k, x);
+    }
+    t.insert(key, value);
+    Some(t)
+}
+
 impl<V: EmptyRax> IdMap<V> {
     pub fn len(&self) -> usize {
         match &self.0 {
@@ -92,18 +108,10 @@ impl<V: EmptyRax> IdMap<V> {
         match &mut self.0 {
             Ids::Small(v) => match find(v, key) {
                 Ok(at) => Some(std::mem::replace(&mut v[at].1, value)),
-                Err(at) if v.len() < SMALL_MAX => {
-                    reserve_first(v);
-                    v.insert(at, (*key, value));
-                    None
-                }
-                Err(_) => {
-                    let mut t = LazyRax::default();
-                    for (k, x) in v.drain(..) {
-                        t.insert(&k, x);
+                Err(at) => {
+                    if let Some(t) = add_small(v, at, key, value) {
+                        self.0 = Ids::Tree(t);
                     }
-                    t.insert(key, value);
-                    self.0 = Ids::Tree(t);
                     None
                 }
             },
@@ -113,11 +121,18 @@ impl<V: EmptyRax> IdMap<V> {
 
     /// Adds `key` unless it is there (then hands `value` back).
     pub fn try_insert(&mut self, key: &[u8; 16], value: V) -> Result<(), V> {
-        if self.get(key).is_some() {
-            return Err(value);
+        match &mut self.0 {
+            Ids::Small(v) => match find(v, key) {
+                Ok(_) => Err(value),
+                Err(at) => {
+                    if let Some(t) = add_small(v, at, key, value) {
+                        self.0 = Ids::Tree(t);
+                    }
+                    Ok(())
+                }
+            },
+            Ids::Tree(t) => t.try_insert(key, value),
         }
-        self.insert(key, value);
-        Ok(())
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
