@@ -311,7 +311,7 @@ pub(crate) fn save_as(s: &Stream, out: &mut impl RdbOut, version: i32) {
         }
     }
     save_idmp(s, out);
-    match s.max_age {
+    match s.max_age.as_deref() {
         Some(a) => {
             out.put_u64(a.ms);
             out.put_u64(u64::from(a.exact));
@@ -800,7 +800,7 @@ fn load_aside_from(encver: i32, inp: &mut impl RdbIn, check: Check, aside_from: 
             return Err(invalid("MAXAGE section out of range"));
         }
         if ms > 0 {
-            s.max_age = Some(crate::stream::MaxAge::new(ms, flags == 1));
+            s.max_age = Some(Box::new(crate::stream::MaxAge::new(ms, flags == 1)));
         }
     }
     if deep {
@@ -1125,7 +1125,7 @@ mod tests {
     #[test]
     fn version_4_retention_round_trips_and_version_3_loads_without_it() {
         let mut s = sample();
-        s.max_age = Some(crate::stream::MaxAge::new(60_000, true));
+        s.max_age = Some(Box::new(crate::stream::MaxAge::new(60_000, true)));
         let io = VecIo { items: save_v4(&s), pos: 0 };
         let n = io.items.len();
         assert_eq!(io.items[n - 2..], [VecItem::U64(60_000), VecItem::U64(1)]);

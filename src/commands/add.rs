@@ -294,10 +294,10 @@ pub fn run(c: &Ctx) -> Result<()> {
         // nodes are on disk).
         None => c.send_held(),
     }
-    let queued = s.pack_queue.len();
+    let queued = s.pack_queue().len();
     let id = match s.append(fields, spec, c.now_ms(), config::limits()) {
         Ok(id) => {
-            if s.pack_queue.len() > queued {
+            if s.pack_queue().len() > queued {
                 // A node was sealed: compressed later by the background step.
                 crate::ops::due::sealed(c, Name::Arg(1));
             }

@@ -91,7 +91,7 @@ pub fn run_cfgset(c: &Ctx) -> Result<()> {
         changes = true;
     }
     if let Some((ms, exact)) = maxage {
-        let new = (ms > 0).then(|| crate::stream::MaxAge::new(ms, exact));
+        let new = (ms > 0).then(|| Box::new(crate::stream::MaxAge::new(ms, exact)));
         let same = match (&s.max_age, &new) {
             (Some(a), Some(b)) => a.same(b),
             (None, None) => true,

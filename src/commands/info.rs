@@ -168,7 +168,7 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         // what compaction has left to free. Absent when off, so replies stay the built-in's.
         let compacting = crate::config::compact_deleted() > 0;
         // Retention by age (issue 17): only on a stream that has one.
-        let max_age = s.max_age;
+        let max_age = s.max_age.as_deref().copied();
         // Delayed delivery (issue 17): only on a stream that has delayed entries.
         let delayed = s.delayed_count();
         // Tiering on (xstream.tier-dir, issue 30): the nodes of this stream on disk and their

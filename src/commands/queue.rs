@@ -460,9 +460,9 @@ fn append_copy(c: &Ctx, src: &mut Stream, dlq: &[u8], key_arg: usize, argv: &[Ve
             KeyKind::Other => return None,
         },
     };
-    let queued = st.pack_queue.len();
+    let queued = st.pack_queue().len();
     let id = st.append(&fields, IdSpec::Auto, c.now_ms(), crate::config::limits()).ok()?;
-    if st.pack_queue.len() > queued {
+    if st.pack_queue().len() > queued {
         crate::ops::due::sealed(c, Name::Bytes(dlq));
     }
     drop(other);

@@ -62,7 +62,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         src_key.create_stream(Stream::new()).ok_or(Error::Err("cannot create the stream"))?;
     }
     let src = src_key.stream_mut().ok_or(Error::WrongType)?;
-    let queued = src.pack_queue.len();
+    let queued = src.pack_queue().len();
     let mut moved: Vec<StreamId> = Vec::with_capacity(taken.len());
     for (old_id, fields) in &taken {
         let refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
@@ -75,7 +75,7 @@ pub fn run(c: &Ctx) -> Result<()> {
         c.replicate(c"XS.ADD", &rep);
         moved.push(*old_id);
     }
-    if src.pack_queue.len() > queued {
+    if src.pack_queue().len() > queued {
         crate::ops::due::sealed(c, Name::Arg(src_i));
     }
     drop(src_key);

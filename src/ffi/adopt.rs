@@ -71,7 +71,7 @@ pub fn adopt_key(c: &Ctx, i: usize, write: bool) {
             if write {
                 c.replicate(c"XS.IMPORT", &[Arg::Orig(i)])
             } else if let Some(s) = c.open_key(i, true).stream_mut() {
-                s.import_unsent = true;
+                s.set_import_unsent(true);
             }
         }
         Err(Error::NoSuchKey) => {}
@@ -87,9 +87,9 @@ pub fn adopt_key(c: &Ctx, i: usize, write: bool) {
 /// key` goes first (a no-op where the copy is already ours), so a replica whose copy
 /// is still built-in, or that runs without takeover, converts it before the write.
 pub fn send_unsent_import(c: &Ctx, i: usize, key: &mut Key) {
-    if key.stream().is_some_and(|s| s.import_unsent) {
+    if key.stream().is_some_and(|s| s.import_unsent()) {
         if let Some(s) = key.stream_mut() {
-            s.import_unsent = false;
+            s.set_import_unsent(false);
         }
         c.replicate(c"XS.IMPORT", &[Arg::Orig(i)]);
     }

@@ -47,7 +47,46 @@ unsafe impl GlobalAlloc for XAlloc {
             unsafe { System.dealloc(ptr, layout) }
         }
     }
+
+    /// Through `RedisModule_Realloc` (zrealloc): the default method allocates, copies and
+    /// frees, where jemalloc resizes in place when the new size stays in the block's size
+    /// class or the pages after a large block are free, and moves the block otherwise. A
+    /// vector growing by doubling and a node shrunk when sealed take one call either way.
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !in_server() {
+            // SAFETY: forwarded contract of GlobalAlloc::realloc; ptr came from System.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        if layout.align() > MALLOC_ALIGN {
+            // SAFETY: forwarded contract; the default method keeps the alignment.
+            let p = unsafe { self.alloc(Layout::from_size_align_unchecked(new_size, layout.align())) };
+            if !p.is_null() {
+                // SAFETY: both blocks are live and at least min(old, new) bytes long.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                    self.dealloc(ptr, layout);
+                }
+            }
+            return p;
+        }
+        // Rounded as RedisAlloc rounds an allocation's size: a size that is a multiple of the
+        // alignment gets a block of a size class aligned as well.
+        let rounded = (new_size + layout.align() - 1) & !(layout.align() - 1);
+        // SAFETY: reading a function pointer set once at load (as in_server above).
+        let f = unsafe { super::api!(RedisModule_Realloc) };
+        // SAFETY: ptr came from RedisModule_Alloc (see the impl comment); zrealloc keeps
+        // malloc's alignment (MALLOC_ALIGN, which covers `layout`'s) and aborts the server
+        // on out-of-memory rather than return NULL, as zmalloc does for alloc.
+        let p = unsafe { f(ptr.cast(), rounded) }.cast::<u8>();
+        // Counted as alloc and dealloc count (the sizes of the layouts, not rounded).
+        super::stats::BYTES.fetch_add(new_size as i64 - layout.size() as i64, std::sync::atomic::Ordering::Relaxed);
+        p
+    }
 }
+
+/// The alignment every block of zmalloc has (jemalloc's and glibc's malloc: 16 bytes on the
+/// 64-bit targets Redis builds for).
+const MALLOC_ALIGN: usize = 16;
 
 /// XS.DEBUG-DOUBLE-FREE (feature `test-hooks` only, never in a release build): frees one block of
 /// Redis's allocator twice, on purpose, so that `make test-asan` proves a real memory error of

@@ -241,7 +241,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         let maxdel = s.max_deleted_entry_id.to_bytes();
         emit(aof, c"XS.SETID", key, &[&last, b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &maxdel]);
         aof_rewrite_idmp(aof, key, s);
-        if let Some(a) = s.max_age {
+        if let Some(a) = s.max_age.as_deref() {
             let ms = a.ms.to_string();
             if a.exact {
                 emit(aof, c"XS.CFGSET", key, &[b"MAXAGE", ms.as_bytes(), b"EXACT"]);
@@ -424,7 +424,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             unsafe { api!(RedisModule_DigestEndSequence)(md) };
         }
         // Retention by age: only when set (a plain stream's digest stays what it was).
-        if let Some(a) = s.max_age {
+        if let Some(a) = s.max_age.as_deref() {
             add(b"max-age");
             add(&a.ms.to_be_bytes());
             add(&[u8::from(a.exact)]);

@@ -125,7 +125,7 @@ fn append(c: &Ctx, log: &[u8], events: &[Event], notify: bool) {
         warn(c, &format!("xstream: keyspace log {}: the key holds another type: {n} events not logged", show(log)));
         return;
     };
-    let queued = s.pack_queue.len();
+    let queued = s.pack_queue().len();
     let now = c.now_ms();
     let limits = config::limits();
     let mut appended = 0;
@@ -163,7 +163,7 @@ fn append(c: &Ctx, log: &[u8], events: &[Event], notify: bool) {
             bump(&EVENTS.entries_trimmed, done.deleted);
         }
     }
-    if s.pack_queue.len() > queued {
+    if s.pack_queue().len() > queued {
         crate::ops::due::sealed(c, Name::Bytes(log));
     }
     drop(k);

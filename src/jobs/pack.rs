@@ -50,7 +50,7 @@ impl Job for Pack {
             let mut sealed = Vec::new();
             let taken = s.pack_queued_then(left, || start.elapsed() < TICK_BUDGET, |id, bytes| sealed.push((id, bytes)));
             super::tier::queue(db, &key, sealed);
-            let more = !s.pack_queue.is_empty();
+            let more = !s.pack_queue().is_empty();
             drop(k);
             left = left.saturating_sub(taken.max(1));
             if more {

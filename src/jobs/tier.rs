@@ -159,7 +159,7 @@ fn compact(c: &Ctx, start: Instant) {
         if sparse.is_empty() {
             return;
         }
-        let mut found = crate::ffi::timer::scan_streams(c, |s| s.cold_max.is_some().then_some(0));
+        let mut found = crate::ffi::timer::scan_streams(c, |s| s.cold_max().is_some().then_some(0));
         found.sort_unstable();
         found.dedup();
         *guard = Some(Pass { sparse, streams: found.into_iter().map(|(db, k, _)| (db, k)).collect(), at: 0, from: StreamId::MIN });

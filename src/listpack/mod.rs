@@ -850,11 +850,13 @@ impl Listpack {
             bound = bound.saturating_add(data).saturating_add(MAX_INT_ENCODING_LEN + 1);
             n += 1;
         }
-        // The bound is up to twice the bytes a run of short strings takes (2 bytes of header
-        // and backlen, not 10), and a node that receives one large entry keeps what is reserved
-        // until it is sealed (a 1M-field entry: 1.8x the built-in's memory). Past 64 KiB, an
-        // exact count is worth its second pass over the values.
-        if bound > EXACT_RESERVE_ABOVE {
+        // The bound is up to five times the bytes a run of short strings takes (2 bytes of
+        // header and backlen, not 10). Reserving it would grow a listpack that has room for
+        // the values themselves (a new node is allocated for its first entry only), and a node
+        // that receives one large entry keeps what is reserved until it is sealed (a 1M-field
+        // entry: 1.8x the built-in's memory). So when the bound does not fit in the room left,
+        // or is past 64 KiB, the exact count is worth its second pass over the values.
+        if bound > EXACT_RESERVE_ABOVE || bound > self.buf.capacity() - self.buf.len() {
             bound = vals.clone().map(|v| Encoded::new(v).total_len()).fold(0usize, usize::saturating_add);
         }
         let start = self.buf.len();

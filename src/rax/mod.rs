@@ -450,18 +450,28 @@ pub struct Rax<V> {
     store: Store,
     values: Slab<Option<V>>,
     free_vals: Vec<u32>,
-    numele: usize,
-    numnodes: usize,
-    /// Reused buffers (bytes of compressed nodes being rebuilt; the parent path of a removal).
-    /// Per tree, not thread-local: a thread-local costs a `__tls_get_addr` call per access in a
-    /// shared object (measured: XS.ACK of 10 IDs 3.9% more instructions).
-    scratch: Vec<u8>,
-    stack: Vec<(u32, u32)>,
+    /// Counts as u32: a tree holds at most 2^31 keys and nodes (see Representation).
+    numele: u32,
+    numnodes: u32,
+    /// Reused buffers, boxed together when first given back (see [`Work`]).
+    work: Option<Box<Work>>,
     /// The largest key and its value slot, remembered by [`Rax::seek_mut`]`(Last)` until a
     /// key is inserted or removed (a value keeps its slot while its key exists): a stream
     /// appends to its last node on every XADD, and the walk down to it was 4% of XS.ADD.
     /// Boxed: most trees (PELs, consumers) never ask, and pay 8 bytes.
     last: Option<Box<LastKey>>,
+}
+
+/// Buffers a tree reuses between calls: the bytes of a compressed node being rebuilt, the
+/// parent path of a removal. Per tree, not thread-local: a thread-local costs a
+/// `__tls_get_addr` call per access in a shared object (measured: XS.ACK of 10 IDs 3.9% more
+/// instructions). Boxed, and only once a buffer that holds room is given back: a tree that
+/// never splits a compressed node nor removes a key (a stream's one-node tree, a
+/// never-acknowledged PEL) pays a pointer where the two vectors took 48 bytes.
+#[derive(Clone, Default)]
+struct Work {
+    scratch: Vec<u8>,
+    stack: Vec<(u32, u32)>,
 }
 
 #[derive(Clone)]
@@ -519,8 +529,7 @@ impl<V> Rax<V> {
             free_vals: Vec::new(),
             numele: 0,
             numnodes: 1,
-            scratch: Vec::new(),
-            stack: Vec::new(),
+            work: None,
             last: None,
         }
     }
@@ -535,7 +544,7 @@ impl<V> Rax<V> {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.numele
+        self.numele as usize
     }
 
     /// Whether there are no keys.
@@ -545,7 +554,7 @@ impl<V> Rax<V> {
 
     /// Number of nodes, root included, exactly as `rax->numnodes` for the same operations.
     pub fn node_count(&self) -> usize {
-        self.numnodes
+        self.numnodes as usize
     }
 
     /// Bytes occupied by this tree's own structures: the struct, node arena, blocks, value slab
@@ -556,8 +565,10 @@ impl<V> Rax<V> {
             + self.store.mem_bytes()
             + self.values.mem_bytes()
             + self.free_vals.capacity() * 4
-            + self.scratch.capacity()
-            + self.stack.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self
+                .work
+                .as_ref()
+                .map_or(0, |w| std::mem::size_of::<Work>() + w.scratch.capacity() + w.stack.capacity() * std::mem::size_of::<(u32, u32)>())
             + self.last.as_ref().map_or(0, |l| std::mem::size_of::<LastKey>() + l.key.capacity())
     }
 
@@ -770,7 +781,7 @@ impl<V> Rax<V> {
     fn splice_children(&mut self, h: u32, pos: usize, ins: Option<(u8, u32)>) {
         let n = self.nd(h);
         let size = n.size();
-        let mut sc = std::mem::take(&mut self.scratch);
+        let mut sc = self.take_scratch();
         sc.clear();
         sc.extend_from_slice(self.block(n));
         let old_base = pad4(size);
@@ -944,7 +955,7 @@ impl<V> Rax<V> {
         if n.compr() {
             let size = n.size();
             let next = self.child(n, 0);
-            let mut sc = std::mem::take(&mut self.scratch);
+            let mut sc = self.take_scratch();
             sc.clear();
             sc.extend_from_slice(self.data(n));
             if i != len {
@@ -1014,12 +1025,18 @@ impl<V> Rax<V> {
         }
     }
 
+    fn take_scratch(&mut self) -> Vec<u8> {
+        self.work.as_mut().map_or_else(Vec::new, |w| std::mem::take(&mut w.scratch))
+    }
+
     fn put_scratch(&mut self, mut sc: Vec<u8>) {
         sc.clear();
         if sc.capacity() > 4096 {
             sc = Vec::new();
         }
-        self.scratch = sc;
+        if sc.capacity() > 0 || self.work.is_some() {
+            self.work.get_or_insert_with(Box::default).scratch = sc;
+        }
     }
 
     // ----------------------------------------------------------------- removal
@@ -1027,7 +1044,7 @@ impl<V> Rax<V> {
     /// Removes `key`; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         self.keys_changed();
-        let mut stack = std::mem::take(&mut self.stack);
+        let mut stack = self.work.as_mut().map_or_else(Vec::new, |w| std::mem::take(&mut w.stack));
         stack.clear();
         let (i, h, j, _) = self.low_walk(key, Some(&mut stack));
         let n = self.nd(h);
@@ -1042,7 +1059,9 @@ impl<V> Rax<V> {
         if stack.capacity() > 4096 {
             stack = Vec::new();
         }
-        self.stack = stack;
+        if stack.capacity() > 0 || self.work.is_some() {
+            self.work.get_or_insert_with(Box::default).stack = stack;
+        }
         if self.numele == 0 && self.numnodes == 1 {
             self.reset_storage();
         }
@@ -1129,7 +1148,7 @@ impl<V> Rax<V> {
         }
 
         // Merge them into `start`'s slot.
-        let mut sc = std::mem::take(&mut self.scratch);
+        let mut sc = self.take_scratch();
         sc.clear();
         let mut cur = start;
         for k in 0..nodes {

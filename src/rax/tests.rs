@@ -55,7 +55,7 @@ fn check_invariants<V>(r: &Rax<V>) {
     assert_eq!(free + live, r.nodes.len(), "free list incomplete");
     assert_eq!(r.store.free_small, r.store.free_bytes(), "free-list byte counter");
     let vals = r.values.iter().filter(|v| v.is_some()).count();
-    assert_eq!(vals, r.numele, "value slab count != len");
+    assert_eq!(vals, r.len(), "value slab count != len");
     assert_eq!(vals + r.free_vals.len(), r.values.len());
 
     let mut reach = 0;
@@ -91,9 +91,9 @@ fn check_invariants<V>(r: &Rax<V>) {
             todo.push(r.child(n, k));
         }
     }
-    assert_eq!(reach, r.numnodes, "reachable nodes != node_count");
-    assert_eq!(live + leaves, r.numnodes, "live arena slots + leaves != node_count");
-    assert_eq!(keys, r.numele, "reachable keys != len");
+    assert_eq!(reach, r.node_count(), "reachable nodes != node_count");
+    assert_eq!(live + leaves, r.node_count(), "live arena slots + leaves != node_count");
+    assert_eq!(keys, r.len(), "reachable keys != len");
 }
 
 fn collect_fwd(r: &Rax<u64>) -> Vec<(Vec<u8>, u64)> {

@@ -417,9 +417,9 @@ mod tests {
         let sealed = s.rax_keys() as u64 - 1;
         // Appends queue the nodes they seal; the background step packs them.
         assert_eq!(s.packed_nodes(), 0);
-        assert_eq!(s.pack_queue.len() as u64, sealed);
+        assert_eq!(s.pack_queue().len() as u64, sealed);
         let mut ticks = 0;
-        while !s.pack_queue.is_empty() {
+        while !s.pack_queue().is_empty() {
             s.pack_queued(4, || true);
             ticks += 1;
         }

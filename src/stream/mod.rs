@@ -43,8 +43,17 @@ use node::{EntryPos, Master, FLAG_DELETED, FLAG_SAMEFIELDS};
 /// Largest listpack a node may grow to, and largest total size of one entry's
 /// fields and values (STREAM_LISTPACK_MAX_SIZE).
 pub const NODE_BYTES_MAX: u64 = 1 << 30;
-/// Bytes preallocated for a new node (STREAM_LISTPACK_MAX_PRE_ALLOCATE).
-pub const NODE_PREALLOC_BYTES: usize = 4096;
+/// What a new node's first entry takes beyond its fields and values (4 bytes of each
+/// element's header and backlen are counted apart): the listpack header and terminator
+/// (7), the master entry's count, deleted count, field count and terminator, the entry's
+/// flags, ID deltas and lp-count, with a margin (the estimate is only the first
+/// allocation: appends grow the listpack geometrically).
+///
+/// The built-in preallocates 4 KB for every new node (STREAM_LISTPACK_MAX_PRE_ALLOCATE,
+/// or stream-node-max-bytes when smaller) and shrinks it when the node is full: a stream
+/// of one entry holds 4 KB. Here a node takes room as it grows (7 reallocations to fill a
+/// 4 KB node from its first entry), so a small stream costs what it holds.
+const NODE_FIRST_ROOM: usize = 48;
 /// Default node caps (stream-node-max-entries / stream-node-max-bytes).
 pub const NODE_ENTRIES_DEFAULT: i64 = 100;
 pub const NODE_BYTES_DEFAULT: i64 = 4096;
@@ -160,28 +169,34 @@ pub struct Stream {
     /// ([`Stream::new_with_idmp`]), as the configs seed new streams only (§5.6).
     pub idmp: Option<Box<Idmp>>,
     /// Retention by age (ours, src/stream/retention.rs); None for a stream without one.
-    pub max_age: Option<MaxAge>,
+    pub max_age: Option<Box<MaxAge>>,
     /// Delayed delivery (ours, src/stream/delay.rs): ID -> due time of the entries
     /// added with NOTBEFORE / DELAY; None for a stream that never had one.
     pub delayed: Option<Box<delay::DelayMap>>,
     /// What this stream counts for in the module's running totals (src/ffi/stats.rs), as last
     /// accounted; not part of the stream's content (digest, RDB and equality ignore it).
     pub accounted: census::Census,
+    /// How the nodes are held (compression and tiering queues, adoption): not content.
+    /// Boxed on first use: most streams never need it.
+    layout: Option<Box<Layout>>,
+}
+
+/// The part of a stream's state that only compression, tiering and adoption use: layout,
+/// not content (digest, RDB and equality ignore it; a COPY keeps it, a clone).
+#[derive(Clone, Debug, Default)]
+struct Layout {
     /// Sealed nodes waiting for the background step to compress them (`xstream.compression`
-    /// on: [`Stream::pack_queued`]), oldest first. Layout only: not part of the content
-    /// (digest, RDB and equality ignore it); a node gone meanwhile is skipped.
-    pub pack_queue: Vec<StreamId>,
+    /// on: [`Stream::pack_queued`]), oldest first; a node gone meanwhile is skipped.
+    pack_queue: Vec<StreamId>,
     /// Converted from a built-in stream by a read, which propagated nothing
     /// (src/ffi/adopt.rs): the next write to it propagates `XS.IMPORT key` first, so a
-    /// replica whose copy is still built-in converts it before that write. Not part of
-    /// the content (digest, RDB and equality ignore it); a COPY keeps it (a clone).
-    pub import_unsent: bool,
+    /// replica whose copy is still built-in converts it before that write.
+    import_unsent: bool,
     /// Every node on disk (`xstream.tier-dir`) has a key at most this; None: no node of this
     /// stream went to disk. An upper bound, not lowered when a node comes back to RAM (nodes
     /// go oldest first: it is about the newest one that went). A forward read that starts in
-    /// a node above it meets no node on disk and needs no read-first walk. Layout only: not
-    /// part of the content (digest, RDB and equality ignore it).
-    pub cold_max: Option<StreamId>,
+    /// a node above it meets no node on disk and needs no read-first walk.
+    cold_max: Option<StreamId>,
 }
 
 /// How a group's lag follows appends ([`Meta::lag_form`]).
@@ -390,6 +405,32 @@ impl Stream {
         self.idmp.get_or_insert_with(|| Box::new(Idmp::new(idmp::DEFAULT_WINDOW.0, idmp::DEFAULT_WINDOW.1)))
     }
 
+    fn layout_mut(&mut self) -> &mut Layout {
+        self.layout.get_or_insert_with(Box::default)
+    }
+
+    /// Sealed nodes waiting for the background step (compression, tiering), oldest first.
+    pub fn pack_queue(&self) -> &[StreamId] {
+        self.layout.as_ref().map_or(&[], |l| &l.pack_queue)
+    }
+
+    /// Converted from a built-in stream by a read and not yet announced to replicas
+    /// (src/ffi/adopt.rs).
+    pub fn import_unsent(&self) -> bool {
+        self.layout.as_ref().is_some_and(|l| l.import_unsent)
+    }
+
+    pub fn set_import_unsent(&mut self, unsent: bool) {
+        if unsent || self.layout.is_some() {
+            self.layout_mut().import_unsent = unsent;
+        }
+    }
+
+    /// The greatest key of a node that went to disk (an upper bound; None: none ever went).
+    pub fn cold_max(&self) -> Option<StreamId> {
+        self.layout.as_ref().and_then(|l| l.cold_max)
+    }
+
     pub fn len(&self) -> u64 {
         self.length
     }
@@ -420,7 +461,14 @@ impl Stream {
 
     /// Bytes used: nodes (allocated listpack bytes) plus the tree.
     pub fn mem_bytes(&self) -> usize {
-        let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes();
+        // (The tree's own struct is inside the stream's, and counted by both.)
+        let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes() - std::mem::size_of::<Rax<Listpack>>();
+        if let Some(l) = &self.layout {
+            total += std::mem::size_of::<Layout>() + l.pack_queue.capacity() * std::mem::size_of::<StreamId>();
+        }
+        if self.max_age.is_some() {
+            total += std::mem::size_of::<MaxAge>();
+        }
         if let Some(g) = self.groups.get() {
             total += g.mem_bytes();
             let mut it = g.iter();
@@ -500,7 +548,7 @@ impl Stream {
                 // path, by the background step (src/jobs/pack.rs).
                 lp.shrink_to_fit();
                 if compression() || tiering() {
-                    self.pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));
+                    self.layout_mut().pack_queue.push(StreamId::from_be_bytes(&key).unwrap_or(StreamId::MIN));
                 }
             } else {
                 use_tail = true;
@@ -534,12 +582,10 @@ impl Stream {
             }
         }
         if !use_tail {
-            let prealloc = if limits.bytes_max > 0 && (limits.bytes_max as usize) < NODE_PREALLOC_BYTES {
-                limits.bytes_max as usize
-            } else {
-                NODE_PREALLOC_BYTES
-            };
-            let mut lp = Listpack::with_capacity(prealloc);
+            // Room for this first entry only (an estimate, see NODE_FIRST_ROOM): the node then
+            // grows geometrically as entries come, where the built-in preallocates 4 KB.
+            let room = (totelelen as usize).saturating_add(4 * numfields).saturating_add(NODE_FIRST_ROOM);
+            let mut lp = Listpack::with_capacity(room.min(node_bytes_max as usize));
             lp.append_int(1);
             lp.append_int(0);
             lp.append_int(numfields as i64);
@@ -1220,15 +1266,15 @@ impl Stream {
     pub fn pack_queued_then(&mut self, max: usize, mut more: impl FnMut() -> bool, mut sealed: impl FnMut(StreamId, usize)) -> usize {
         let tier = tiering();
         let codec = codec();
+        let Some(layout) = self.layout.as_deref_mut().filter(|l| !l.pack_queue.is_empty()) else { return 0 };
         if codec.is_none() && !tier {
-            let n = self.pack_queue.len();
-            self.pack_queue = Vec::new();
-            return n;
+            return std::mem::take(&mut layout.pack_queue).len();
         }
+        let mut queue = std::mem::take(&mut layout.pack_queue);
         let last = self.rax.seek(SeekOp::Last, &[]).next().map(|(k, _)| k.to_vec());
         let mut taken = 0;
-        while taken < max && taken < self.pack_queue.len() && more() {
-            let id = self.pack_queue[taken];
+        while taken < max && taken < queue.len() && more() {
+            let id = queue[taken];
             let k = id.to_be_bytes();
             taken += 1;
             if last.as_deref() == Some(&k[..]) {
@@ -1243,9 +1289,9 @@ impl Stream {
                 }
             }
         }
-        self.pack_queue.drain(..taken);
-        if self.pack_queue.is_empty() {
-            self.pack_queue = Vec::new();
+        queue.drain(..taken);
+        if !queue.is_empty() {
+            self.layout_mut().pack_queue = queue;
         }
         taken
     }
@@ -1338,7 +1384,7 @@ impl Stream {
     /// cannot meet a node on disk: none of this stream ever went, or the read goes forwards
     /// from a node above every one that did ([`Stream::cold_max`]).
     pub fn read_ahead(&self, it: &RangeIter<'_>, count: u64) {
-        match (self.cold_max, it.node()) {
+        match (self.cold_max(), it.node()) {
             (None, _) => {}
             (Some(cold), Some(at)) if !it.rev && at > cold => {}
             _ => it.read_ahead(count),
@@ -1373,7 +1419,7 @@ impl Stream {
     /// it takes them.
     pub fn resident_sealed(&self) -> Vec<(StreamId, usize)> {
         let n = self.rax.len();
-        let queued: std::collections::HashSet<StreamId> = self.pack_queue.iter().copied().collect();
+        let queued: std::collections::HashSet<StreamId> = self.pack_queue().iter().copied().collect();
         self.stored_nodes()
             .take(n.saturating_sub(1))
             .filter(|(k, lp)| !lp.is_cold() && !queued.contains(k))
@@ -1401,8 +1447,10 @@ impl Stream {
             if let Some(n) = note {
                 lp.set_note(n);
             }
-            self.cold_max = self.cold_max.max(Some(master));
-            Ok(Some(before.saturating_sub(lp.stored_bytes())))
+            let freed = before.saturating_sub(lp.stored_bytes());
+            let l = self.layout_mut();
+            l.cold_max = l.cold_max.max(Some(master));
+            Ok(Some(freed))
         } else {
             Ok(None)
         }

@@ -47,7 +47,7 @@ impl MaxAge {
 impl Stream {
     /// Applies the stored retention at `now_ms` (KEEPREF); None without one.
     pub fn trim_aged(&mut self, now_ms: u64, limit: i64) -> Option<(Trim, Trimmed)> {
-        let t = self.max_age?.trim_at(now_ms, limit);
+        let t = self.max_age.as_deref()?.trim_at(now_ms, limit);
         let done = self.trim_with(&t, RefPolicy::KeepRef);
         Some((t, done))
     }
@@ -57,7 +57,7 @@ impl Stream {
     /// (tombstones included, as the trim reads it) ages out (whole nodes). None
     /// without a retention or entries.
     pub fn age_due_ms(&self) -> Option<u64> {
-        let a = self.max_age?;
+        let a = *self.max_age.as_deref()?;
         if self.length == 0 {
             return None;
         }
@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn exact_keeps_exactly_the_entries_not_older_than_the_age() {
         let mut s = stream_at(&[100, 200, 300, 400, 500, 600]);
-        s.max_age = Some(MaxAge::new(250, true));
+        s.max_age = Some(Box::new(MaxAge::new(250, true)));
         // now 600: cutoff 350, entries at 100..300 go.
         let (_, done) = s.trim_aged(600, 0).unwrap();
         assert_eq!(done.deleted, 3);
@@ -112,7 +112,7 @@ mod tests {
     fn approximate_removes_whole_nodes_only() {
         // Nodes of 4 entries: [100..400] [500..800] [900].
         let mut s = stream_at(&[100, 200, 300, 400, 500, 600, 700, 800, 900]);
-        s.max_age = Some(MaxAge::new(100, false));
+        s.max_age = Some(Box::new(MaxAge::new(100, false)));
         // The first node's last entry (400) ages out at 501.
         assert_eq!(s.age_due_ms(), Some(501));
         assert_eq!(s.trim_aged(500, 0).unwrap().1.deleted, 0);
@@ -128,11 +128,11 @@ mod tests {
         let mut s = stream_at(&[5_000, 6_000]);
         assert!(s.trim_aged(10_000, 0).is_none());
         assert_eq!(s.age_due_ms(), None);
-        s.max_age = Some(MaxAge::new(1_000, true));
+        s.max_age = Some(Box::new(MaxAge::new(1_000, true)));
         // The clock (1 000) is before every ID.
         assert_eq!(s.trim_aged(1_000, 0).unwrap().1.deleted, 0);
         // An age longer than the clock: cutoff 0-0.
-        s.max_age = Some(MaxAge::new(u64::MAX, true));
+        s.max_age = Some(Box::new(MaxAge::new(u64::MAX, true)));
         assert_eq!(cutoff(6_000, u64::MAX), StreamId::MIN);
         assert_eq!(s.trim_aged(6_000, 0).unwrap().1.deleted, 0);
         assert_eq!(s.age_due_ms(), Some(u64::MAX));
@@ -143,7 +143,7 @@ mod tests {
     fn limit_bounds_the_work_per_pass() {
         let times: Vec<u64> = (1..=40).map(|i| i * 10).collect();
         let mut s = stream_at(&times);
-        s.max_age = Some(MaxAge::new(10, false));
+        s.max_age = Some(Box::new(MaxAge::new(10, false)));
         // Everything is aged at 1 000; 8 entries (two nodes) per pass.
         let mut passes = 0;
         while s.trim_aged(1_000, 8).unwrap().1.deleted > 0 {
@@ -161,7 +161,7 @@ mod tests {
             for now in [0, 50, 99, 120, 211, 300] {
                 let mut a = stream_at(&times);
                 let mut b = a.clone();
-                a.max_age = Some(MaxAge::new(40, exact));
+                a.max_age = Some(Box::new(MaxAge::new(40, exact)));
                 a.trim_aged(now, 0);
                 let t = Trim { strategy: TrimStrategy::MinId(cutoff(now, 40)), approx: !exact, limit: 0 };
                 b.trim_with(&t, RefPolicy::KeepRef);

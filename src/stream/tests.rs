@@ -377,3 +377,27 @@ fn read_ahead_reads_every_node_the_read_reads() {
     }
     set_compression(false);
 }
+
+/// A stream of one entry holds what it needs: the stream record in jemalloc's 320-byte size
+/// class (was 448: the tree's buffers, the compression and tiering state and the retention
+/// setting inline), and a first node with room for its entry, where the built-in
+/// preallocates 4 KB. Appends then grow the node geometrically, and sealing it trims it.
+#[test]
+fn a_small_stream_takes_little() {
+    assert!(std::mem::size_of::<Stream>() <= 320, "{}", std::mem::size_of::<Stream>());
+    assert!(std::mem::size_of::<Rax<Listpack>>() <= 176, "{}", std::mem::size_of::<Rax<Listpack>>());
+    let mut s = Stream::new();
+    let limits = NodeLimits::default();
+    s.append(&[b"temperature", b"21.5"], IdSpec::Explicit(StreamId::new(1, 1)), 0, limits).unwrap();
+    let (_, lp) = s.stored_nodes().next().unwrap();
+    assert!(lp.bytes_len() <= lp.alloc_bytes() && lp.alloc_bytes() <= 96, "{} of {}", lp.bytes_len(), lp.alloc_bytes());
+    // A node filled to its entry cap, then sealed by the next append, holds its bytes only.
+    for i in 2..=101 {
+        s.append(&[b"temperature", b"21.5"], IdSpec::Explicit(StreamId::new(1, i)), 0, limits).unwrap();
+    }
+    let nodes: Vec<_> = s.stored_nodes().map(|(_, lp)| (lp.bytes_len(), lp.alloc_bytes())).collect();
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0].0, nodes[0].1);
+    assert!(nodes[1].1 <= 96, "{nodes:?}");
+    assert_eq!(s.range(StreamId::MIN, StreamId::MAX, false).count(), 101);
+}

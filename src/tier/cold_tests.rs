@@ -249,8 +249,8 @@ fn trims_remove_cold_nodes_by_their_notes() {
         assert_eq!(entries(&hot), entries(&cold), "case {case}: {t:?}");
         // Every node on disk, rewritten by the deletes and the trim or not, is at or below
         // `cold_max` (what lets a forward read above it skip its read-first walk).
-        assert_eq!(hot.cold_max, None);
-        assert!(cold.stored_nodes().filter(|(_, lp)| lp.is_cold()).all(|(k, _)| Some(k) <= cold.cold_max), "case {case}");
+        assert_eq!(hot.cold_max(), None);
+        assert!(cold.stored_nodes().filter(|(_, lp)| lp.is_cold()).all(|(k, _)| Some(k) <= cold.cold_max()), "case {case}");
         let removed = nodes_before - cold.rax_keys();
         if policy == RefPolicy::KeepRef {
             // The node cut or stopped at, and the first node left (its first ID).
