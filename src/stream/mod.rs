@@ -51,8 +51,9 @@ pub const NODE_BYTES_MAX: u64 = 1 << 30;
 ///
 /// The built-in preallocates 4 KB for every new node (STREAM_LISTPACK_MAX_PRE_ALLOCATE,
 /// or stream-node-max-bytes when smaller) and shrinks it when the node is full: a stream
-/// of one entry holds 4 KB. Here a node takes room as it grows (7 reallocations to fill a
-/// 4 KB node from its first entry), so a small stream costs what it holds.
+/// of one entry holds 4 KB. Here a node takes room as it grows (about six reallocations,
+/// each doubling, to fill a 4 KB node from its first entry), so a small stream costs what
+/// it holds.
 const NODE_FIRST_ROOM: usize = 48;
 /// Default node caps (stream-node-max-entries / stream-node-max-bytes).
 pub const NODE_ENTRIES_DEFAULT: i64 = 100;
