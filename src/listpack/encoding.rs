@@ -447,13 +447,6 @@ impl<'a> Encoded<'a> {
         self.enc_len().saturating_add(self.back_len)
     }
 
-    /// Appends the entry to `out`.
-    pub fn extend_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.head[..self.head_len]);
-        out.extend_from_slice(self.data);
-        out.extend_from_slice(&self.back[..self.back_len]);
-    }
-
     /// Writes the entry over `dst`, which must be exactly `total_len()` bytes.
     pub fn write_over(&self, dst: &mut [u8]) {
         let (h, rest) = dst.split_at_mut(self.head_len);

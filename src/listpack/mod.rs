@@ -33,9 +33,14 @@
 //! `validate.rs`; `docs/listpack.md` has the full format.
 //!
 //! Differences from listpack.c worth knowing:
-//! * The buffer is a `Vec<u8>` we own, so appends grow it amortised (doubling)
-//!   instead of realloc'ing to the exact size; `alloc_bytes` reports the
-//!   capacity for memory accounting, `shrink_to_fit` trims it.
+//! * The buffer is a `Box<[u8]>` we own, longer than the listpack while it has
+//!   room to grow: the listpack is its first total-bytes bytes (the header's
+//!   own field), the rest is room, so appends grow it amortised (doubling)
+//!   instead of realloc'ing to the exact size. `alloc_bytes` reports the whole
+//!   box for memory accounting, `shrink_to_fit` trims it. (A box, not a `Vec`:
+//!   a stream keeps one handle per node, and the header already holds the
+//!   length, so the handle is 16 bytes where a `Vec` and the packed form's
+//!   pointer took 32; the built-in keeps an 8-byte pointer.)
 //! * Offsets (`usize` from the start of the buffer) replace pointers. Any
 //!   mutation invalidates offsets at or after the mutated element.
 //! * No operation can take the listpack past MAX_BYTES: the `try_*` variants
@@ -172,10 +177,76 @@ impl std::error::Error for LpError {}
 /// listpack read without `view` reads as an empty listpack (its own buffer), never garbage.
 #[derive(Debug)]
 pub struct Listpack {
-    /// The bytes; an empty listpack while packed.
-    buf: Vec<u8>,
-    /// The compressed form, while packed.
-    z: Option<Box<Packed>>,
+    repr: Repr,
+}
+
+#[derive(Debug)]
+enum Repr {
+    /// The bytes, then the room to grow into (see the module documentation). An empty box is
+    /// a *vacancy*: no listpack at all, the form a tree's freed value slot holds
+    /// ([`Listpack::vacant`]); it is never handed out.
+    Plain(Box<[u8]>),
+    /// The compressed form.
+    Packed(Box<Packed>),
+}
+
+/// The listpack a box holds: its first total-bytes bytes (the whole box if the header says
+/// more, which no listpack of ours does: every buffer taken in is validated).
+#[inline(always)]
+fn held(b: &[u8]) -> &[u8] {
+    &b[..held_len(b)]
+}
+
+/// The length of [`held`]: the header's total-bytes field, at most the box's length.
+#[inline(always)]
+fn held_len(b: &[u8]) -> usize {
+    let total = match b.first_chunk::<4>() {
+        Some(h) => u32::from_le_bytes(*h) as usize,
+        None => 0,
+    };
+    total.min(b.len())
+}
+
+/// Total size of the entry at `off` of listpack bytes `b` ending at `eof` (see
+/// [`Listpack::entry_size`]).
+#[inline(always)]
+fn entry_size_in(b: &[u8], eof: usize, off: usize) -> Option<usize> {
+    let head = encoding::read_head(b, off, eof).ok()?;
+    head.enc_len.checked_add(encoding::backlen_size(head.enc_len))
+}
+
+/// Offset just past the entry at `off` of listpack bytes `b` ending at `eof`; None past the
+/// terminator.
+#[inline(always)]
+fn skip_in(b: &[u8], eof: usize, off: usize) -> Option<usize> {
+    let end = off.checked_add(entry_size_in(b, eof, off)?)?;
+    if end <= eof {
+        Some(end)
+    } else {
+        None
+    }
+}
+
+/// Grows box `b` to hold at least `need` bytes: doubling (up to GROW_PAUSE while `need` fits
+/// in it), the listpack's bytes kept, the new room zeroed, through the allocator's realloc.
+#[cold]
+#[inline(never)]
+fn grow(b: &mut Box<[u8]>, need: usize) {
+    let total = held_len(b);
+    let mut to = need.max(b.len().saturating_mul(2));
+    if need <= GROW_PAUSE {
+        to = to.min(GROW_PAUSE);
+    }
+    let mut v = Vec::from(std::mem::take(b));
+    v.truncate(total);
+    v.reserve_exact(to - total);
+    v.resize(to, 0);
+    *b = v.into_boxed_slice();
+}
+
+/// A box of exactly `v`'s bytes (no reallocation when `v` has no spare capacity).
+fn boxed(v: Vec<u8>) -> Box<[u8]> {
+    v.into_boxed_slice()
 }
 
 /// How a packed listpack's bytes are compressed (the codec tag of RDB encoding 6).
@@ -296,14 +367,14 @@ impl Clone for Listpack {
         // A clone starts without a cache (the fill count stays exact), its block in RAM (a
         // copy is a new key's, tiered on its own). A cold block that cannot be read back
         // copies as what the node reads as then.
-        let z = match &self.z {
-            None => None,
-            Some(p) => match p.block() {
-                Ok(d) => Some(Packed::new(p.codec, d.into_owned().into_boxed_slice(), p.plain_len)),
-                Err(_) => return Listpack { buf: UNDECODABLE.to_vec(), z: None },
+        // A plain one is copied without its room (as a Vec's clone has none).
+        match &self.repr {
+            Repr::Plain(b) => Listpack { repr: Repr::Plain(Box::from(held(b))) },
+            Repr::Packed(p) => match p.block() {
+                Ok(d) => Listpack { repr: Repr::Packed(Packed::new(p.codec, d.into_owned().into_boxed_slice(), p.plain_len)) },
+                Err(_) => Listpack::own(UNDECODABLE.to_vec()),
             },
-        };
-        Listpack { buf: self.buf.clone(), z }
+        }
     }
 }
 
@@ -317,7 +388,7 @@ impl Drop for Packed {
 
 impl Drop for Listpack {
     fn drop(&mut self) {
-        if let Some(p) = &self.z {
+        if let Repr::Packed(p) = &self.repr {
             if p.cache.get().is_some() {
                 fills_sub(1);
             }
@@ -328,7 +399,7 @@ impl Drop for Listpack {
 
 impl PartialEq for Listpack {
     fn eq(&self, other: &Self) -> bool {
-        self.view().buf == other.view().buf
+        self.view().buf() == other.view().buf()
     }
 }
 impl Eq for Listpack {}
@@ -380,7 +451,7 @@ fn try_packed_view(p: &Packed) -> Option<&Listpack> {
     let (buf, hit) = p.plain()?;
     CACHE_FILLS.with(|c| c.set(c.get() + 1));
     p.hit.store(hit, std::sync::atomic::Ordering::Relaxed);
-    Some(p.cache.get_or_init(|| Listpack { buf, z: None }))
+    Some(p.cache.get_or_init(|| Listpack::own(buf)))
 }
 
 /// Decompresses a packed listpack. A block that does not decode to a listpack with a valid
@@ -454,6 +525,11 @@ impl Default for Listpack {
     }
 }
 
+/// Doubling stops here when the bytes needed fit: a stream node's listpack grows to at most
+/// 4 KB while its entries fit in it (the built-in preallocates 4 KB, STREAM_LISTPACK_MAX_PRE_ALLOCATE,
+/// and stream-node-max-bytes is 4 KB by default), where doubling from 3.2 KB would hold 6.4 KB.
+const GROW_PAUSE: usize = 4096;
+
 /// Above this many bytes, try_append_all reserves what the values encode to, not a bound.
 const EXACT_RESERVE_ABOVE: usize = 64 * 1024;
 
@@ -473,14 +549,95 @@ fn checked_total(cur: usize, remove: usize, add: usize) -> Result<usize, LpError
 impl Listpack {
     /// An empty listpack (lpNew(0)).
     pub fn new() -> Self {
-        Listpack { buf: EMPTY.to_vec(), z: None }
+        Listpack::own(EMPTY.to_vec())
     }
 
     /// An empty listpack with room for `bytes` total bytes (lpNew(capacity)).
     pub fn with_capacity(bytes: usize) -> Self {
-        let mut buf = Vec::with_capacity(bytes.max(EMPTY_BYTES));
-        buf.extend_from_slice(&EMPTY);
-        Listpack { buf, z: None }
+        let mut buf = vec![0; bytes.max(EMPTY_BYTES)];
+        buf[..EMPTY_BYTES].copy_from_slice(&EMPTY);
+        Listpack::own(buf)
+    }
+
+    /// A plain listpack of `buf`, whose header is valid (its total-bytes field at most its
+    /// length: beyond it is room).
+    fn own(buf: Vec<u8>) -> Self {
+        Listpack { repr: Repr::Plain(boxed(buf)) }
+    }
+
+    /// No listpack: what a freed value slot of a tree holds (see [`Repr::Plain`]). Every
+    /// method but [`Listpack::is_vacant`] and dropping assumes a listpack; never hand one out.
+    pub fn vacant() -> Self {
+        Listpack { repr: Repr::Plain(Box::default()) }
+    }
+
+    /// Is this [`Listpack::vacant`]?
+    #[inline(always)]
+    pub fn is_vacant(&self) -> bool {
+        matches!(&self.repr, Repr::Plain(b) if b.is_empty())
+    }
+
+    /// The listpack's bytes (plain: without the room after them; packed: an empty
+    /// listpack's, see [`Listpack::view`]).
+    #[inline(always)]
+    fn buf(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Plain(b) => held(b),
+            Repr::Packed(_) => &EMPTY,
+        }
+    }
+
+    /// The whole box of a plain listpack, room included, to write in (nothing when packed:
+    /// every writer makes the listpack plain first).
+    #[inline(always)]
+    fn raw_mut(&mut self) -> &mut [u8] {
+        match &mut self.repr {
+            Repr::Plain(b) => b,
+            Repr::Packed(_) => &mut [],
+        }
+    }
+
+    /// The box of a plain listpack with room for `need` total bytes: grown when short, by
+    /// doubling (up to GROW_PAUSE while `need` fits in it; the room zeroed), through the
+    /// allocator's realloc.
+    #[inline]
+    fn room(&mut self, need: usize) -> &mut [u8] {
+        match &mut self.repr {
+            Repr::Plain(b) => {
+                if b.len() < need {
+                    grow(b, need);
+                }
+                b
+            }
+            Repr::Packed(_) => &mut [],
+        }
+    }
+
+    /// The compressed form, while packed.
+    #[inline(always)]
+    fn z(&self) -> Option<&Packed> {
+        match &self.repr {
+            Repr::Plain(_) => None,
+            Repr::Packed(p) => Some(p),
+        }
+    }
+
+    fn z_mut(&mut self) -> Option<&mut Packed> {
+        match &mut self.repr {
+            Repr::Plain(_) => None,
+            Repr::Packed(p) => Some(p),
+        }
+    }
+
+    /// The box of a plain listpack, the listpack left vacant (used on a cache's copy).
+    fn take_plain(&mut self) -> Box<[u8]> {
+        match std::mem::replace(&mut self.repr, Repr::Plain(Box::default())) {
+            Repr::Plain(b) => b,
+            Repr::Packed(p) => {
+                self.repr = Repr::Packed(p);
+                Box::default()
+            }
+        }
     }
 
     /// Takes ownership of `buf` after [`validate`]. With `deep = false` only
@@ -489,26 +646,29 @@ impl Listpack {
     /// walk advances), but may yield garbage values (see `encoding::GARBAGE`).
     pub fn from_vec(buf: Vec<u8>, deep: bool) -> Result<Self, LpError> {
         validate(&buf, deep)?;
-        Ok(Listpack { buf, z: None })
+        Ok(Listpack::own(buf))
     }
 
     /// The serialised listpack, exactly as Redis would store it (decompressed if packed).
     pub fn as_bytes(&self) -> &[u8] {
-        &self.view().buf
+        self.view().buf()
     }
 
     pub fn into_vec(mut self) -> Vec<u8> {
         self.unpack();
-        std::mem::take(&mut self.buf)
+        let total = self.bytes_len();
+        let mut v = Vec::from(self.take_plain());
+        v.truncate(total);
+        v
     }
 
     /// The listpack to read: itself, or its decompressed form if packed (decompressed once,
     /// into the cache). One branch per node for the readers; element reads never branch.
     #[inline(always)]
     pub fn view(&self) -> &Listpack {
-        match &self.z {
-            None => self,
-            Some(p) => packed_view(p),
+        match &self.repr {
+            Repr::Plain(_) => self,
+            Repr::Packed(p) => packed_view(p),
         }
     }
 
@@ -516,31 +676,30 @@ impl Listpack {
     /// plain; an error when the block does not decode to exactly its size (never produced by
     /// `pack`: only a block loaded unchecked). The bytes are not validated here.
     pub fn unpacked_copy(&self) -> Option<Result<Listpack, LpError>> {
-        self.z.as_ref().map(|p| match p.block().ok().and_then(|d| decompress(p.codec, &d, p.plain_len)) {
-            Some(buf) => Ok(Listpack { buf, z: None }),
+        self.z().map(|p| match p.block().ok().and_then(|d| decompress(p.codec, &d, p.plain_len)) {
+            Some(buf) => Ok(Listpack::own(buf)),
             None => Err(LpError::BadBlock),
         })
     }
 
     /// Stored compressed?
     pub fn is_packed(&self) -> bool {
-        self.z.is_some()
+        matches!(self.repr, Repr::Packed(_))
     }
 
     /// Compresses the listpack with `codec` when that saves at least an eighth of it; returns
     /// whether it is packed now (a packed one stays as it is, whatever its codec). (Sealed
     /// stream nodes: the tail, which takes appends, never is.)
     pub fn pack(&mut self, codec: Codec) -> bool {
-        if self.z.is_some() {
+        if self.is_packed() {
             return true;
         }
-        let plain_len = self.buf.len();
-        let Some(data) = compress(codec, &self.buf) else { return false };
+        let plain_len = self.buf().len();
+        let Some(data) = compress(codec, self.buf()) else { return false };
         if data.len() + plain_len / 8 > plain_len || plain_len > data.len().saturating_mul(MAX_RATIO) {
             return false;
         }
-        self.z = Some(Packed::new(codec, data.into_boxed_slice(), plain_len));
-        self.buf = EMPTY.to_vec();
+        self.repr = Repr::Packed(Packed::new(codec, data.into_boxed_slice(), plain_len));
         true
     }
 
@@ -549,24 +708,24 @@ impl Listpack {
     /// error when that fails.
     #[allow(clippy::type_complexity)]
     pub fn packed_parts(&self) -> Option<Result<(Codec, usize, std::borrow::Cow<'_, [u8]>), crate::tier::segment::TierError>> {
-        self.z.as_ref().map(|p| p.block().map(|d| (p.codec, p.plain_len, d)))
+        self.z().map(|p| p.block().map(|d| (p.codec, p.plain_len, d)))
     }
 
     /// Is the block on disk (a cold node)?
     pub fn is_cold(&self) -> bool {
-        self.z.as_ref().is_some_and(|p| matches!(p.data, Block::Disk(_)))
+        self.z().is_some_and(|p| matches!(p.data, Block::Disk(_)))
     }
 
     /// Notes `n` with a listpack whose block is on disk (see [`Note`]); nothing otherwise.
     pub fn set_note(&mut self, n: Note) {
-        if let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) {
+        if let Some(Block::Disk(c)) = self.z_mut().map(|p| &mut p.data) {
             c.note = Some(n);
         }
     }
 
     /// The note of a listpack whose block is on disk, if its owner left one.
     pub fn note(&self) -> Option<Note> {
-        match self.z.as_ref().map(|p| &p.data) {
+        match self.z().map(|p| &p.data) {
             Some(Block::Disk(c)) => c.note,
             _ => None,
         }
@@ -574,7 +733,7 @@ impl Listpack {
 
     /// The segment a cold node's record is in; None when its block is in RAM.
     pub fn cold_segment(&self) -> Option<u32> {
-        match self.z.as_ref().map(|p| &p.data) {
+        match self.z().map(|p| &p.data) {
             Some(Block::Disk(c)) => Some(c.loc.seg),
             _ => None,
         }
@@ -584,7 +743,7 @@ impl Listpack {
     /// released); nothing to do when the node is not cold. On an error the node keeps its record
     /// (nothing changed). What the node reads as, its note and its decoded forms stay.
     pub fn rewrite_cold(&mut self) -> Result<(), crate::tier::segment::TierError> {
-        if let Some(Block::Disk(c)) = self.z.as_mut().map(|p| &mut p.data) {
+        if let Some(Block::Disk(c)) = self.z_mut().map(|p| &mut p.data) {
             c.loc = crate::tier::cold::rewrite(c.loc)?;
         }
         Ok(())
@@ -592,7 +751,7 @@ impl Listpack {
 
     /// Bytes the node's record takes on disk (header included); 0 when it is in RAM.
     pub fn disk_bytes(&self) -> u64 {
-        match self.z.as_ref().map(|p| &p.data) {
+        match self.z().map(|p| &p.data) {
             Some(Block::Disk(c)) => c.loc.size(),
             _ => 0,
         }
@@ -602,9 +761,9 @@ impl Listpack {
     /// its block is on disk and cannot be read back (a fault, counted and logged by the
     /// store's handle).
     pub fn try_view(&self) -> Option<&Listpack> {
-        match &self.z {
-            None => Some(self),
-            Some(p) => try_packed_view(p),
+        match &self.repr {
+            Repr::Plain(_) => Some(self),
+            Repr::Packed(p) => try_packed_view(p),
         }
     }
 
@@ -623,20 +782,19 @@ impl Listpack {
         if !crate::tier::cold::is_open() {
             return Ok(false);
         }
-        if self.z.is_none() {
-            let plain_len = self.buf.len();
-            let Some(data) = compress(codec, &self.buf) else { return Ok(false) };
+        if !self.is_packed() {
+            let plain_len = self.buf().len();
+            let Some(data) = compress(codec, self.buf()) else { return Ok(false) };
             if plain_len > data.len().saturating_mul(MAX_RATIO) || plain_len < EMPTY_BYTES + 2 {
                 return Ok(false);
             }
             let Some(r) = crate::tier::cold::put(&data) else { return Ok(false) };
             let mut p = Packed::new(codec, Box::default(), plain_len);
             p.data = Block::disk(r?);
-            self.z = Some(p);
-            self.buf = EMPTY.to_vec();
+            self.repr = Repr::Packed(p);
             return Ok(true);
         }
-        let Some(p) = self.z.as_mut() else { return Ok(false) };
+        let Some(p) = self.z_mut() else { return Ok(false) };
         let Block::Mem(d) = &p.data else { return Ok(true) };
         let Some(r) = crate::tier::cold::put(d) else { return Ok(false) };
         p.data = Block::disk(r?);
@@ -652,7 +810,7 @@ impl Listpack {
         if plain_len < EMPTY_BYTES + 2 || plain_len > data.len().saturating_mul(MAX_RATIO).saturating_add(16) {
             return Err(LpError::BadBlock);
         }
-        Ok(Listpack { buf: EMPTY.to_vec(), z: Some(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
+        Ok(Listpack { repr: Repr::Packed(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
     }
 
     /// A packed listpack from its stored form (RDB encoding 6), checked as
@@ -662,18 +820,18 @@ impl Listpack {
     pub fn from_packed(codec: Codec, plain_len: usize, data: Vec<u8>, deep: bool) -> Result<Self, LpError> {
         let plain = decompress(codec, &data, plain_len).ok_or(LpError::BadBlock)?;
         validate(&plain, deep)?;
-        let lp = Listpack { buf: plain, z: None };
+        let lp = Listpack::own(plain);
         if lp.first().is_none() {
             return Err(LpError::TooShort { len: plain_len });
         }
-        Ok(Listpack { buf: EMPTY.to_vec(), z: Some(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
+        Ok(Listpack { repr: Repr::Packed(Packed::new(codec, data.into_boxed_slice(), plain_len)) })
     }
 
     /// Decompresses for good (before a mutation; public for callers that read a node they
     /// are about to change).
     #[inline(always)]
     pub fn unpack(&mut self) {
-        if self.z.is_some() {
+        if self.is_packed() {
             self.unpack_slow();
         }
     }
@@ -684,14 +842,16 @@ impl Listpack {
         // A node whose block cannot be read back is never made plain: the write ends here
         // (see `packed_view`), the node as it was.
         self.view();
-        if let Some(mut p) = self.z.take() {
-            self.buf = match p.cache.take() {
+        if let Repr::Packed(p) = &mut self.repr {
+            let plain = match p.cache.take() {
                 Some(mut v) => {
                     fills_sub(1);
-                    std::mem::take(&mut v.buf)
+                    v.take_plain()
                 }
-                None => UNDECODABLE.to_vec(),
+                None => boxed(UNDECODABLE.to_vec()),
             };
+            // Drops the packed form (a cold node's record is released).
+            self.repr = Repr::Plain(plain);
         }
     }
 
@@ -699,10 +859,10 @@ impl Listpack {
     /// there within its budget, for the next command, when `last`: the node a reader stopped
     /// in; see [`decoded::Decoded::offer`] for the others); returns whether it was filled.
     pub fn release_cache(&mut self, last: bool) -> bool {
-        let Some(p) = &mut self.z else { return false };
+        let Repr::Packed(p) = &mut self.repr else { return false };
         if let Some(mut v) = p.cache.take() {
             fills_sub(1);
-            let buf = std::mem::take(&mut v.buf);
+            let buf = Vec::from(v.take_plain());
             let hit = p.hit.swap(false, std::sync::atomic::Ordering::Relaxed);
             decoded::with(|c| c.offer(p.id, buf, last || hit));
             true
@@ -713,55 +873,64 @@ impl Listpack {
 
     /// Total bytes (lpBytes); equals the header's total-bytes field (packed: once decompressed).
     pub fn bytes_len(&self) -> usize {
-        match &self.z {
-            None => self.buf.len(),
-            Some(p) => p.plain_len,
+        match &self.repr {
+            Repr::Plain(b) => held_len(b),
+            Repr::Packed(p) => p.plain_len,
         }
     }
 
-    /// Allocated bytes (the Vec's capacity; packed: the compressed block, its header and
+    /// Allocated bytes (the box, room included; packed: the compressed block, its header and
     /// the cache if filled), for memory accounting.
     pub fn alloc_bytes(&self) -> usize {
-        match &self.z {
-            None => self.buf.capacity(),
-            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.mem_len() + p.cache.get().map_or(0, |v| v.buf.capacity()),
+        match &self.repr {
+            Repr::Plain(b) => b.len(),
+            Repr::Packed(p) => std::mem::size_of::<Packed>() + p.mem_len() + p.cache.get().map_or(0, Listpack::alloc_bytes),
         }
     }
 
     /// [`Listpack::alloc_bytes`] without a packed listpack's decompressed cache: what it holds
     /// between commands (caches are released after each one), so what freeing it gives back.
     pub fn stored_bytes(&self) -> usize {
-        match &self.z {
-            None => self.buf.capacity(),
-            Some(p) => self.buf.capacity() + std::mem::size_of::<Packed>() + p.mem_len(),
+        match &self.repr {
+            Repr::Plain(b) => b.len(),
+            Repr::Packed(p) => std::mem::size_of::<Packed>() + p.mem_len(),
         }
     }
 
     /// Releases unused capacity (lpShrinkToFit).
     pub fn shrink_to_fit(&mut self) {
-        // (Packed: the buffer is already empty.)
-        self.buf.shrink_to_fit();
+        // (Packed: nothing to trim.)
+        if let Repr::Plain(b) = &mut self.repr {
+            let total = held_len(b);
+            if total < b.len() {
+                let mut v = Vec::from(std::mem::take(b));
+                v.truncate(total);
+                *b = v.into_boxed_slice();
+            }
+        }
     }
 
     /// The raw header count; NUMELE_UNKNOWN (65535) when not known.
     pub fn header_count(&self) -> u16 {
-        u16::from_le_bytes([self.buf[4], self.buf[5]])
+        let b = self.buf();
+        u16::from_le_bytes([b[4], b[5]])
     }
 
     fn set_header_count(&mut self, n: u16) {
-        self.buf[4..6].copy_from_slice(&n.to_le_bytes());
+        self.raw_mut()[4..6].copy_from_slice(&n.to_le_bytes());
     }
 
-    /// Writes the header's total-bytes field from the buffer length, which
-    /// every mutation has checked against MAX_BYTES.
-    fn sync_total_bytes(&mut self) {
-        let total = u32::try_from(self.buf.len()).unwrap_or(u32::MAX);
-        self.buf[0..4].copy_from_slice(&total.to_le_bytes());
+    /// Writes the header's total-bytes field: the listpack's length from now on (the bytes
+    /// after it are room). Every mutation has checked `total` against MAX_BYTES.
+    fn set_total_bytes(&mut self, total: usize) {
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        self.raw_mut()[0..4].copy_from_slice(&total.to_le_bytes());
     }
 
     /// Offset of the terminator.
+    #[inline(always)]
     fn eof_offset(&self) -> usize {
-        self.buf.len() - 1
+        self.reader().eof
     }
 
     /// Number of elements (lpLength): the header count, or a walk when it is
@@ -786,7 +955,7 @@ impl Listpack {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.get(HDR_SIZE).is_none_or(|&b| b == EOF)
+        self.buf().get(HDR_SIZE).is_none_or(|&b| b == EOF)
     }
 
     /// Bytes that appending `v` adds: encoding + data + backlen (a `Str` that
@@ -809,14 +978,15 @@ impl Listpack {
         self.unpack();
         let e = Encoded::new(v);
         let add = e.total_len();
-        checked_total(self.buf.len(), 0, add)?;
-        // Vec::reserve grows geometrically, so a run of appends is amortised
-        // O(1) per byte rather than a copy of the whole node each time.
-        self.buf.reserve(add);
-        self.buf.pop(); // the terminator, re-added below
-        e.extend_into(&mut self.buf);
-        self.buf.push(EOF);
-        self.sync_total_bytes();
+        let total = self.bytes_len();
+        checked_total(total, 0, add)?;
+        // The room grows geometrically, so a run of appends is amortised O(1) per byte
+        // rather than a copy of the whole node each time. The entry goes over the
+        // terminator, which moves after it.
+        let b = self.room(total + add);
+        e.write_over(&mut b[total - 1..total - 1 + add]);
+        b[total - 1 + add] = EOF;
+        self.set_total_bytes(total + add);
         // As lpInsert: count up while known; reaching 65535 makes it unknown
         // for good (until a delete_range recounts).
         let n = self.header_count();
@@ -856,28 +1026,36 @@ impl Listpack {
         // that receives one large entry keeps what is reserved until it is sealed (a 1M-field
         // entry: 1.8x the built-in's memory). So when the bound does not fit in the room left,
         // or is past 64 KiB, the exact count is worth its second pass over the values.
-        if bound > EXACT_RESERVE_ABOVE || bound > self.buf.capacity() - self.buf.len() {
+        // (Plain after `unpack`; a vacant box is no listpack to append to.)
+        let Repr::Plain(b) = &mut self.repr else { return Err(LpError::BadBlock) };
+        let start = held_len(b);
+        if start < EMPTY_BYTES {
+            return Err(LpError::TooShort { len: start });
+        }
+        if bound > EXACT_RESERVE_ABOVE || bound > b.len() - start || checked_total(start, 0, bound).is_err() {
             bound = vals.clone().map(|v| Encoded::new(v).total_len()).fold(0usize, usize::saturating_add);
         }
-        let start = self.buf.len();
-        checked_total(start, 0, 0)?;
-        self.buf.reserve(bound);
-        self.buf.pop(); // the terminator, re-added below
+        checked_total(start, 0, bound)?;
+        if b.len() < start + bound {
+            grow(b, start + bound);
+        }
+        // The values go over the terminator, which moves after them; `bound` is at least
+        // what they take.
+        let mut at = start - 1;
         for v in vals {
-            Encoded::new(v).extend_into(&mut self.buf);
+            let e = Encoded::new(v);
+            let l = e.total_len();
+            e.write_over(&mut b[at..at + l]);
+            at += l;
         }
-        self.buf.push(EOF);
-        if let Err(e) = checked_total(self.buf.len(), 0, 0) {
-            self.buf.truncate(start - 1);
-            self.buf.push(EOF);
-            return Err(e);
-        }
-        self.sync_total_bytes();
-        let count = self.header_count();
+        b[at] = EOF;
+        let total = u32::try_from(at + 1).unwrap_or(u32::MAX);
+        b[0..4].copy_from_slice(&total.to_le_bytes());
+        let count = u16::from_le_bytes([b[4], b[5]]);
         if count != NUMELE_UNKNOWN {
             // Counting one by one reaches NUMELE_UNKNOWN and stays there.
             let new = (count as usize).saturating_add(n).min(NUMELE_UNKNOWN as usize);
-            self.set_header_count(new as u16);
+            b[4..6].copy_from_slice(&(new as u16).to_le_bytes());
         }
         Ok(())
     }
@@ -886,131 +1064,74 @@ impl Listpack {
         self.append(Value::Str(s));
     }
 
+    /// The bytes to read elements from (see [`Reader`]); a packed listpack reads as an empty
+    /// one (see [`Listpack::view`]).
+    #[inline(always)]
+    pub fn reader(&self) -> Reader<'_> {
+        let b = self.buf();
+        Reader { b, eof: b.len().saturating_sub(1) }
+    }
+
     /// Offset of the first element (lpFirst).
     pub fn first(&self) -> Option<usize> {
-        if self.is_empty() {
-            None
-        } else {
-            Some(HDR_SIZE)
-        }
+        self.reader().first()
     }
 
     /// Offset of the last element (lpLast).
     pub fn last(&self) -> Option<usize> {
-        self.prev(self.eof_offset())
+        self.reader().last()
     }
 
     /// Total size (encoding + data + backlen) of the entry at `off`, or None
     /// if `off` is not a readable entry.
     pub fn entry_size(&self, off: usize) -> Option<usize> {
-        let head = encoding::read_head(&self.buf, off, self.eof_offset()).ok()?;
-        head.enc_len.checked_add(encoding::backlen_size(head.enc_len))
+        self.reader().entry_size(off)
     }
 
     /// lpSkip without the EOF check: offset just past the entry at `off`.
     fn skip(&self, off: usize) -> Option<usize> {
-        let end = off.checked_add(self.entry_size(off)?)?;
-        if end <= self.eof_offset() {
-            Some(end)
-        } else {
-            None
-        }
+        self.reader().skip(off)
     }
 
-    /// The element after `off` (lpNext), found from the encoding at `off`
-    /// alone; None at the end.
+    /// The element after `off` (lpNext); None at the end.
     pub fn next(&self, off: usize) -> Option<usize> {
-        let n = self.skip(off)?;
-        if n >= self.eof_offset() {
-            None
-        } else {
-            Some(n)
-        }
+        self.reader().next(off)
     }
 
-    /// The element before `off` (lpPrev), found through the backlen that ends
-    /// at `off`; None at the start. `off` may be the terminator's offset.
+    /// The element before `off` (lpPrev); None at the start. `off` may be the terminator's
+    /// offset.
     #[inline]
     pub fn prev(&self, off: usize) -> Option<usize> {
-        if off <= HDR_SIZE || off > self.eof_offset() {
-            return None;
-        }
-        let last = self.buf[off - 1];
-        let p = if last & 0x80 == 0 {
-            // Fast path: a 1-byte backlen (entries of up to 127 bytes).
-            (off - 1).checked_sub(usize::from(last))?
-        } else {
-            let l = encoding::decode_backlen(&self.buf, off)?;
-            off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
-        };
-        if p < HDR_SIZE {
-            None
-        } else {
-            Some(p)
-        }
+        self.reader().prev(off)
     }
 
-    /// The element at `index` (lpSeek with a non-negative index), walking
-    /// from whichever end is nearer when the count is known.
+    /// The element at `index` (lpSeek with a non-negative index).
     pub fn seek(&self, index: usize) -> Option<usize> {
-        let n = self.header_count();
-        if n != NUMELE_UNKNOWN {
-            let n = usize::from(n);
-            if index >= n {
-                return None;
-            }
-            if index > n / 2 {
-                let mut p = self.last();
-                for _ in 0..(n - 1 - index) {
-                    p = self.prev(p?);
-                }
-                return p;
-            }
-        }
-        let mut p = self.first();
-        for _ in 0..index {
-            p = self.next(p?);
-        }
-        p
+        self.reader().seek(index)
     }
 
-    /// The element at `off` (lpGet). Total: if `off` is not an element (only
-    /// possible in a listpack taken with `from_vec(.., false)`), an empty string.
+    /// The element at `off` (lpGet); see [`Reader::get`].
     pub fn get(&self, off: usize) -> Value<'_> {
-        encoding::decode(&self.buf, off).0
+        self.reader().get(off)
     }
 
-    /// The element at `off` and the offset of the next one (None after the
-    /// last), from one decode: the walk of a whole node in one pass.
+    /// The element at `off` and the offset of the next one; see [`Reader::get_next`].
     pub fn get_next(&self, off: usize) -> (Value<'_>, Option<usize>) {
-        let (v, enc_len) = encoding::decode(&self.buf, off);
-        let n = off + enc_len + encoding::backlen_size(enc_len);
-        (v, if n >= self.eof_offset() { None } else { Some(n) })
+        self.reader().get_next(off)
     }
 
-    /// The integer at `off` (lpGetInteger in t_stream.c): an integer
-    /// encoding, or a string that is a canonical integer. Where Redis asserts
-    /// (not an integer: only in a node that was loaded without the deep check),
-    /// 0; see [`Listpack::try_get_int`] to tell.
+    /// The integer at `off`; see [`Reader::get_int`].
     pub fn get_int(&self, off: usize) -> i64 {
-        self.try_get_int(off).unwrap_or(0)
+        self.reader().get_int(off)
     }
 
     pub fn try_get_int(&self, off: usize) -> Option<i64> {
-        self.get(off).as_int()
+        self.reader().try_get_int(off)
     }
 
-    /// Reads the integer at `*off` and moves `*off` to the next element
-    /// (None after the last). Total: where a valid node always has an integer,
-    /// a node loaded without the deep check may have none left (`*off` is None:
-    /// 0, and `*off` stays None) or a string (0, and `*off` moves on).
+    /// Reads the integer at `*off` and moves `*off` on; see [`Reader::next_int`].
     pub fn next_int(&self, off: &mut Option<usize>) -> i64 {
-        let Some(o) = *off else { return 0 };
-        let (v, enc_len) = encoding::decode(&self.buf, o);
-        let v = v.as_int().unwrap_or(0);
-        let n = o + enc_len + encoding::backlen_size(enc_len);
-        *off = if n >= self.eof_offset() { None } else { Some(n) };
-        v
+        self.reader().next_int(off)
     }
 
     /// Replaces the element at `off` in place (lpReplace /
@@ -1034,18 +1155,15 @@ impl Listpack {
         };
         let e = Encoded::new(v);
         let new = e.total_len();
-        checked_total(self.buf.len(), old, new)?;
+        let total = self.bytes_len();
+        let after = checked_total(total, old, new)?;
         let old_end = off + old;
-        if new > old {
-            // Open a gap (one memmove of the tail), then overwrite.
-            self.buf.splice(old_end..old_end, std::iter::repeat_n(0, new - old));
-        } else if new < old {
-            self.buf.drain(off + new..old_end);
-        }
-        e.write_over(&mut self.buf[off..off + new]);
+        // Open or close a gap (one memmove of the tail), then overwrite.
         if new != old {
-            self.sync_total_bytes();
+            self.room(after).copy_within(old_end..total, off + new);
+            self.set_total_bytes(after);
         }
+        e.write_over(&mut self.raw_mut()[off..off + new]);
         Ok(())
     }
 
@@ -1073,8 +1191,9 @@ impl Listpack {
         if deleted == 0 {
             return;
         }
-        self.buf.drain(off..end);
-        self.sync_total_bytes();
+        let total = self.bytes_len();
+        self.raw_mut().copy_within(end..total, off);
+        self.set_total_bytes(total - (end - off));
         let n = self.header_count();
         let exact = if n != NUMELE_UNKNOWN { usize::from(n).saturating_sub(deleted) } else { self.walk_count() };
         self.set_header_count(u16::try_from(exact).unwrap_or(NUMELE_UNKNOWN));
@@ -1083,7 +1202,160 @@ impl Listpack {
     /// Front-to-back (and, reversed, back-to-front) iteration over values.
     pub fn iter(&self) -> Iter<'_> {
         let lp = self.view();
-        Iter { lp, front: HDR_SIZE, back: lp.eof_offset() }
+        let r = lp.reader();
+        Iter { lp, bytes: r.b, front: HDR_SIZE, back: r.eof }
+    }
+}
+
+/// A plain listpack's bytes, for reads: what [`Listpack::reader`] gives, and what every element
+/// read of a [`Listpack`] goes through. A walk that reads many elements of one node takes it once
+/// (the bytes and the terminator's offset found once, not per element).
+#[derive(Clone, Copy, Debug)]
+pub struct Reader<'a> {
+    b: &'a [u8],
+    /// Offset of the terminator.
+    eof: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// The raw header count; NUMELE_UNKNOWN (65535) when not known.
+    pub fn header_count(self) -> u16 {
+        match self.b.get(4..6) {
+            Some(h) => u16::from_le_bytes([h[0], h[1]]),
+            None => 0,
+        }
+    }
+
+    /// Total bytes (lpBytes).
+    pub fn bytes_len(self) -> usize {
+        self.b.len()
+    }
+
+    /// Offset of the first element (lpFirst).
+    pub fn first(self) -> Option<usize> {
+        if self.b.get(HDR_SIZE).is_none_or(|&b| b == EOF) {
+            None
+        } else {
+            Some(HDR_SIZE)
+        }
+    }
+
+    /// Offset of the last element (lpLast).
+    pub fn last(self) -> Option<usize> {
+        self.prev(self.eof)
+    }
+
+    /// Total size (encoding + data + backlen) of the entry at `off`, or None
+    /// if `off` is not a readable entry.
+    pub fn entry_size(self, off: usize) -> Option<usize> {
+        let (b, eof) = (self.b, self.eof);
+        entry_size_in(b, eof, off)
+    }
+
+    /// lpSkip without the EOF check: offset just past the entry at `off`.
+    pub(crate) fn skip(self, off: usize) -> Option<usize> {
+        let (b, eof) = (self.b, self.eof);
+        skip_in(b, eof, off)
+    }
+
+    /// The element after `off` (lpNext), found from the encoding at `off`
+    /// alone; None at the end.
+    pub fn next(self, off: usize) -> Option<usize> {
+        let (b, eof) = (self.b, self.eof);
+        let n = skip_in(b, eof, off)?;
+        if n >= eof {
+            None
+        } else {
+            Some(n)
+        }
+    }
+
+    /// The element before `off` (lpPrev), found through the backlen that ends
+    /// at `off`; None at the start. `off` may be the terminator's offset.
+    #[inline]
+    pub fn prev(self, off: usize) -> Option<usize> {
+        let (b, eof) = (self.b, self.eof);
+        if off <= HDR_SIZE || off > eof {
+            return None;
+        }
+        let last = b[off - 1];
+        let p = if last & 0x80 == 0 {
+            // Fast path: a 1-byte backlen (entries of up to 127 bytes).
+            (off - 1).checked_sub(usize::from(last))?
+        } else {
+            let l = encoding::decode_backlen(b, off)?;
+            off.checked_sub(l.checked_add(encoding::backlen_size(l))?)?
+        };
+        if p < HDR_SIZE {
+            None
+        } else {
+            Some(p)
+        }
+    }
+
+    /// The element at `index` (lpSeek with a non-negative index), walking
+    /// from whichever end is nearer when the count is known.
+    pub fn seek(self, index: usize) -> Option<usize> {
+        let n = self.header_count();
+        if n != NUMELE_UNKNOWN {
+            let n = usize::from(n);
+            if index >= n {
+                return None;
+            }
+            if index > n / 2 {
+                let mut p = self.last();
+                for _ in 0..(n - 1 - index) {
+                    p = self.prev(p?);
+                }
+                return p;
+            }
+        }
+        let mut p = self.first();
+        for _ in 0..index {
+            p = self.next(p?);
+        }
+        p
+    }
+
+    /// The element at `off` (lpGet). Total: if `off` is not an element (only
+    /// possible in a listpack taken with `from_vec(.., false)`), an empty string.
+    pub fn get(self, off: usize) -> Value<'a> {
+        encoding::decode(self.b, off).0
+    }
+
+    /// The element at `off` and the offset of the next one (None after the
+    /// last), from one decode: the walk of a whole node in one pass.
+    pub fn get_next(self, off: usize) -> (Value<'a>, Option<usize>) {
+        let (b, eof) = (self.b, self.eof);
+        let (v, enc_len) = encoding::decode(b, off);
+        let n = off + enc_len + encoding::backlen_size(enc_len);
+        (v, if n >= eof { None } else { Some(n) })
+    }
+
+    /// The integer at `off` (lpGetInteger in t_stream.c): an integer
+    /// encoding, or a string that is a canonical integer. Where Redis asserts
+    /// (not an integer: only in a node that was loaded without the deep check),
+    /// 0; see [`Listpack::try_get_int`] to tell.
+    pub fn get_int(self, off: usize) -> i64 {
+        self.try_get_int(off).unwrap_or(0)
+    }
+
+    pub fn try_get_int(self, off: usize) -> Option<i64> {
+        self.get(off).as_int()
+    }
+
+    /// Reads the integer at `*off` and moves `*off` to the next element
+    /// (None after the last). Total: where a valid node always has an integer,
+    /// a node loaded without the deep check may have none left (`*off` is None:
+    /// 0, and `*off` stays None) or a string (0, and `*off` moves on).
+    pub fn next_int(self, off: &mut Option<usize>) -> i64 {
+        let Some(o) = *off else { return 0 };
+        let (b, eof) = (self.b, self.eof);
+        let (v, enc_len) = encoding::decode(b, o);
+        let v = v.as_int().unwrap_or(0);
+        let n = o + enc_len + encoding::backlen_size(enc_len);
+        *off = if n >= eof { None } else { Some(n) };
+        v
     }
 }
 
@@ -1092,6 +1364,8 @@ impl Listpack {
 #[derive(Clone, Debug)]
 pub struct Iter<'a> {
     lp: &'a Listpack,
+    /// Its bytes.
+    bytes: &'a [u8],
     /// Offset of the next element to yield from the front.
     front: usize,
     /// Offset just past the next element to yield from the back.
@@ -1106,7 +1380,7 @@ impl<'a> Iterator for Iter<'a> {
         if self.front >= self.back {
             return None;
         }
-        let (v, enc_len) = encoding::decode(&self.lp.buf, self.front);
+        let (v, enc_len) = encoding::decode(self.bytes, self.front);
         self.front += enc_len + encoding::backlen_size(enc_len);
         Some(v)
     }

@@ -1542,3 +1542,43 @@ fn packed_parts_with(codec: Codec) {
         }
     }
 }
+
+/// A listpack grows by doubling but stops at 4 KB while what it holds fits there (a stream
+/// node's tail holds no more than the built-in's 4 KB preallocation), then doubles again past
+/// it. Its bytes stay exactly a listpack's whatever room follows them.
+#[test]
+fn growth_pauses_at_four_kilobytes() {
+    let mut lp = Listpack::with_capacity(64);
+    let mut plain = Vec::new();
+    let mut i = 0i64;
+    while lp.bytes_len() + 10 <= 4096 {
+        lp.append_int(i * 1_000_003);
+        plain.push(i * 1_000_003);
+        assert!(lp.alloc_bytes() <= 4096, "{} of {}", lp.bytes_len(), lp.alloc_bytes());
+        i += 1;
+    }
+    assert_eq!(lp.alloc_bytes(), 4096);
+    while lp.bytes_len() <= 4096 {
+        lp.append_int(i);
+        plain.push(i);
+        i += 1;
+    }
+    assert_eq!(lp.alloc_bytes(), 8192);
+    assert_eq!(lp.as_bytes().len(), lp.bytes_len());
+    assert!(validate(lp.as_bytes(), true).is_ok());
+    let copy = Listpack::from_vec(lp.as_bytes().to_vec(), true).unwrap();
+    assert_eq!(copy, lp);
+    assert_eq!(copy.alloc_bytes(), copy.bytes_len());
+    assert_eq!(lp.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(), plain);
+}
+
+/// The vacant state (a freed slot of a stream's node tree) is no listpack and holds nothing.
+#[test]
+fn a_vacant_listpack_holds_nothing() {
+    let v = Listpack::vacant();
+    assert!(v.is_vacant());
+    assert_eq!(v.alloc_bytes(), 0);
+    assert!(!Listpack::new().is_vacant());
+    assert_eq!(std::mem::size_of::<Listpack>(), 16);
+    assert_eq!(std::mem::size_of::<Option<Listpack>>(), 24);
+}

@@ -97,8 +97,9 @@
 //!   word-aligned pool, in size classes (exact to 64 bytes, then about an eighth apart: a
 //!   node gaining a child usually stays in its block) with a free list per length, larger
 //!   ones (long compressed runs only) in a box of their own.
-//! * Values live in a slab ([`Slab`]`<Option<V>>`, chunked so that a big one never moves,
-//!   + free list), so nodes that are not keys pay nothing for them.
+//! * Values live in a slab of [`Slot`]s (`Option<V>` unless the value type has a vacant
+//!   state of its own; chunked so that a big one never moves, + free list), so nodes that
+//!   are not keys pay nothing for them.
 //! * A *leaf* (childless key node, one per key in most trees) has no arena slot at all: its
 //!   parent's child reference is the value slot tagged with `LEAF`. It gets a slot when it
 //!   gains a child and gives it back when it loses its last one. Counts are unaffected.
@@ -441,14 +442,51 @@ impl Store {
     }
 }
 
-/// A radix tree with byte-string keys; see the [module documentation](self).
+/// A slot of a tree's value slab: a value, or a vacancy (its key was removed; the slot awaits
+/// reuse). `Option<V>` serves any value type. A type with a vacant state of its own is its
+/// own slot, no larger than the value: a stream node's listpack handle is 16 bytes, and
+/// `Option` would make each slot 24.
+pub trait Slot<V> {
+    fn vacant() -> Self;
+    fn fill(v: V) -> Self;
+    fn value(&self) -> Option<&V>;
+    fn value_mut(&mut self) -> Option<&mut V>;
+    /// The value, the slot left vacant.
+    fn take_value(&mut self) -> Option<V>;
+}
+
+impl<V> Slot<V> for Option<V> {
+    #[inline(always)]
+    fn vacant() -> Self {
+        None
+    }
+    #[inline(always)]
+    fn fill(v: V) -> Self {
+        Some(v)
+    }
+    #[inline(always)]
+    fn value(&self) -> Option<&V> {
+        self.as_ref()
+    }
+    #[inline(always)]
+    fn value_mut(&mut self) -> Option<&mut V> {
+        self.as_mut()
+    }
+    #[inline(always)]
+    fn take_value(&mut self) -> Option<V> {
+        self.take()
+    }
+}
+
+/// A radix tree with byte-string keys; see the [module documentation](self). Its values are
+/// stored in slots of type `S` (see [`Slot`]).
 #[derive(Clone)]
-pub struct Rax<V> {
+pub struct Rax<V, S = Option<V>> {
     nodes: Vec<Node>,
     /// Head of the list of free node slots (threaded through `Node::off`).
     free_node: u32,
     store: Store,
-    values: Slab<Option<V>>,
+    values: Slab<S>,
     free_vals: Vec<u32>,
     /// Counts as u32: a tree holds at most 2^31 keys and nodes (see Representation).
     numele: u32,
@@ -460,6 +498,7 @@ pub struct Rax<V> {
     /// appends to its last node on every XADD, and the walk down to it was 4% of XS.ADD.
     /// Boxed: most trees (PELs, consumers) never ask, and pay 8 bytes.
     last: Option<Box<LastKey>>,
+    _values: std::marker::PhantomData<fn() -> V>,
 }
 
 /// Buffers a tree reuses between calls: the bytes of a compressed node being rebuilt, the
@@ -481,13 +520,13 @@ struct LastKey {
     key: Vec<u8>,
 }
 
-impl<V> Default for Rax<V> {
+impl<V, S: Slot<V>> Default for Rax<V, S> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<V: fmt::Debug> fmt::Debug for Rax<V> {
+impl<V: fmt::Debug, S: Slot<V>> fmt::Debug for Rax<V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut m = f.debug_map();
         let mut it = self.iter();
@@ -518,7 +557,7 @@ enum Pred {
     Sub(u32, usize, usize),
 }
 
-impl<V> Rax<V> {
+impl<V, S: Slot<V>> Rax<V, S> {
     /// An empty tree (one node, the root).
     pub fn new() -> Self {
         Rax {
@@ -531,6 +570,7 @@ impl<V> Rax<V> {
             numnodes: 1,
             work: None,
             last: None,
+            _values: std::marker::PhantomData,
         }
     }
 
@@ -607,18 +647,18 @@ impl<V> Rax<V> {
     /// Every value, in no particular order (the value slab): cheaper than a walk of the
     /// tree when the order does not matter.
     pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.values.iter().flatten()
+        self.values.iter().filter_map(S::value)
     }
 
     /// Every value, in no particular order (the value slab): for updates that do not
     /// depend on key order and do not add or remove keys.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.values.iter_mut().flatten()
+        self.values.iter_mut().filter_map(S::value_mut)
     }
 
     /// Every value with its slot in the value slab, in no particular order.
     pub fn values_mut_indexed(&mut self) -> impl Iterator<Item = (u32, &mut V)> {
-        self.values.iter_mut().enumerate().filter_map(|(i, v)| v.as_mut().map(|v| (i as u32, v)))
+        self.values.iter_mut().enumerate().filter_map(|(i, v)| v.value_mut().map(|v| (i as u32, v)))
     }
 
     /// Removes every key, releasing memory.
@@ -669,7 +709,7 @@ impl<V> Rax<V> {
         if n.val == NONE {
             return None;
         }
-        self.values.get(n.val as usize).and_then(Option::as_ref)
+        self.values.get(n.val as usize).and_then(S::value)
     }
 
     /// Gives node `idx` a new block: `data` (compressed or child labels) and `kids`.
@@ -725,11 +765,11 @@ impl<V> Rax<V> {
         self.numele += 1;
         if let Some(s) = self.free_vals.pop() {
             if let Some(v) = self.values.get_mut(s as usize) {
-                *v = Some(value);
+                *v = S::fill(value);
             }
             s
         } else {
-            self.values.push(Some(value)) as u32
+            self.values.push(S::fill(value)) as u32
         }
     }
 
@@ -757,7 +797,7 @@ impl<V> Rax<V> {
         }
         self.free_vals.push(slot);
         self.numele -= 1;
-        self.values.get_mut(slot as usize).and_then(Option::take)
+        self.values.get_mut(slot as usize).and_then(S::take_value)
     }
 
     /// Links `child` under byte `c` of normal node `h` (which has no child `c`).
@@ -893,25 +933,25 @@ impl<V> Rax<V> {
     /// Mutable value stored under `key`.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
         let n = self.find(key)?;
-        self.values.get_mut(n.val as usize).and_then(Option::as_mut)
+        self.values.get_mut(n.val as usize).and_then(S::value_mut)
     }
 
     /// Mutable value stored under `key`, with its index in the value slab (stable while the
     /// key exists; a freed index may be reused by a later insert): see [`Rax::value_at`].
     pub fn get_mut_indexed(&mut self, key: &[u8]) -> Option<(u32, &mut V)> {
         let n = self.find(key)?;
-        let v = self.values.get_mut(n.val as usize).and_then(Option::as_mut)?;
+        let v = self.values.get_mut(n.val as usize).and_then(S::value_mut)?;
         Some((n.val, v))
     }
 
     /// The value in slot `index` of the value slab, if that slot holds one.
     pub fn value_at(&self, index: u32) -> Option<&V> {
-        self.values.get(index as usize).and_then(Option::as_ref)
+        self.values.get(index as usize).and_then(S::value)
     }
 
     /// The value in slot `index` of the value slab, mutably, if that slot holds one.
     pub fn value_at_mut(&mut self, index: u32) -> Option<&mut V> {
-        self.values.get_mut(index as usize).and_then(Option::as_mut)
+        self.values.get_mut(index as usize).and_then(S::value_mut)
     }
 
     // ----------------------------------------------------------------- insertion
@@ -944,7 +984,7 @@ impl<V> Rax<V> {
                     return Err(value);
                 }
                 return match self.values.get_mut(n.val as usize) {
-                    Some(slot) => Ok(slot.replace(value)),
+                    Some(slot) => Ok(std::mem::replace(slot, S::fill(value)).take_value()),
                     None => Ok(None),
                 };
             }
@@ -1377,7 +1417,7 @@ impl<V> Rax<V> {
                 key_out.clear();
                 key_out.extend_from_slice(&l.key);
                 let slot = l.slot;
-                return self.values.get_mut(slot as usize).and_then(Option::as_mut);
+                return self.values.get_mut(slot as usize).and_then(S::value_mut);
             }
         }
         let h = self.locate(op, key, key_out);
@@ -1392,18 +1432,18 @@ impl<V> Rax<V> {
             l.key.extend_from_slice(key_out);
             l.slot = slot;
         }
-        self.values.get_mut(slot as usize).and_then(Option::as_mut)
+        self.values.get_mut(slot as usize).and_then(S::value_mut)
     }
 
     /// An iterator positioned by a seek; see [`Iter`].
-    pub fn seek(&self, op: SeekOp, key: &[u8]) -> Iter<'_, V> {
+    pub fn seek(&self, op: SeekOp, key: &[u8]) -> Iter<'_, V, S> {
         let mut it = Iter { rax: self, key: buffers::take_key(), stack: buffers::take_stack(), stack_ok: false, node: NONE, state: IterState::Eof };
         it.reseek(op, key);
         it
     }
 
     /// Iterator over all keys, starting at the smallest (`seek(First, b"")`).
-    pub fn iter(&self) -> Iter<'_, V> {
+    pub fn iter(&self) -> Iter<'_, V, S> {
         self.seek(SeekOp::First, b"")
     }
 }
@@ -1439,8 +1479,8 @@ enum IterState {
 ///
 /// Keys are rebuilt in the iterator's own buffer (the returned slice borrows the iterator);
 /// steps do not allocate once the buffers have grown to the key length.
-pub struct Iter<'a, V> {
-    rax: &'a Rax<V>,
+pub struct Iter<'a, V, S = Option<V>> {
+    rax: &'a Rax<V, S>,
     key: Vec<u8>,
     /// `(ancestor, child index taken)` from the root down to `node`.
     stack: Vec<(u32, u32)>,
@@ -1452,7 +1492,7 @@ pub struct Iter<'a, V> {
 
 /// A second cursor at the same place (its own buffers, taken from the pool as a seek's are):
 /// a walk ahead of a read that must not move the read's own cursor.
-impl<V> Clone for Iter<'_, V> {
+impl<V, S: Slot<V>> Clone for Iter<'_, V, S> {
     fn clone(&self) -> Self {
         let mut key = buffers::take_key();
         key.extend_from_slice(&self.key);
@@ -1462,7 +1502,7 @@ impl<V> Clone for Iter<'_, V> {
     }
 }
 
-impl<V> Drop for Iter<'_, V> {
+impl<V, S> Drop for Iter<'_, V, S> {
     fn drop(&mut self) {
         buffers::give_key(std::mem::take(&mut self.key));
         buffers::give_stack(std::mem::take(&mut self.stack));
@@ -1506,7 +1546,7 @@ mod buffers {
     }
 }
 
-impl<'a, V> Iter<'a, V> {
+impl<'a, V, S: Slot<V>> Iter<'a, V, S> {
     /// Positions the iterator anew (as [`Rax::seek`]), reusing its buffers.
     pub fn reseek(&mut self, op: SeekOp, key: &[u8]) {
         self.stack.clear();

@@ -385,7 +385,7 @@ fn doc_example_shapes() {
     assert_eq!((r.len(), r.node_count()), (4, 10));
     check_invariants(&r);
     // rax.c quirk: removing the key of a compressed node does not recompress.
-    let mut r = Rax::new();
+    let mut r: Rax<i32> = Rax::new();
     r.insert(b"FOO", 1);
     r.insert(b"FOOBAR", 2);
     assert_eq!(r.node_count(), 3);
@@ -403,7 +403,7 @@ fn doc_example_shapes() {
 
 #[test]
 fn iterator_direction_semantics() {
-    let mut r = Rax::new();
+    let mut r: Rax<u8> = Rax::new();
     for k in [b"b".as_slice(), b"d", b"f"] {
         r.insert(k, k[0]);
     }
@@ -451,7 +451,7 @@ fn deep_chain_100k() {
 }
 
 fn deep(n: usize) {
-    let mut r = Rax::new();
+    let mut r: Rax<usize> = Rax::new();
     let mut key = Vec::new();
     for i in 1..=n {
         key.push(b'a');

@@ -193,7 +193,7 @@ impl Stream {
         let mut b = Builder::new(lp0, first);
         let Ok(mut dropped) = b.push_node(lp0, first) else { return (1, Compacted::default()) };
         let mut consumed = 1usize;
-        let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
+        let owner = &self.rax as *const super::Nodes as usize;
         for &k in &keys[1..] {
             let Some(lp) = self.rax.get(&k.to_be_bytes()) else { break };
             if lp.is_cold() {
@@ -252,7 +252,7 @@ impl Stream {
             return Compacted::default();
         }
         let bound = id.to_be_bytes();
-        let owner = &self.rax as *const crate::rax::Rax<Listpack> as usize;
+        let owner = &self.rax as *const super::Nodes as usize;
         let (k, over) = {
             // (prev(): a Le / Lt seek that finds nothing ends there, next() would restart at the first key.)
             let mut it = self.rax.seek(SeekOp::Le, &bound);

@@ -145,11 +145,40 @@ enum Frontier {
     NextNode,
 }
 
+/// A stream's nodes, keyed by master ID. A listpack is its own value slot (its vacant state
+/// is an empty box): 16 bytes per node where an `Option` would take 24.
+pub type Nodes = Rax<Listpack, Listpack>;
+/// A walk of a stream's nodes in key order.
+pub type NodeWalk<'a> = crate::rax::Iter<'a, Listpack, Listpack>;
+
+impl crate::rax::Slot<Listpack> for Listpack {
+    #[inline(always)]
+    fn vacant() -> Self {
+        Listpack::vacant()
+    }
+    #[inline(always)]
+    fn fill(v: Listpack) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn value(&self) -> Option<&Listpack> {
+        (!self.is_vacant()).then_some(self)
+    }
+    #[inline(always)]
+    fn value_mut(&mut self) -> Option<&mut Listpack> {
+        (!self.is_vacant()).then_some(self)
+    }
+    #[inline(always)]
+    fn take_value(&mut self) -> Option<Listpack> {
+        (!self.is_vacant()).then(|| std::mem::replace(self, Listpack::vacant()))
+    }
+}
+
 /// A stream: the entries plus the metadata XINFO reports.
 #[derive(Clone, Debug, Default)]
 pub struct Stream {
     /// Nodes keyed by master ID.
-    pub(crate) rax: Rax<Listpack>,
+    pub(crate) rax: Nodes,
     /// Live entries.
     pub length: u64,
     /// The last ID ever generated or set (XSETID); not lowered by deletes.
@@ -463,7 +492,7 @@ impl Stream {
     /// Bytes used: nodes (allocated listpack bytes) plus the tree.
     pub fn mem_bytes(&self) -> usize {
         // (The tree's own struct is inside the stream's, and counted by both.)
-        let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes() - std::mem::size_of::<Rax<Listpack>>();
+        let mut total = std::mem::size_of::<Stream>() + self.rax.mem_bytes() - std::mem::size_of::<Nodes>();
         if let Some(l) = &self.layout {
             total += std::mem::size_of::<Layout>() + l.pack_queue.capacity() * std::mem::size_of::<StreamId>();
         }
@@ -1216,7 +1245,7 @@ impl Stream {
         if crate::listpack::cache_fills() == 0 {
             return;
         }
-        let me = &self.rax as *const Rax<Listpack> as usize;
+        let me = &self.rax as *const Nodes as usize;
         let mine: Vec<[u8; 16]> = TOUCHED.with(|t| {
             let mut t = t.borrow_mut();
             let mine = t.iter().filter(|(o, _)| *o == me).map(|(_, k)| *k).collect();
@@ -1397,7 +1426,7 @@ impl Stream {
     /// every node.
     fn view_touched<'a>(&self, k: &[u8], lp: &'a Listpack) -> &'a Listpack {
         if lp.is_packed() {
-            touch(&self.rax as *const Rax<Listpack> as usize, k);
+            touch(&self.rax as *const Nodes as usize, k);
         }
         lp.view()
     }
@@ -1505,7 +1534,7 @@ pub const COMPACT_SCAN_MAX: usize = 4096;
 
 /// Iterator over nodes: (master ID, listpack).
 pub struct NodeIter<'a> {
-    it: crate::rax::Iter<'a, Listpack>,
+    it: NodeWalk<'a>,
     /// Packed nodes as stored (not decompressed).
     stored: bool,
 }
@@ -1560,7 +1589,7 @@ impl<'a> Entry<'a> {
 pub struct RangeIter<'a> {
     /// The tree's address: which stream the nodes it decompresses belong to.
     owner: usize,
-    nodes: crate::rax::Iter<'a, Listpack>,
+    nodes: NodeWalk<'a>,
     /// The current node, its master ID and master entry.
     cur: Option<(&'a Listpack, StreamId, Master)>,
     /// Forward: offset of the next entry's flags. Backward: offset of the next
@@ -1575,7 +1604,7 @@ pub struct RangeIter<'a> {
 }
 
 impl<'a> RangeIter<'a> {
-    fn new(rax: &'a Rax<Listpack>, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
+    fn new(rax: &'a Nodes, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
         // Position on the node that may hold the first element, as the built-in:
         // seek "<=" the bound, or the first/last node when none is below it.
         let (bound, edge) = if rev { (end, SeekOp::Last) } else { (start, SeekOp::First) };
@@ -1593,7 +1622,7 @@ impl<'a> RangeIter<'a> {
         if first.is_none() {
             first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
         }
-        let owner = rax as *const Rax<Listpack> as usize;
+        let owner = rax as *const Nodes as usize;
         let mut it = RangeIter { owner, nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
         match first {
             Some((k, lp)) => it.enter(&k, lp),

@@ -26,7 +26,7 @@
 //! master entry's trailing `0` plays that role for the start of the node.
 
 use super::id::StreamId;
-use crate::listpack::{Listpack, Value};
+use crate::listpack::{Listpack, Reader, Value};
 
 /// Entry flag: the entry is a tombstone.
 pub const FLAG_DELETED: i64 = 1;
@@ -53,6 +53,7 @@ pub struct Master {
 /// `listpack::Listpack::from_vec`). A corrupt node then gives wrong answers, never
 /// a panic, an unbounded loop or an allocation larger than the node.
 pub fn master(lp: &Listpack) -> Master {
+    let lp = lp.reader();
     let count_off = lp.first().unwrap_or(0);
     let mut p = Some(count_off);
     let _count = lp.next_int(&mut p);
@@ -67,12 +68,12 @@ pub fn master(lp: &Listpack) -> Master {
 
 /// A count read from a node, as a number of elements the node can actually
 /// hold: every element takes at least 2 bytes (encoding + backlen).
-fn clamp_elements(lp: &Listpack, n: i64) -> usize {
+fn clamp_elements(lp: Reader, n: i64) -> usize {
     usize::try_from(n.max(0)).unwrap_or(usize::MAX).min(lp.bytes_len() / 2)
 }
 
 /// Moves `p` over `n` elements; None once the node ends (at most `n` steps).
-fn skip_elements(lp: &Listpack, mut p: Option<usize>, n: usize) -> Option<usize> {
+fn skip_elements(lp: Reader, mut p: Option<usize>, n: usize) -> Option<usize> {
     for _ in 0..n {
         p = lp.next(p?);
     }
@@ -83,6 +84,7 @@ fn skip_elements(lp: &Listpack, mut p: Option<usize>, n: usize) -> Option<usize>
 /// (offset of `count`, count, deleted, number of master fields, offset of the
 /// first master field).
 pub fn head(lp: &Listpack) -> (usize, i64, i64, usize, Option<usize>) {
+    let lp = lp.reader();
     let count_off = lp.first().unwrap_or(0);
     let mut p = Some(count_off);
     let count = lp.next_int(&mut p);
@@ -93,6 +95,7 @@ pub fn head(lp: &Listpack) -> (usize, i64, i64, usize, Option<usize>) {
 
 /// Live entries and tombstones of a node.
 pub fn counts(lp: &Listpack) -> (i64, i64) {
+    let lp = lp.reader();
     let mut p = lp.first();
     let count = lp.next_int(&mut p);
     let deleted = lp.next_int(&mut p);
@@ -137,6 +140,7 @@ pub fn entry_at(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize
 /// keeps the work of a walk linear in the node's size: forward, each entry's
 /// elements end where the next begins; backward, within the elements stepped over.
 pub fn entry_within(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: usize, elements_max: usize) -> EntryPos {
+    let lp = lp.reader();
     let mut p = Some(flags_off);
     let flags = lp.next_int(&mut p);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
@@ -167,7 +171,7 @@ pub fn entry_within(lp: &Listpack, m: &Master, master_id: StreamId, flags_off: u
 
 /// Moves `p` over up to `n` elements: (where it stops, None at the node's end;
 /// how many elements it passed).
-fn skip_counted(lp: &Listpack, mut p: Option<usize>, n: usize) -> (Option<usize>, usize) {
+fn skip_counted(lp: Reader, mut p: Option<usize>, n: usize) -> (Option<usize>, usize) {
     for i in 0..n {
         match p {
             Some(o) => p = lp.next(o),
@@ -181,6 +185,10 @@ fn skip_counted(lp: &Listpack, mut p: Option<usize>, n: usize) -> (Option<usize>
 /// number of elements before its lp-count), or `None` when `count_off` is the
 /// master terminator (start of node reached).
 pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<(usize, usize)> {
+    lp_count_start(lp.reader(), count_off)
+}
+
+fn lp_count_start(lp: Reader, count_off: usize) -> Option<(usize, usize)> {
     let n = clamp_elements(lp, lp.get_int(count_off));
     let mut p = Some(count_off);
     for _ in 0..n {
@@ -198,6 +206,7 @@ pub fn entry_start_from_lp_count(lp: &Listpack, count_off: usize) -> Option<(usi
 /// times (a reply announces that many pairs before they are written), with empty
 /// strings where a node that was not deep-checked ends early.
 pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: impl FnMut(Value<'a>, Value<'a>)) {
+    let lp = lp.reader();
     let same = e.flags & FLAG_SAMEFIELDS != 0;
     let mut mf = Some(m.fields_off);
     let mut p = e.data_off;
@@ -216,8 +225,9 @@ pub fn for_each_field<'a>(lp: &'a Listpack, m: &Master, e: &EntryPos, mut f: imp
 
 /// The ID of the last entry (tombstone or not) of a node, `None` if it has none.
 pub fn last_entry_id(lp: &Listpack, master_id: StreamId) -> Option<StreamId> {
+    let lp = lp.reader();
     let last = lp.last()?;
-    let (flags_off, _) = entry_start_from_lp_count(lp, last)?;
+    let (flags_off, _) = lp_count_start(lp, last)?;
     let mut p = lp.next(flags_off);
     let ms = master_id.ms.wrapping_add(lp.next_int(&mut p) as u64);
     let seq = master_id.seq.wrapping_add(lp.next_int(&mut p) as u64);

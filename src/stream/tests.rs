@@ -382,10 +382,14 @@ fn read_ahead_reads_every_node_the_read_reads() {
 /// class (was 448: the tree's buffers, the compression and tiering state and the retention
 /// setting inline), and a first node with room for its entry, where the built-in
 /// preallocates 4 KB. Appends then grow the node geometrically, and sealing it trims it.
+/// Each node costs the tree a 16-byte value slot.
 #[test]
 fn a_small_stream_takes_little() {
     assert!(std::mem::size_of::<Stream>() <= 320, "{}", std::mem::size_of::<Stream>());
-    assert!(std::mem::size_of::<Rax<Listpack>>() <= 176, "{}", std::mem::size_of::<Rax<Listpack>>());
+    assert!(std::mem::size_of::<super::Nodes>() <= 176, "{}", std::mem::size_of::<super::Nodes>());
+    // A node's handle, its slot in the tree's value slab: 16 bytes (the built-in's is an
+    // 8-byte pointer; a Vec and the packed form's pointer took 32).
+    assert_eq!(std::mem::size_of::<Listpack>(), 16);
     let mut s = Stream::new();
     let limits = NodeLimits::default();
     s.append(&[b"temperature", b"21.5"], IdSpec::Explicit(StreamId::new(1, 1)), 0, limits).unwrap();
@@ -400,4 +404,28 @@ fn a_small_stream_takes_little() {
     assert_eq!(nodes[0].0, nodes[0].1);
     assert!(nodes[1].1 <= 96, "{nodes:?}");
     assert_eq!(s.range(StreamId::MIN, StreamId::MAX, false).count(), 101);
+}
+
+/// A stream's node tree keeps its listpacks as their own value slots: a removed node leaves its
+/// slot vacant, which the value walks skip and the next node reuses.
+#[test]
+fn node_slots_left_vacant_are_skipped_and_reused() {
+    let mut t = super::Nodes::default();
+    for k in 0..10u8 {
+        let mut lp = Listpack::new();
+        lp.append_int(i64::from(k));
+        t.insert(&[k], lp);
+    }
+    for k in (0..10u8).step_by(2) {
+        assert_eq!(t.remove(&[k]).map(|lp| lp.iter().next().and_then(|v| v.as_int())), Some(Some(i64::from(k))));
+    }
+    assert!(t.remove(&[0]).is_none());
+    let mut left: Vec<i64> = t.values().map(|lp| lp.iter().next().and_then(|v| v.as_int()).unwrap()).collect();
+    left.sort_unstable();
+    assert_eq!(left, [1, 3, 5, 7, 9]);
+    let mut lp = Listpack::new();
+    lp.append_int(20);
+    assert!(t.insert(&[20], lp).is_none());
+    assert_eq!((t.len(), t.values().count()), (6, 6));
+    assert_eq!(t.get(&[20]).and_then(|lp| lp.iter().next()).and_then(|v| v.as_int()), Some(20));
 }
