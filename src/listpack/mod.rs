@@ -244,11 +244,6 @@ fn grow(b: &mut Box<[u8]>, need: usize) {
     *b = v.into_boxed_slice();
 }
 
-/// A box of exactly `v`'s bytes (no reallocation when `v` has no spare capacity).
-fn boxed(v: Vec<u8>) -> Box<[u8]> {
-    v.into_boxed_slice()
-}
-
 /// How a packed listpack's bytes are compressed (the codec tag of RDB encoding 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
@@ -562,7 +557,7 @@ impl Listpack {
     /// A plain listpack of `buf`, whose header is valid (its total-bytes field at most its
     /// length: beyond it is room).
     fn own(buf: Vec<u8>) -> Self {
-        Listpack { repr: Repr::Plain(boxed(buf)) }
+        Listpack { repr: Repr::Plain(buf.into_boxed_slice()) }
     }
 
     /// No listpack: what a freed value slot of a tree holds (see [`Repr::Plain`]). Every
@@ -848,7 +843,7 @@ impl Listpack {
                     fills_sub(1);
                     v.take_plain()
                 }
-                None => boxed(UNDECODABLE.to_vec()),
+                None => UNDECODABLE.to_vec().into_boxed_slice(),
             };
             // Drops the packed form (a cold node's record is released).
             self.repr = Repr::Plain(plain);
@@ -975,25 +970,7 @@ impl Listpack {
     /// Appends `v`; a `Str` that is a canonical integer (lpStringToInt64) is
     /// stored with an integer encoding, as lpAppend does.
     pub fn try_append(&mut self, v: Value) -> Result<(), LpError> {
-        self.unpack();
-        let e = Encoded::new(v);
-        let add = e.total_len();
-        let total = self.bytes_len();
-        checked_total(total, 0, add)?;
-        // The room grows geometrically, so a run of appends is amortised O(1) per byte
-        // rather than a copy of the whole node each time. The entry goes over the
-        // terminator, which moves after it.
-        let b = self.room(total + add);
-        e.write_over(&mut b[total - 1..total - 1 + add]);
-        b[total - 1 + add] = EOF;
-        self.set_total_bytes(total + add);
-        // As lpInsert: count up while known; reaching 65535 makes it unknown
-        // for good (until a delete_range recounts).
-        let n = self.header_count();
-        if n != NUMELE_UNKNOWN {
-            self.set_header_count(n + 1);
-        }
-        Ok(())
+        self.try_append_all(std::iter::once(v))
     }
 
     pub fn append_int(&mut self, v: i64) {

@@ -513,6 +513,19 @@ struct Work {
     stack: Vec<(u32, u32)>,
 }
 
+/// Gives buffer `v` back to a tree's [`Work`] box, into the field `slot` picks: cleared,
+/// dropped when it holds room for more than 4096 elements, and the box made only once there
+/// is room worth keeping.
+fn give_back<T>(work: &mut Option<Box<Work>>, mut v: Vec<T>, slot: impl FnOnce(&mut Work) -> &mut Vec<T>) {
+    v.clear();
+    if v.capacity() > 4096 {
+        v = Vec::new();
+    }
+    if v.capacity() > 0 || work.is_some() {
+        *slot(work.get_or_insert_with(Box::default)) = v;
+    }
+}
+
 #[derive(Clone)]
 struct LastKey {
     /// NONE: to be found again.
@@ -1069,14 +1082,8 @@ impl<V, S: Slot<V>> Rax<V, S> {
         self.work.as_mut().map_or_else(Vec::new, |w| std::mem::take(&mut w.scratch))
     }
 
-    fn put_scratch(&mut self, mut sc: Vec<u8>) {
-        sc.clear();
-        if sc.capacity() > 4096 {
-            sc = Vec::new();
-        }
-        if sc.capacity() > 0 || self.work.is_some() {
-            self.work.get_or_insert_with(Box::default).scratch = sc;
-        }
+    fn put_scratch(&mut self, sc: Vec<u8>) {
+        give_back(&mut self.work, sc, |w| &mut w.scratch);
     }
 
     // ----------------------------------------------------------------- removal
@@ -1095,13 +1102,7 @@ impl<V, S: Slot<V>> Rax<V, S> {
             self.remove_cleanup(h, &mut stack);
             old
         };
-        stack.clear();
-        if stack.capacity() > 4096 {
-            stack = Vec::new();
-        }
-        if stack.capacity() > 0 || self.work.is_some() {
-            self.work.get_or_insert_with(Box::default).stack = stack;
-        }
+        give_back(&mut self.work, stack, |w| &mut w.stack);
         if self.numele == 0 && self.numnodes == 1 {
             self.reset_storage();
         }
