@@ -412,8 +412,8 @@ pub fn encode_dump(s: &Stream, active_times: bool) -> Vec<u8> {
         put_len(&mut out, v);
     }
     put_len(&mut out, s.group_count() as u64);
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((name, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (name, g) in it {
             put_string(&mut out, name);
             put_len(&mut out, g.last_id.ms);
             put_len(&mut out, g.last_id.seq);

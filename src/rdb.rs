@@ -271,8 +271,8 @@ pub(crate) fn save_as(s: &Stream, out: &mut impl RdbOut, version: i32) {
     put_id(out, s.first_id);
     put_id(out, s.max_deleted_entry_id);
     out.put_u64(s.group_count() as u64);
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((name, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (name, g) in it {
             out.put_bytes(name);
             put_id(out, g.last_id);
             out.put_u64(g.entries_read as u64);
@@ -343,8 +343,8 @@ fn save_delayed(s: &Stream, out: &mut impl RdbOut) {
     }
     // Names copied (the group iterator lends them): groups with a schedule only.
     let mut with: Vec<Vec<u8>> = Vec::new();
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((name, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (name, g) in it {
             if g.schedule().is_some() {
                 with.push(name.to_vec());
             }
@@ -932,8 +932,8 @@ mod tests {
     /// Every group of a loaded stream passes the former group check too (a lookup per entry:
     /// `Group::check_by_lookups`), which the walk that loading runs replaced.
     fn lookups_agree(s: &Stream) {
-        if let Some(mut it) = s.groups_iter() {
-            while let Some((name, g)) = it.next() {
+        if let Some(it) = s.groups_iter() {
+            for (name, g) in it {
                 g.check_by_lookups().unwrap_or_else(|e| panic!("group {name:?}: {e}"));
             }
         }

@@ -72,12 +72,12 @@ fn reply_lag(c: &Ctx, meta: &Meta, g: &Group) {
 pub fn run_groups(c: &Ctx) -> Result<()> {
     with_stream(c, |s| {
         let meta = s.meta(crate::config::lag_rules());
-        let Some(mut it) = s.groups_iter() else {
+        let Some(it) = s.groups_iter() else {
             c.reply_array(0);
             return Ok(());
         };
         c.reply_array(s.group_count());
-        while let Some((name, g)) = it.next() {
+        for (name, g) in it {
             // A group with a queue policy (issue 16): its fields and counters after
             // the built-in's six.
             let pol = g.policy().map(|p| (super::queue::policy_fields(p), p.counters));
@@ -250,12 +250,12 @@ pub fn run_stream(c: &Ctx) -> Result<()> {
         super::range::reply_range(c, s, StreamId::MIN, StreamId::MAX, count, false);
         c.reply_bulk(b"groups");
         let meta = s.meta(crate::config::lag_rules());
-        let Some(mut it) = s.groups_iter() else {
+        let Some(it) = s.groups_iter() else {
             c.reply_array(0);
             return Ok(());
         };
         c.reply_array(s.group_count());
-        while let Some((name, g)) = it.next() {
+        for (name, g) in it {
             // 8.8's nacked-count only at `xstream.compat latest` (a field the host's
             // own XINFO lacks); a NACKed entry's pending row is [id, "", 0, count] anyway.
             let nacked = crate::config::level() >= Level::Latest;

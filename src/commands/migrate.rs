@@ -68,15 +68,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             if s.has_nacked() {
                 return Err(Error::Err("XS.EXPORT: the stream has NACKed entries (XS.NACK), which a built-in stream of this server cannot hold"));
             }
-            if !drop_policies
-                && s.groups_iter().is_some_and(|mut it| {
-                    let mut any = false;
-                    while let Some((_, g)) = it.next() {
-                        any |= g.policy().is_some();
-                    }
-                    any
-                })
-            {
+            if !drop_policies && s.groups_iter().is_some_and(|mut it| it.any(|(_, g)| g.policy().is_some())) {
                 return Err(Error::Err("XS.EXPORT: the stream's groups have queue policies (XS.GROUP SETPOLICY), which a built-in stream cannot hold; XS.EXPORT key DROPPOLICIES converts it without them"));
             }
             // Retention by age (issue 17): refused as the policies are, dropped with them.
@@ -85,13 +77,7 @@ pub fn run_export(c: &Ctx) -> Result<()> {
             }
             // Delayed delivery (issue 17): entries a group passed over and has not served
             // would be lost; the records alone are dropped with DROPPOLICIES.
-            if s.groups_iter().is_some_and(|mut it| {
-                let mut any = false;
-                while let Some((_, g)) = it.next() {
-                    any |= g.schedule().is_some();
-                }
-                any
-            }) {
+            if s.groups_iter().is_some_and(|mut it| it.any(|(_, g)| g.schedule().is_some())) {
                 return Err(Error::Err(
                     "XS.EXPORT: the stream's groups have scheduled entries (XS.ADD NOTBEFORE/DELAY), which a built-in stream cannot hold",
                 ));

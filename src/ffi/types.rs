@@ -262,8 +262,8 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
         // ghosts) and 8.8's (NACKed ones) drop them; NACKed ghosts are not emitted.
         // The entries were read: decompressed copies of packed nodes go.
         s.release_caches();
-        let Some(mut groups) = s.groups_iter() else { return };
-        while let Some((gname, g)) = groups.next() {
+        let Some(groups) = s.groups_iter() else { return };
+        for (gname, g) in groups {
             let gl = g.last_id.to_bytes();
             let er = g.entries_read.to_string();
             emit_sub(aof, c"XS.GROUP", Some(c"CREATE"), key, &[gname, &gl, b"ENTRIESREAD", er.as_bytes()]);
@@ -446,8 +446,8 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         // either (a replica or an AOF replay sets them to its own clock).
         // The entries were read: decompressed copies of packed nodes go.
         s.release_caches();
-        let Some(mut groups) = s.groups_iter() else { return };
-        while let Some((gname, g)) = groups.next() {
+        let Some(groups) = s.groups_iter() else { return };
+        for (gname, g) in groups {
             add(gname);
             add(&g.last_id.to_be_bytes());
             add(&g.entries_read.to_be_bytes());

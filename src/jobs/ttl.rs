@@ -25,8 +25,8 @@ pub struct ConsumerTtl;
 /// The groups of `s` with a CONSUMERTTL.
 fn ttl_groups(s: &Stream) -> Vec<Vec<u8>> {
     let mut groups = Vec::new();
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((name, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (name, g) in it {
             if g.policy().is_some_and(|p| p.consumer_ttl.is_some()) {
                 groups.push(name.to_vec());
             }

@@ -132,24 +132,33 @@ struct LagMark {
 }
 
 /// Groups by when appends alone move them to another lag bucket: (entries-added count, slab
-/// index) of the groups whose lag is counted (`Group::hist_cross` holds each one's key), and the
-/// slab indexes of those an append may move any way, looked at after every append.
+/// index) of the groups whose lag is counted, and the slab indexes of those an append may
+/// move any way, looked at after every append.
 #[derive(Clone, Debug, Default)]
 struct LagIndex {
     cross: std::collections::BTreeSet<(u64, u32)>,
     uncounted: std::collections::BTreeSet<u32>,
+    /// By slab index, the key each group is filed under ([`UNFILED`] past the end). Here,
+    /// not in the group: only a stream with more than [`WALK_MAX`] groups has an index, and
+    /// 8 bytes in every group took it to a bigger size class.
+    keys: Vec<u64>,
 }
 
-/// `Group::hist_cross` of a group in neither set of the index (not filed yet, or its lag never
-/// moves by appends: unknown, or in the last bucket).
+/// The key of a group in neither set of the index (not filed yet, or its lag never moves by
+/// appends: unknown, or in the last bucket).
 const UNFILED: u64 = u64::MAX;
-/// `Group::hist_cross` of a group in `LagIndex::uncounted`.
+/// The key of a group in `LagIndex::uncounted`.
 const UNCOUNTED: u64 = u64::MAX - 1;
 
 impl LagIndex {
-    /// Takes group `index` out of the set its key `key` names.
-    fn remove(&mut self, key: u64, index: u32) {
-        match key {
+    /// The key group `index` is filed under.
+    fn key(&self, index: u32) -> u64 {
+        self.keys.get(index as usize).copied().unwrap_or(UNFILED)
+    }
+
+    /// Takes group `index` out of the set it is filed in.
+    fn remove(&mut self, index: u32) {
+        match self.key(index) {
             UNFILED => {}
             UNCOUNTED => {
                 self.uncounted.remove(&index);
@@ -158,6 +167,28 @@ impl LagIndex {
                 self.cross.remove(&(c, index));
             }
         }
+        if let Some(k) = self.keys.get_mut(index as usize) {
+            *k = UNFILED;
+        }
+    }
+
+    /// Files group `index` (in no set) under `key`.
+    fn file(&mut self, index: u32, key: u64) {
+        match key {
+            UNFILED => return,
+            UNCOUNTED => {
+                self.uncounted.insert(index);
+            }
+            c => {
+                self.cross.insert((c, index));
+            }
+        }
+        let at = index as usize;
+        if self.keys.len() <= at {
+            // Sized by a slab index, which exists.
+            self.keys.resize(at + 1, UNFILED);
+        }
+        self.keys[at] = key;
     }
 }
 
@@ -165,8 +196,7 @@ impl LagIndex {
 pub const WALK_MAX: usize = 4;
 
 /// Brings group `g` (slab `index`) to its buckets now, reporting the moves, and files it in
-/// `ix` under its new key, unless it is filed there under that key already (`g.hist_cross`
-/// names where it is filed: [`UNFILED`] for a group taken out).
+/// `ix` under its new key, unless it is filed there under that key already.
 fn place(g: &mut Group, index: u32, meta: &Meta, fresh: bool, emit: HistMoves, ix: Option<&mut LagIndex>) {
     let (b, cross) = buckets_of(g, meta);
     rebucket(g, b, fresh, emit);
@@ -176,20 +206,11 @@ fn place(g: &mut Group, index: u32, meta: &Meta, fresh: bool, emit: HistMoves, i
         None => UNCOUNTED,
     };
     if let Some(ix) = ix {
-        if key != g.hist_cross {
-            ix.remove(g.hist_cross, index);
-            match key {
-                UNFILED => {}
-                UNCOUNTED => {
-                    ix.uncounted.insert(index);
-                }
-                c => {
-                    ix.cross.insert((c, index));
-                }
-            }
+        if key != ix.key(index) {
+            ix.remove(index);
+            ix.file(index, key);
         }
     }
-    g.hist_cross = key;
 }
 
 /// A stream's contribution to the totals.
@@ -244,15 +265,24 @@ struct Tracked {
     touched: Vec<(u32, Counted)>,
     /// Every group may have changed (`touched` is then empty).
     all: bool,
-    /// The accounted contributions of the groups removed.
-    gone: Counted,
-    /// The histogram buckets of the groups removed since the last update.
-    gone_hist: Vec<[u8; 2]>,
+    /// What the groups removed since the last update were accounted as (None: none
+    /// removed). Boxed: groups are seldom removed, and 40 bytes inline took every stream's
+    /// record of its groups to a bigger size class.
+    gone: Option<Box<Gone>>,
     /// The last walk of the lags (None: none yet). Boxed: 80 bytes that would put every
     /// stream's first group in a bigger size class (376 bytes -> 304).
     lag: Option<Box<LagMark>>,
     /// The histograms' epoch the groups' buckets were accounted in (0: none).
     epoch: u32,
+}
+
+/// The groups removed since the last update.
+#[derive(Clone, Debug, Default)]
+struct Gone {
+    /// Their accounted contributions.
+    counted: Counted,
+    /// The histogram buckets they were accounted in.
+    hist: Vec<[u8; 2]>,
 }
 
 /// Records a touched group; the record starts with room for one (most commands touch one
@@ -305,24 +335,21 @@ impl GroupSet {
     }
 
     /// Adds a group unless the name exists; whether it was added.
-    pub fn insert(&mut self, name: &[u8], g: Group) -> bool {
+    pub fn insert(&mut self, g: Group) -> bool {
         let t = self.0.get_or_insert_with(Default::default);
         // (Only empty groups are created; a loaded one is accounted by its stream's birth.)
         let fresh = Counted::of(&g) == Counted::default();
-        if t.groups.try_insert(name, g).is_err() {
-            return false;
-        }
+        let Ok(index) = t.groups.try_insert(g) else { return false };
         if !fresh {
             t.all = true;
             t.touched.clear();
         } else if !t.all {
             // Nothing in the sums, but buckets to enter: recorded with a zero snapshot.
-            match t.groups.get_mut_indexed(name) {
-                Some((index, _)) if t.touched.len() < TOUCHED_MAX => push_touched(&mut t.touched, (index, Counted::default())),
-                _ => {
-                    t.all = true;
-                    t.touched.clear();
-                }
+            if t.touched.len() < TOUCHED_MAX {
+                push_touched(&mut t.touched, (index, Counted::default()));
+            } else {
+                t.all = true;
+                t.touched.clear();
             }
         }
         true
@@ -332,20 +359,19 @@ impl GroupSet {
     /// next update.
     pub fn remove(&mut self, name: &[u8]) -> Option<Group> {
         let t = self.0.as_deref_mut()?;
-        let (index, _) = t.groups.get_mut_indexed(name)?;
-        let g = t.groups.remove(name)?;
+        let (index, g) = t.groups.remove(name)?;
         if let Some(ix) = t.lag.as_mut().and_then(|m| m.index.as_deref_mut()) {
-            ix.remove(g.hist_cross, index);
+            ix.remove(index);
         }
         if !t.all {
             let accounted = match t.touched.iter().position(|&(i, _)| i == index) {
                 Some(at) => t.touched.swap_remove(at).1,
                 None => Counted::of(&g),
             };
-            t.gone.add(accounted);
+            t.gone.get_or_insert_with(Default::default).counted.add(accounted);
         }
         if g.hist != [NOT_ACCOUNTED; 2] {
-            t.gone_hist.push(g.hist);
+            t.gone.get_or_insert_with(Default::default).hist.push(g.hist);
         }
         Some(g)
     }
@@ -353,7 +379,10 @@ impl GroupSet {
     /// Removes every group (the next update walks the groups: none).
     pub fn clear(&mut self) {
         if let Some(t) = self.0.as_deref_mut() {
-            t.gone_hist.extend(t.groups.values().map(|g| g.hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
+            if t.groups.values().any(|g| g.hist != [NOT_ACCOUNTED; 2]) {
+                let gone = t.gone.get_or_insert_with(Default::default);
+                gone.hist.extend(t.groups.values().map(|g| g.hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
+            }
             t.lag = None;
             t.groups = Groups::default();
             t.touched = Vec::new();
@@ -375,7 +404,9 @@ impl GroupSet {
         let Some(t) = self.0.as_deref_mut() else { return Counted::default() };
         let fresh = full || hist.as_ref().is_some_and(|h| h.0 != t.epoch);
         if fresh || hist.is_none() {
-            t.gone_hist.clear();
+            if let Some(g) = t.gone.as_deref_mut() {
+                g.hist.clear();
+            }
         }
         let walk_all = full || t.all;
         let now = if walk_all {
@@ -386,9 +417,11 @@ impl GroupSet {
             now
         } else {
             let mut now = was;
-            now.sub(t.gone);
+            if let Some(g) = t.gone.as_deref() {
+                now.sub(g.counted);
+            }
             for &(index, snapshot) in &t.touched {
-                if let Some(g) = t.groups.value_at(index) {
+                if let Some(g) = t.groups.slot(index) {
                     now.sub(snapshot);
                     now.add(Counted::of(g));
                 }
@@ -404,10 +437,10 @@ impl GroupSet {
             t.epoch = 0;
             t.all = false;
             t.touched.clear();
-            t.gone = Counted::default();
+            t.gone = None;
             return now;
         };
-        for h in t.gone_hist.drain(..) {
+        for h in t.gone.take().map(|g| g.hist).unwrap_or_default() {
             unbucket(h, emit);
         }
         t.epoch = epoch;
@@ -424,7 +457,7 @@ impl GroupSet {
             (Some((_, changed)), ix) if !changed || ix.is_some() => {
                 let mut ix = ix;
                 for &(index, _) in &t.touched {
-                    if let Some(g) = t.groups.value_at_mut(index) {
+                    if let Some(g) = t.groups.slot_mut(index) {
                         place(g, index, &meta, false, emit, ix.as_deref_mut());
                     }
                 }
@@ -439,9 +472,11 @@ impl GroupSet {
                     }
                     moved.extend(std::mem::take(&mut ix.uncounted));
                     for index in moved {
-                        if let Some(g) = t.groups.value_at_mut(index) {
-                            // Taken out of its set above.
-                            g.hist_cross = UNFILED;
+                        // Taken out of its set above.
+                        if let Some(k) = ix.keys.get_mut(index as usize) {
+                            *k = UNFILED;
+                        }
+                        if let Some(g) = t.groups.slot_mut(index) {
                             place(g, index, &meta, false, emit, Some(ix));
                         }
                     }
@@ -454,8 +489,6 @@ impl GroupSet {
             _ => {
                 let mut ix = indexed.then(Box::<LagIndex>::default);
                 for (index, g) in t.groups.values_mut_indexed() {
-                    // A new index: nothing filed in it yet.
-                    g.hist_cross = UNFILED;
                     place(g, index, &meta, fresh, emit, ix.as_deref_mut());
                 }
                 let m = LagMark { meta, index: ix };
@@ -471,7 +504,7 @@ impl GroupSet {
         }
         t.all = false;
         t.touched.clear();
-        t.gone = Counted::default();
+        t.gone = None;
         now
     }
 
@@ -479,7 +512,7 @@ impl GroupSet {
     /// is freed).
     fn unaccount(&self, epoch: u32, emit: HistMoves) {
         let Some(t) = self.0.as_deref().filter(|t| t.epoch == epoch && epoch != 0) else { return };
-        for &h in &t.gone_hist {
+        for &h in t.gone.iter().flat_map(|g| g.hist.iter()) {
             unbucket(h, emit);
         }
         for g in t.groups.values() {
@@ -843,12 +876,13 @@ mod tests {
         assert_eq!(nonzero(&tot), Census::histograms_of(&s, rules));
     }
 
-    /// A stream's first group allocates the record of its groups: kept in a size class of
-    /// 256 bytes (was 384 with the lag mark inline, 320 with the tree's buffers inline), and
-    /// the group itself, in 224 (256 with the time list's renumbering vector inline).
+    /// A stream's first group allocates the record of its groups, in a size class of 160
+    /// bytes (was 384 with the lag mark inline, 320 with the tree's buffers inline, 256 with
+    /// the groups in a radix tree), and a slot for the group itself, in 224 (256 with the
+    /// time list's renumbering vector inline, 240 with the slab's length field).
     #[test]
     fn the_group_record_stays_small() {
-        assert!(std::mem::size_of::<Tracked>() <= 256, "{}", std::mem::size_of::<Tracked>());
-        assert!(std::mem::size_of::<Group>() <= 224, "{}", std::mem::size_of::<Group>());
+        assert!(std::mem::size_of::<Tracked>() <= 112, "{}", std::mem::size_of::<Tracked>());
+        assert!(std::mem::size_of::<Option<Group>>() <= 192, "{}", std::mem::size_of::<Option<Group>>());
     }
 }

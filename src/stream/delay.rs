@@ -219,8 +219,8 @@ pub fn check_delayed(s: &Stream, live: bool) -> Result<(), &'static str> {
             return Err("delayed-entry record of an entry that does not exist");
         }
     }
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((_, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (_, g) in it {
             let Some(sch) = g.schedule() else { continue };
             if sch.is_empty() || sch.by_due.len() != sch.by_id.len() {
                 return Err("group schedule inconsistent");

@@ -30,7 +30,7 @@ pub mod timelist;
 pub mod validate;
 pub mod wake;
 
-pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, ENTRIES_READ_INVALID, NO_OWNER};
+pub use group::{ClaimCount, Consumer, DeliveryTime, Group, Groups, Nack, NackCount, Named, ENTRIES_READ_INVALID, NO_OWNER};
 pub use id::{SeqGiven, StreamId};
 pub use idmp::Idmp;
 pub use policy::{DelOutcome, RefPolicy};
@@ -501,10 +501,7 @@ impl Stream {
         }
         if let Some(g) = self.groups.get() {
             total += g.mem_bytes();
-            let mut it = g.iter();
-            while let Some((k, grp)) = it.next() {
-                total += k.len() + grp.mem_bytes();
-            }
+            total += g.values().map(Group::mem_bytes).sum::<usize>();
         }
         let mut it = self.rax.iter();
         while let Some((_, lp)) = it.next() {
@@ -968,7 +965,7 @@ impl Stream {
 
     /// Creates a group; false if the name exists (streamCreateCG).
     pub fn create_group(&mut self, name: &[u8], last_id: StreamId, entries_read: i64) -> bool {
-        self.groups.insert(name, Group::new(last_id, entries_read))
+        self.groups.insert(Group::new(name, last_id, entries_read))
     }
 
     pub fn destroy_group(&mut self, name: &[u8]) -> bool {
@@ -976,15 +973,15 @@ impl Stream {
     }
 
     /// Groups in name order.
-    pub fn groups_iter(&self) -> Option<crate::rax::Iter<'_, Group>> {
-        self.groups.get().map(|g| g.iter())
+    pub fn groups_iter(&self) -> Option<impl Iterator<Item = (&[u8], &Group)>> {
+        self.groups.get().map(|g| g.iter().map(|(_, g)| (g.name(), g)))
     }
 
     /// Whether a group has NACKed entries (XS.NACK: pending, unowned), which the built-in
     /// streams before 8.8 cannot hold (XS.EXPORT refuses such a stream).
     pub fn has_nacked(&self) -> bool {
-        let Some(mut it) = self.groups_iter() else { return false };
-        while let Some((_, g)) = it.next() {
+        let Some(it) = self.groups_iter() else { return false };
+        for (_, g) in it {
             if g.nacked_count() > 0 {
                 return true;
             }

@@ -75,7 +75,7 @@ fn random_operations_and_time_steps_match_the_model() {
         };
         let maxdel = 1 + r.below(4);
         let ttl = 50 + r.below(200) as i64;
-        let mut g = Group::new(StreamId::MAX, 0); // every entry delivered by `>` reads: due entries are at or below the last ID
+        let mut g = Group::new(b"g", StreamId::MAX, 0); // every entry delivered by `>` reads: due entries are at or below the last ID
         g.set_policy(Some(QueuePolicy {
             max_deliveries: Some((maxdel, DeadLetter::Drop)),
             ack_timeout: Some(at),
@@ -192,14 +192,14 @@ fn random_operations_and_time_steps_match_the_model() {
 
 #[test]
 fn ttl_check_covers_consumers_created_after_a_scan() {
-    let mut g = Group::new(StreamId::MIN, 0);
+    let mut g = Group::new(b"g", StreamId::MIN, 0);
     g.set_policy(Some(QueuePolicy { consumer_ttl: Some(100), ..QueuePolicy::default() }));
     assert!(g.take_expired_consumers(0, 8).is_empty());
     g.create_consumer(b"a", 10).unwrap();
     assert!(g.take_expired_consumers(105, 8).is_empty(), "a is 95 ms old");
     assert_eq!(g.take_expired_consumers(110, 8), vec![b"a".to_vec()]);
     // Between scans a consumer cannot expire: no scan before the recorded time.
-    let mut g = Group::new(StreamId::MIN, 0);
+    let mut g = Group::new(b"g", StreamId::MIN, 0);
     g.set_policy(Some(QueuePolicy { consumer_ttl: Some(100), ..QueuePolicy::default() }));
     g.create_consumer(b"b", 0).unwrap();
     assert!(g.take_expired_consumers(50, 8).is_empty());
@@ -209,7 +209,7 @@ fn ttl_check_covers_consumers_created_after_a_scan() {
 
 #[test]
 fn no_policy_no_due_entries() {
-    let mut g = Group::new(StreamId::MIN, 0);
+    let mut g = Group::new(b"g", StreamId::MIN, 0);
     let s = g.create_consumer(b"a", 0).unwrap();
     g.deliver_new(id(1), s, 0);
     g.nack_entry(id(1), NackCount::Fail, false);

@@ -39,7 +39,6 @@ pub struct TimeList {
     nodes: Slab<Node>,
     /// Head of the free list (threaded through `next`).
     free: u32,
-    free_count: u32,
     head: u32,
     tail: u32,
     /// Last node of the NACK zone, NIL when the zone is empty.
@@ -48,17 +47,11 @@ pub struct TimeList {
     nacked: u32,
     /// Nodes in the list.
     len: u32,
-    /// After a compaction, until [`TimeList::take_remap`]: the new index of each old slot
-    /// (NIL for a free one). Boxed: held only between the two, and a group record with the
-    /// vector inline took a bigger size class (240 bytes for 224).
-    /// (A boxed `Vec`, not a `Box<[u32]>`: 8 bytes where the slice's fat pointer takes 16.)
-    #[allow(clippy::box_collection)]
-    remap: Option<Box<Vec<u32>>>,
 }
 
 impl Default for TimeList {
     fn default() -> Self {
-        TimeList { nodes: Slab::new(), free: NIL, free_count: 0, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0, remap: None }
+        TimeList { nodes: Slab::new(), free: NIL, head: NIL, tail: NIL, nack_tail: NIL, nacked: 0, len: 0 }
     }
 }
 
@@ -124,14 +117,12 @@ impl TimeList {
             let i = self.free;
             if let Some(slot) = self.nodes.get_mut(i as usize) {
                 self.free = slot.next;
-                self.free_count -= 1;
                 *slot = node;
                 return i;
             }
             // A broken free list cannot happen (only this module writes it);
             // forget it rather than loop.
             self.free = NIL;
-            self.free_count = 0;
         }
         // A node index is a u32 below NIL: 2^32 - 1 pending entries in one group
         // (about 100 GB of PEL) is out of reach of any server.
@@ -187,10 +178,14 @@ impl TimeList {
     }
 
     /// Unlinks node `i` (which must be linked; `in_zone` says whether it is in the
-    /// NACK zone). Returns true when the slab was renumbered (released or
-    /// compacted): the caller must then re-read every link from [`TimeList::iter`].
-    pub fn remove(&mut self, i: u32, in_zone: bool) -> bool {
-        let Some(&Node { prev, next, .. }) = self.nodes.get(i as usize) else { return false };
+    /// NACK zone). Returns the renumbering when the slab was renumbered (released or
+    /// compacted): the new index of each old one, NIL for a node no longer in the list;
+    /// empty when no node is left. The caller maps the links it holds through it (an
+    /// index per link, where looking each link up again by its ID cost a tree walk per
+    /// pending entry).
+    #[must_use]
+    pub fn remove(&mut self, i: u32, in_zone: bool) -> Option<Vec<u32>> {
+        let &Node { prev, next, .. } = self.nodes.get(i as usize)?;
         if i == self.nack_tail {
             self.nack_tail = if in_zone { prev } else { NIL };
         }
@@ -210,7 +205,6 @@ impl TimeList {
             n.next = self.free;
         }
         self.free = i;
-        self.free_count += 1;
         self.len -= 1;
         if self.len == 0 {
             // Released, but a small slab is kept: a queue's PEL empties after every
@@ -218,22 +212,23 @@ impl TimeList {
             let mut nodes = std::mem::take(&mut self.nodes);
             nodes.clear(64);
             *self = TimeList { nodes, ..TimeList::default() };
-            return true;
+            return Some(Vec::new());
         }
-        if self.free_count as usize > self.nodes.len() / 2 && self.nodes.len() >= COMPACT_SLOTS_MIN {
-            self.compact();
-            return true;
+        // Free slots: the slab's less the list's (no count of its own: a group record's
+        // time list is 8 bytes smaller for it).
+        let free = self.nodes.len().saturating_sub(self.len as usize);
+        if free > self.nodes.len() / 2 && self.nodes.len() >= COMPACT_SLOTS_MIN {
+            return Some(self.compact());
         }
-        false
+        None
     }
 
-    /// Rebuilds the slab in list order, without free slots.
-    fn compact(&mut self) {
+    /// Rebuilds the slab in list order, without free slots; returns the renumbering
+    /// (see [`TimeList::remove`]).
+    fn compact(&mut self) -> Vec<u32> {
         let mut nodes = Slab::new();
         nodes.reserve(self.len as usize);
-        let mut remap = self.take_remap();
-        remap.clear();
-        remap.resize(self.nodes.len(), NIL);
+        let mut remap = vec![NIL; self.nodes.len()];
         let mut cur = self.head;
         let mut nack_tail = NIL;
         while let Some(n) = self.nodes.get(cur as usize) {
@@ -259,16 +254,7 @@ impl TimeList {
         self.nack_tail = nack_tail;
         self.nodes = nodes;
         self.free = NIL;
-        self.free_count = 0;
-        self.remap = Some(Box::new(remap));
-    }
-
-    /// The renumbering of the last compaction (see [`TimeList::remove`]): the new index of
-    /// each old one, NIL for a node no longer in the list; empty when no node is left. The
-    /// caller maps the links it holds through it (an index per link, where looking each
-    /// link up again by its ID cost a tree walk per pending entry).
-    pub fn take_remap(&mut self) -> Vec<u32> {
-        self.remap.take().map_or_else(Vec::new, |r| *r)
+        remap
     }
 
     /// (node, ID) from the head.

@@ -254,7 +254,7 @@ fn slab_memory_comes_back() {
 
 #[test]
 fn loading_without_order_sorts_by_time_then_id() {
-    let mut g = Group::new(StreamId::MIN, 0);
+    let mut g = Group::new(b"g", StreamId::MIN, 0);
     let times = [(1, 300), (3, 100), (4, 200), (5, 900), (6, 100), (7, 50), (8, 0)];
     for &(ms, t) in &times {
         assert!(g.load_nack(StreamId::new(ms, 0), t, 1));
@@ -273,7 +273,7 @@ fn loading_without_order_sorts_by_time_then_id() {
 
 #[test]
 fn zone_loading_is_checked() {
-    let mut g = Group::new(StreamId::MIN, 0);
+    let mut g = Group::new(b"g", StreamId::MIN, 0);
     assert!(g.load_nack(StreamId::new(1, 0), 0, 1));
     assert!(g.load_nack(StreamId::new(2, 0), 5, 1));
     assert!(g.load_nack(StreamId::new(3, 0), 0, 1));

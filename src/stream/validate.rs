@@ -200,8 +200,8 @@ pub fn validate_stream(s: &Stream) -> Result<(), Invalid> {
         check.node(master_id, stored)?;
     }
     check.finish(s)?;
-    if let Some(mut it) = s.groups_iter() {
-        while let Some((_, g)) = it.next() {
+    if let Some(it) = s.groups_iter() {
+        for (_, g) in it {
             g.check().map_err(Invalid)?;
         }
     }

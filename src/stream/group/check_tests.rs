@@ -47,7 +47,7 @@ fn corrupt(g: &mut Group, what: u64, r: &mut Rng) -> bool {
     let pick = |r: &mut Rng| pel[r.below(pel.len() as u64) as usize].clone();
     let owned: Vec<Vec<u8>> = pel.iter().filter(|k| g.pel.get(k).is_some_and(|n| n.owner != NO_OWNER)).cloned().collect();
     let zone: Vec<Vec<u8>> = pel.iter().filter(|k| g.pel.get(k).is_some_and(|n| n.owner == NO_OWNER)).cloned().collect();
-    let slots: Vec<u32> = (0..g.slots.len() as u32).filter(|&s| g.consumer(s).is_some()).collect();
+    let slots: Vec<u32> = (0..g.consumers.slot_count() as u32).filter(|&s| g.consumer(s).is_some()).collect();
     match what {
         // An owned entry missing from its owner's PEL.
         0 if !owned.is_empty() => {

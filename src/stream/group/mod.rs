@@ -38,8 +38,7 @@ mod small;
 #[cfg(test)]
 mod small_tests;
 use crate::rax::Rax;
-use small::Names;
-pub use small::{IdIter, IdMap, NameIter, OwnPel};
+pub use small::{IdIter, IdMap, Named, OwnPel, Roster, RosterIter};
 use std::sync::LazyLock;
 
 /// A radix tree allocated on its first key and released with its last, so that
@@ -288,6 +287,8 @@ impl Consumer {
 /// A consumer group.
 #[derive(Clone, Debug)]
 pub struct Group {
+    /// Its name (the key of the stream's [`Groups`]).
+    name: Box<[u8]>,
     /// Last ID delivered to the group (`>` reads start after it).
     pub last_id: StreamId,
     /// Logical read counter of `last_id`, or ENTRIES_READ_INVALID.
@@ -296,10 +297,8 @@ pub struct Group {
     pel: IdMap<Nack>,
     /// The NACKs by delivery time, NACK zone first.
     time: TimeList,
-    /// Name -> slot in `slots`.
-    consumers: Names,
-    slots: Vec<Option<Consumer>>,
-    free_slots: Vec<u32>,
+    /// The consumers, by name; a consumer's slot is the owner its NACKs name.
+    consumers: Roster<Consumer>,
     /// The reliable-queue policy (queue.rs); None for a plain group.
     pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
     /// Delayed entries passed over and not yet served (delay.rs); None when empty.
@@ -308,24 +307,20 @@ pub struct Group {
     /// [`NOT_ACCOUNTED`](crate::stream::census::NOT_ACCOUNTED) (src/stream/census.rs). Not part
     /// of the group's content.
     pub(crate) hist: [u8; 2],
-    /// Where the stream's lag index files it (census.rs; u64::MAX: nowhere).
-    pub(crate) hist_cross: u64,
 }
 
 impl Group {
-    pub fn new(last_id: StreamId, entries_read: i64) -> Self {
+    pub fn new(name: &[u8], last_id: StreamId, entries_read: i64) -> Self {
         Group {
+            name: name.into(),
             last_id,
             entries_read,
             pel: IdMap::default(),
             time: TimeList::default(),
-            consumers: Names::default(),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
+            consumers: Roster::default(),
             policy: None,
             schedule: None,
             hist: [super::census::NOT_ACCOUNTED; 2],
-            hist_cross: u64::MAX,
         }
     }
 
@@ -340,22 +335,22 @@ impl Group {
 
     /// The consumer in `slot`.
     pub fn consumer(&self, slot: u32) -> Option<&Consumer> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+        self.consumers.slot(slot)
     }
 
     pub fn consumer_mut(&mut self, slot: u32) -> Option<&mut Consumer> {
-        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+        self.consumers.slot_mut(slot)
     }
 
     /// Slot of the consumer called `name`, without touching it.
     pub fn find_consumer(&self, name: &[u8]) -> Option<u32> {
-        self.consumers.get(name, &self.slots)
+        self.consumers.find(name)
     }
 
     /// Slot of the consumer called `name`; `now` refreshes its seen-time when given
     /// (streamLookupConsumer with or without SLC_NO_REFRESH).
     pub fn lookup_consumer(&mut self, name: &[u8], refresh_now: Option<i64>) -> Option<u32> {
-        let slot = self.consumers.get(name, &self.slots)?;
+        let slot = self.consumers.find(name)?;
         if let (Some(now), Some(c)) = (refresh_now, self.consumer_mut(slot)) {
             c.seen_time = now;
         }
@@ -364,34 +359,17 @@ impl Group {
 
     /// Creates a consumer; `None` if the name exists (streamCreateConsumer).
     pub fn create_consumer(&mut self, name: &[u8], now: i64) -> Option<u32> {
-        if self.consumers.get(name, &self.slots).is_some() {
+        if self.consumers.find(name).is_some() {
             return None;
         }
         let c = Consumer { name: name.into(), seen_time: now, active_time: -1, pel: OwnPel::default() };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(c);
-                s
-            }
-            None => {
-                if self.slots.is_empty() {
-                    // Most groups have one consumer or a few: room for one, not Vec's four.
-                    self.slots.reserve_exact(1);
-                }
-                self.slots.push(Some(c));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.consumers.insert(name, slot, &self.slots);
-        Some(slot)
+        self.consumers.try_insert(c).ok()
     }
 
     /// Deletes a consumer and its pending entries; returns how many it had.
     /// Unowned (NACKed) entries are not the consumer's and stay.
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<usize> {
-        let slot = self.consumers.remove(name, &self.slots)?;
-        let c = self.slots.get_mut(slot as usize)?.take()?;
-        self.free_slots.push(slot);
+        let (_, c) = self.consumers.remove(name)?;
         let mut it = c.pel.iter();
         let mut n = 0;
         while let Some((k, _)) = it.next() {
@@ -405,7 +383,7 @@ impl Group {
 
     /// Consumers in name order: (name, slot).
     pub fn consumers(&self) -> ConsumerIter<'_> {
-        ConsumerIter { g: self, it: self.consumers.iter(&self.slots) }
+        ConsumerIter { it: self.consumers.iter() }
     }
 
     // ---- the PEL ---------------------------------------------------------------
@@ -445,18 +423,14 @@ impl Group {
 
     /// Unlinks a NACK already removed from (or about to leave) its place in the
     /// time list; relinks everything when the slab was renumbered.
+    /// Every other link must be in the old numbering (see [`TimeList::remove`]).
     fn unlink(&mut self, n: Nack) {
-        if n.link() != NIL && self.time.remove(n.link(), n.is_unowned()) {
-            self.relink();
+        if n.link() == NIL {
+            return;
         }
-    }
-
-    /// Maps every NACK's link through the time list's renumbering (after a compaction
-    /// or a release; see [`TimeList::take_remap`]). Every link must be in the old
-    /// numbering: call it before linking anything new.
-    fn relink(&mut self) {
-        let Self { pel, time, .. } = self;
-        relink_pel(pel, time);
+        if let Some(remap) = self.time.remove(n.link(), n.is_unowned()) {
+            relink_pel(&mut self.pel, &remap);
+        }
     }
 
     /// Links the NACK of `id` (loading: not linked yet) where `pos` says and
@@ -512,11 +486,11 @@ impl Group {
         let Group { pel, time, .. } = self;
         let n = pel.get_mut(&key)?;
         let old = *n;
-        let renumbered = old.link() != NIL && time.remove(old.link(), old.is_unowned());
+        let renumbered = if old.link() != NIL { time.remove(old.link(), old.is_unowned()) } else { None };
         // Renumbered (rare): every link is mapped before this one is set (its old node
         // is gone: it maps to NIL, and is linked below).
-        let n = if renumbered {
-            relink_pel(pel, time);
+        let n = if let Some(remap) = renumbered {
+            relink_pel(pel, &remap);
             pel.get_mut(&key)?
         } else {
             n
@@ -562,9 +536,7 @@ impl Group {
             }
             Some(old) => {
                 // Re-delivered after a SETID: the old node goes (the new one is linked).
-                if old.link() != NIL && self.time.remove(old.link(), old.is_unowned()) {
-                    self.relink();
-                }
+                self.unlink(old);
                 self.move_owner(&key, old.owner, slot);
             }
         }
@@ -779,12 +751,8 @@ impl Group {
         }
         // Consumers by slot, each with its PEL's cursor.
         let mut cursors: Vec<Option<IdIter<'_, ()>>> = Vec::new();
-        let mut it = self.consumers.iter(&self.slots);
-        while let Some((name, slot)) = it.next() {
-            let c = self.consumer(slot).ok_or("consumer slot empty")?;
-            if &c.name[..] != name {
-                return Err("consumer name mismatch");
-            }
+        self.consumers.check()?;
+        for (slot, c) in self.consumers.iter() {
             let at = slot as usize;
             if cursors.len() <= at {
                 // Sized by the slots, which exist (`consumer(slot)` found one).
@@ -834,12 +802,8 @@ impl Group {
     #[cfg(test)]
     pub fn check_by_lookups(&self) -> Result<(), &'static str> {
         let mut owned = 0usize;
-        let mut it = self.consumers.iter(&self.slots);
-        while let Some((name, slot)) = it.next() {
-            let c = self.consumer(slot).ok_or("consumer slot empty")?;
-            if &c.name[..] != name {
-                return Err("consumer name mismatch");
-            }
+        self.consumers.check()?;
+        for (slot, c) in self.consumers.iter() {
             let mut p = c.pel.iter();
             while let Some((k, _)) = p.next() {
                 match self.pel.get(k) {
@@ -888,21 +852,19 @@ impl Group {
         let mut total = std::mem::size_of::<Group>()
             + self.pel.mem_bytes()
             + self.time.mem_bytes()
+            + self.name.len()
             + self.consumers.mem_bytes()
-            + self.slots.capacity() * std::mem::size_of::<Option<Consumer>>()
-            + self.free_slots.capacity() * 4
             + self.policy.as_ref().map_or(0, |p| std::mem::size_of_val(&**p) + p.dead_letter_key().map_or(0, <[u8]>::len))
             + self.schedule.as_ref().map_or(0, |s| s.mem_bytes());
-        for c in self.slots.iter().flatten() {
+        for c in self.consumers.values() {
             total += c.name.len() + c.pel.mem_bytes();
         }
         total
     }
 }
 
-/// Maps the link of every NACK of `pel` through the renumbering `time` just made.
-fn relink_pel(pel: &mut IdMap<Nack>, time: &mut TimeList) {
-    let remap = time.take_remap();
+/// Maps the link of every NACK of `pel` through the time list's renumbering `remap`.
+fn relink_pel(pel: &mut IdMap<Nack>, remap: &[u32]) {
     pel.for_each_value_mut(|n| {
         let l = n.link();
         if l != NIL {
@@ -949,19 +911,29 @@ impl<'a> Iterator for ByTime<'a> {
 
 /// Iterator over a group's consumers in name order.
 pub struct ConsumerIter<'a> {
-    g: &'a Group,
-    it: NameIter<'a>,
+    it: RosterIter<'a, Consumer>,
 }
 
 impl<'a> ConsumerIter<'a> {
     pub fn next_consumer(&mut self) -> Option<(u32, &'a Consumer)> {
-        let (_, slot) = self.it.next()?;
-        Some((slot, self.g.consumer(slot)?))
+        self.it.next()
+    }
+}
+
+impl Named for Consumer {
+    fn name(&self) -> &[u8] {
+        &self.name
+    }
+}
+
+impl Named for Group {
+    fn name(&self) -> &[u8] {
+        &self.name
     }
 }
 
 /// All groups of a stream, by name.
-pub type Groups = Rax<Group>;
+pub type Groups = Roster<Group>;
 
 /// Seeks a PEL from `start` (inclusive) in ID order.
 pub fn pel_from<V: EmptyRax>(pel: &IdMap<V>, start: StreamId) -> IdIter<'_, V> {

@@ -3,7 +3,8 @@
 //!
 //! - [`IdMap`]: the group's PEL (ID -> NACK) and each consumer's own PEL (the IDs it owns,
 //!   [`OwnPel`]). A queue's consumer holds one batch or less.
-//! - [`Names`]: a group's consumers by name. Most groups have one consumer or a few.
+//! - [`Roster`]: a group's consumers by name, and a stream's groups. Most groups have one
+//!   consumer or a few, most streams one group or a few.
 //!
 //! A radix tree costs a 224-byte header and four allocations before its first key (about
 //! 300 bytes for one key); the vector costs its keys. A group with one consumer that owns one
@@ -16,7 +17,7 @@
 //! is released (it goes to the spares of [`LazyRax`]) and costs nothing, and a queue whose
 //! batches cross the threshold does not convert back and forth at every batch.
 
-use super::{Consumer, EmptyRax, LazyRax};
+use super::{EmptyRax, LazyRax};
 use crate::rax;
 use crate::rax::SeekOp;
 use crate::stream::id::StreamId;
@@ -208,13 +209,63 @@ impl<'a, V> IdIter<'a, V> {
     }
 }
 
-// ---- a group's consumers by name -----------------------------------------------
+// ---- named values: a group's consumers, a stream's groups ------------------------
 
-/// A group's consumers by name: name -> slot in the group's `slots`, where each
-/// consumer holds its own name. The vector form holds only the slots, ordered by
-/// their consumers' names; each call takes the slots to read the names from.
+/// A value that holds its own name, the key of a [`Roster`].
+pub trait Named {
+    fn name(&self) -> &[u8];
+}
+
+/// Values by name, each in a slot whose number it keeps while it lives: a consumer's slot
+/// is the owner its NACKs name, a group's is how the census records it (census.rs). Freed
+/// slots are reused first. The name index holds slot numbers only, ordered by the names
+/// the slots hold: a vector until it first outgrows [`SMALL_MAX`], then a tree from name
+/// to slot.
+///
+/// A stream's groups were a radix tree of their own: a 176-byte header in the stream's
+/// group record and four allocations for the first key, 568 bytes for a stream's first
+/// group against the built-in's 185 (bench/xbench.py `mem-small-group`).
 #[derive(Clone, Debug)]
-pub struct Names(Index);
+pub struct Roster<T> {
+    index: Index,
+    slots: Vec<Cell<T>>,
+    /// The first free slot ([`NO_SLOT`]: none); each free slot names the next.
+    free: u32,
+}
+
+/// A slot of a [`Roster`]. A free slot is no bigger than a used one: the value's name is a
+/// box, whose null pointer `Free` is told apart by (a free list as a vector took 24 bytes
+/// in every group's record and in every stream's record of its groups).
+#[derive(Clone, Debug)]
+enum Cell<T> {
+    Used(T),
+    /// Free; the next free slot.
+    Free(u32),
+}
+
+const _: () = assert!(std::mem::size_of::<Cell<super::Consumer>>() == std::mem::size_of::<super::Consumer>());
+const _: () = assert!(std::mem::size_of::<Cell<super::Group>>() == std::mem::size_of::<super::Group>());
+
+/// The end of a roster's free list.
+const NO_SLOT: u32 = u32::MAX;
+
+impl<T> Cell<T> {
+    #[inline]
+    fn get(&self) -> Option<&T> {
+        match self {
+            Cell::Used(v) => Some(v),
+            Cell::Free(_) => None,
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self) -> Option<&mut T> {
+        match self {
+            Cell::Used(v) => Some(v),
+            Cell::Free(_) => None,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 enum Index {
@@ -224,112 +275,258 @@ enum Index {
     Tree(LazyRax<u32>),
 }
 
-impl Default for Names {
+impl<T> Default for Roster<T> {
     fn default() -> Self {
-        Names(Index::Small(Vec::new()))
+        Roster { index: Index::Small(Vec::new()), slots: Vec::new(), free: NO_SLOT }
     }
 }
 
-/// The name of the consumer in `slot` (empty if none: the index and the slots are
-/// written together, so that does not happen).
-fn name_of(slots: &[Option<Consumer>], slot: u32) -> &[u8] {
-    slots.get(slot as usize).and_then(Option::as_ref).map_or(&[], |c| &c.name[..])
+/// The name of the value in `slot` (empty if none: the index and the slots are written
+/// together, so that does not happen).
+fn name_of<T: Named>(slots: &[Cell<T>], slot: u32) -> &[u8] {
+    slots.get(slot as usize).and_then(Cell::get).map_or(&[], |v| v.name())
 }
 
-impl Names {
+/// The position of `name` in a vector index (Err: where it would go).
+fn find_name<T: Named>(v: &[u32], name: &[u8], slots: &[Cell<T>]) -> Result<usize, usize> {
+    v.binary_search_by(|&s| name_of(slots, s).cmp(name))
+}
+
+impl<T: Named> Roster<T> {
     pub fn len(&self) -> usize {
-        match &self.0 {
+        match &self.index {
             Index::Small(v) => v.len(),
             Index::Tree(t) => t.len(),
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The slot of `name`.
-    pub fn get(&self, name: &[u8], slots: &[Option<Consumer>]) -> Option<u32> {
-        match &self.0 {
-            Index::Small(v) => v.binary_search_by(|&s| name_of(slots, s).cmp(name)).ok().map(|at| v[at]),
+    #[inline]
+    pub fn find(&self, name: &[u8]) -> Option<u32> {
+        match &self.index {
+            Index::Small(v) => find_name(v, name, &self.slots).ok().map(|at| v[at]),
             Index::Tree(t) => t.get(name).copied(),
         }
     }
 
-    /// Adds `name` -> `slot`, where `slots[slot]` already holds the consumer called `name`
-    /// and no other slot does.
-    pub fn insert(&mut self, name: &[u8], slot: u32, slots: &[Option<Consumer>]) {
-        match &mut self.0 {
-            Index::Small(v) => {
-                let at = match v.binary_search_by(|&s| name_of(slots, s).cmp(name)) {
-                    Ok(at) => {
-                        v[at] = slot;
-                        return;
-                    }
-                    Err(at) => at,
+    /// The value in `slot`.
+    #[inline]
+    pub fn slot(&self, slot: u32) -> Option<&T> {
+        self.slots.get(slot as usize).and_then(Cell::get)
+    }
+
+    #[inline]
+    pub fn slot_mut(&mut self, slot: u32) -> Option<&mut T> {
+        self.slots.get_mut(slot as usize).and_then(Cell::get_mut)
+    }
+
+    /// The value called `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&T> {
+        self.slot(self.find(name)?)
+    }
+
+    /// The value called `name`, with its slot.
+    #[inline]
+    pub fn get_mut_indexed(&mut self, name: &[u8]) -> Option<(u32, &mut T)> {
+        let slot = self.find(name)?;
+        Some((slot, self.slot_mut(slot)?))
+    }
+
+    /// Adds `v` unless its name is taken (then hands it back); returns its slot.
+    pub fn try_insert(&mut self, v: T) -> Result<u32, T> {
+        let at = match &self.index {
+            Index::Small(ix) => match find_name(ix, v.name(), &self.slots) {
+                Ok(_) => return Err(v),
+                Err(at) => Some(at),
+            },
+            Index::Tree(t) if t.get(v.name()).is_some() => return Err(v),
+            Index::Tree(_) => None,
+        };
+        let slot = match self.slots.get_mut(self.free as usize) {
+            Some(cell) => {
+                let slot = self.free;
+                // (A used slot in the free list cannot happen; it would end the list.)
+                self.free = match std::mem::replace(cell, Cell::Used(v)) {
+                    Cell::Free(next) => next,
+                    Cell::Used(_) => NO_SLOT,
                 };
-                if v.len() < SMALL_MAX {
-                    reserve_first(v);
-                    v.insert(at, slot);
-                    return;
-                }
+                slot
+            }
+            None => {
+                // Most groups have one consumer or a few, most streams one group or a
+                // few: room for one, not Vec's four.
+                reserve_first(&mut self.slots);
+                self.slots.push(Cell::Used(v));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let name = name_of(&self.slots, slot);
+        match (&mut self.index, at) {
+            (Index::Small(ix), Some(at)) if ix.len() < SMALL_MAX => {
+                reserve_first(ix);
+                ix.insert(at, slot);
+            }
+            (Index::Small(ix), _) => {
                 let mut t = LazyRax::default();
-                for &s in v.iter() {
-                    t.insert(name_of(slots, s), s);
+                for &s in ix.iter() {
+                    t.insert(name_of(&self.slots, s), s);
                 }
                 t.insert(name, slot);
-                self.0 = Index::Tree(t);
+                self.index = Index::Tree(t);
             }
-            Index::Tree(t) => {
+            (Index::Tree(t), _) => {
                 t.insert(name, slot);
             }
         }
+        Ok(slot)
     }
 
-    /// Removes `name`, whose consumer is still in its slot; returns the slot.
-    pub fn remove(&mut self, name: &[u8], slots: &[Option<Consumer>]) -> Option<u32> {
-        match &mut self.0 {
+    /// Removes the value called `name`; returns it with the slot it leaves.
+    pub fn remove(&mut self, name: &[u8]) -> Option<(u32, T)> {
+        let slot = match &mut self.index {
             Index::Small(v) => {
-                let at = v.binary_search_by(|&s| name_of(slots, s).cmp(name)).ok()?;
-                Some(v.remove(at))
+                let at = find_name(v, name, &self.slots).ok()?;
+                v.remove(at)
             }
-            Index::Tree(t) => t.remove(name),
+            Index::Tree(t) => t.remove(name)?,
+        };
+        let cell = self.slots.get_mut(slot as usize)?;
+        cell.get()?;
+        match std::mem::replace(cell, Cell::Free(self.free)) {
+            Cell::Used(v) => {
+                self.free = slot;
+                Some((slot, v))
+            }
+            Cell::Free(_) => None,
         }
     }
 
-    /// (name, slot) in name order.
-    pub fn iter<'a>(&'a self, slots: &'a [Option<Consumer>]) -> NameIter<'a> {
-        match &self.0 {
-            Index::Small(v) => NameIter::Small(v.iter(), slots),
-            Index::Tree(t) => NameIter::Tree(t.iter()),
-        }
+    /// The values in name order, with their slots.
+    pub fn iter(&self) -> RosterIter<'_, T> {
+        let it = match &self.index {
+            Index::Small(v) => Walk::Small(v.iter()),
+            Index::Tree(t) => Walk::Tree(t.iter()),
+        };
+        RosterIter { it, slots: &self.slots }
     }
 
-    /// Bytes used beyond the handle.
+    /// The values in slot order.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(Cell::get)
+    }
+
+    /// The values in slot order, to change (names stay).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().filter_map(Cell::get_mut)
+    }
+
+    /// The values in slot order with their slots, to change (names stay).
+    pub fn values_mut_indexed(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
+        self.slots.iter_mut().enumerate().filter_map(|(i, v)| Some((i as u32, v.get_mut()?)))
+    }
+
+    /// Slots, used and free.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Bytes used beyond the handle, not counting what the values hold.
     pub fn mem_bytes(&self) -> usize {
-        match &self.0 {
+        let index = match &self.index {
             Index::Small(v) => v.capacity() * 4,
             Index::Tree(t) => t.mem_bytes(),
+        };
+        index + self.slots.capacity() * std::mem::size_of::<Cell<T>>()
+    }
+
+    /// Checks the index against the slots: each used slot indexed once, under its own
+    /// name, in name order; each free slot empty and listed once.
+    pub fn check(&self) -> Result<(), &'static str> {
+        let mut seen = vec![false; self.slots.len()];
+        let mut prev: Option<&[u8]> = None;
+        let mut n = 0;
+        let mut visit = |name: &[u8], slot: u32| -> Result<(), &'static str> {
+            let v = self.slot(slot).ok_or("name index points at an empty slot")?;
+            if v.name() != name {
+                return Err("name index key differs from the name its slot holds");
+            }
+            if prev.is_some_and(|p| p >= name) {
+                return Err("name index out of order");
+            }
+            match seen.get_mut(slot as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err("slot indexed twice"),
+            }
+            prev = Some(v.name());
+            n += 1;
+            Ok(())
+        };
+        match &self.index {
+            Index::Small(v) => v.iter().try_for_each(|&s| visit(name_of(&self.slots, s), s))?,
+            Index::Tree(t) => {
+                let mut it = t.iter();
+                while let Some((k, &s)) = it.next() {
+                    visit(k, s)?;
+                }
+            }
+        }
+        if n != self.values().count() {
+            return Err("a used slot is not in the name index");
+        }
+        let mut f = self.free;
+        while f != NO_SLOT {
+            match (seen.get_mut(f as usize), self.slots.get(f as usize)) {
+                (Some(s), Some(&Cell::Free(next))) if !*s => {
+                    *s = true;
+                    n += 1;
+                    f = next;
+                }
+                _ => return Err("free slot in use or listed twice"),
+            }
+        }
+        if n != self.slots.len() {
+            return Err("a free slot is not in the free list");
+        }
+        Ok(())
+    }
+
+    /// Swaps two entries of a vector index (tests: a broken index for the check to find).
+    #[cfg(test)]
+    pub(super) fn swap_index_for_test(&mut self, a: usize, b: usize) {
+        if let Index::Small(v) = &mut self.index {
+            v.swap(a, b);
         }
     }
 
     #[cfg(test)]
     pub(super) fn is_tree(&self) -> bool {
-        matches!(self.0, Index::Tree(_))
+        matches!(self.index, Index::Tree(_))
     }
 }
 
-/// A group's consumers in name order: (name, slot).
-pub enum NameIter<'a> {
-    Small(std::slice::Iter<'a, u32>, &'a [Option<Consumer>]),
+/// A [`Roster`]'s values in name order: (slot, value).
+pub struct RosterIter<'a, T> {
+    it: Walk<'a>,
+    slots: &'a [Cell<T>],
+}
+
+enum Walk<'a> {
+    Small(std::slice::Iter<'a, u32>),
     Tree(rax::Iter<'a, u32>),
 }
 
-impl<'a> NameIter<'a> {
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Option<(&[u8], u32)> {
-        match self {
-            NameIter::Small(it, slots) => {
-                let slots: &'a [Option<Consumer>] = slots;
-                it.next().map(|&s| (name_of(slots, s), s))
-            }
-            NameIter::Tree(it) => it.next().map(|(k, &s)| (k, s)),
-        }
+impl<'a, T> Iterator for RosterIter<'a, T> {
+    type Item = (u32, &'a T);
+    #[inline]
+    fn next(&mut self) -> Option<(u32, &'a T)> {
+        let slot = match &mut self.it {
+            Walk::Small(it) => *it.next()?,
+            Walk::Tree(it) => *it.next()?.1,
+        };
+        Some((slot, self.slots.get(slot as usize)?.get()?))
     }
 }

@@ -2,7 +2,7 @@
 //! cross [`SMALL_MAX`]: the same keys and values, in the same order, from every start, and the
 //! form each should be in (a vector until it outgrows SMALL_MAX, a tree from then on).
 
-use super::small::{IdMap, Names, OwnPel, SMALL_MAX};
+use super::small::{IdMap, OwnPel, Roster, SMALL_MAX};
 use super::Consumer;
 use crate::stream::id::StreamId;
 use crate::stream::tests::{seed, Rng};
@@ -90,63 +90,104 @@ fn own_pel_first_key_takes_room_for_one() {
     assert_eq!(p.mem_bytes(), 16);
 }
 
-fn consumer(name: &[u8]) -> Consumer {
-    Consumer { name: name.into(), seen_time: 0, active_time: -1, pel: OwnPel::default() }
+fn consumer(name: &[u8], seen_time: i64) -> Consumer {
+    Consumer { name: name.into(), seen_time, active_time: -1, pel: OwnPel::default() }
 }
 
+/// A roster against a model (name -> (slot, payload)): the same names, slots kept while a
+/// value lives and reused once freed, name order from every walk, the index's form, and
+/// its own check.
 #[test]
-fn names_against_a_btree_map() {
+fn roster_against_a_btree_map() {
     let mut r = Rng::new(seed());
     for round in 0..30 {
-        let mut idx = Names::default();
-        let mut slots: Vec<Option<Consumer>> = Vec::new();
-        let mut free: Vec<u32> = Vec::new();
-        let mut m: BTreeMap<Vec<u8>, u32> = BTreeMap::new();
+        let mut ro: Roster<Consumer> = Roster::default();
+        let mut m: BTreeMap<Vec<u8>, (u32, i64)> = BTreeMap::new();
+        let mut freed: Vec<u32> = Vec::new();
         let space = [6, SMALL_MAX as u64 + 6, 3 * SMALL_MAX as u64][round % 3];
         let mut was_tree = false;
-        for step in 0..2000 {
+        for step in 0..2000i64 {
             // Names of different lengths sharing prefixes: "c1", "c12", "c123", ...
             let name = format!("c{}", r.below(space)).into_bytes();
             let insert = r.below(100) < if step < 1000 { 70 } else { 30 };
             if insert {
-                if m.contains_key(&name) {
-                    assert!(idx.get(&name, &slots).is_some());
-                    continue;
+                match ro.try_insert(consumer(&name, step)) {
+                    Err(c) => {
+                        assert!(m.contains_key(&name), "refused {name:?}");
+                        assert_eq!(c.seen_time, step);
+                    }
+                    Ok(slot) => {
+                        assert!(!m.contains_key(&name), "added {name:?} twice");
+                        // A freed slot is reused before a new one is made.
+                        match freed.pop() {
+                            Some(f) => assert_eq!(slot, f),
+                            None => assert_eq!(slot as usize, m.len()),
+                        }
+                        m.insert(name.clone(), (slot, step));
+                    }
                 }
-                let slot = match free.pop() {
-                    Some(s) => {
-                        slots[s as usize] = Some(consumer(&name));
-                        s
-                    }
-                    None => {
-                        slots.push(Some(consumer(&name)));
-                        (slots.len() - 1) as u32
-                    }
-                };
-                idx.insert(&name, slot, &slots);
-                m.insert(name.clone(), slot);
             } else {
-                let got = idx.remove(&name, &slots);
+                let got = ro.remove(&name).map(|(s, c)| (s, c.seen_time));
                 assert_eq!(got, m.remove(&name), "remove {name:?}");
-                if let Some(s) = got {
-                    slots[s as usize] = None;
-                    free.push(s);
+                if let Some((s, _)) = got {
+                    freed.push(s);
                 }
             }
-            assert_eq!(idx.len(), m.len());
-            assert_eq!(idx.is_tree(), was_tree || m.len() > SMALL_MAX, "len {}", m.len());
-            was_tree = idx.is_tree();
+            assert_eq!(ro.len(), m.len());
+            assert_eq!(ro.is_empty(), m.is_empty());
+            assert_eq!(ro.is_tree(), was_tree || m.len() > SMALL_MAX, "len {}", m.len());
+            was_tree = ro.is_tree();
             let probe = format!("c{}", r.below(space)).into_bytes();
-            assert_eq!(idx.get(&probe, &slots), m.get(&probe).copied(), "get {probe:?}");
+            let want = m.get(&probe).copied();
+            assert_eq!(ro.find(&probe), want.map(|w| w.0), "find {probe:?}");
+            assert_eq!(ro.get(&probe).map(|c| c.seen_time), want.map(|w| w.1), "get {probe:?}");
+            if let Some((s, c)) = ro.get_mut_indexed(&probe) {
+                c.seen_time += 1;
+                let w = m.get_mut(&probe).expect("in the model");
+                assert_eq!(s, w.0);
+                w.1 += 1;
+            }
             if step % 50 == 0 {
-                let mut it = idx.iter(&slots);
-                let mut have = Vec::new();
-                while let Some((k, s)) = it.next() {
-                    have.push((k.to_vec(), s));
-                }
-                let want: Vec<(Vec<u8>, u32)> = m.iter().map(|(k, &s)| (k.clone(), s)).collect();
+                ro.check().expect("roster check");
+                let have: Vec<(Vec<u8>, u32, i64)> = ro.iter().map(|(s, c)| (c.name.to_vec(), s, c.seen_time)).collect();
+                let want: Vec<(Vec<u8>, u32, i64)> = m.iter().map(|(k, &(s, t))| (k.clone(), s, t)).collect();
                 assert_eq!(have, want);
+                let mut by_slot: Vec<u32> = ro
+                    .values_mut_indexed()
+                    .map(|(s, c)| {
+                        assert_eq!(ro_slot_name(&m, s), Some(&c.name[..]));
+                        s
+                    })
+                    .collect();
+                by_slot.sort_unstable();
+                assert_eq!(by_slot.len(), m.len());
+                assert_eq!(ro.values().count(), m.len());
             }
         }
     }
+}
+
+fn ro_slot_name(m: &BTreeMap<Vec<u8>, (u32, i64)>, slot: u32) -> Option<&[u8]> {
+    m.iter().find(|(_, &(s, _))| s == slot).map(|(k, _)| &k[..])
+}
+
+/// The first value of a roster costs its slot and one index entry: room for one, not four.
+#[test]
+fn a_roster_of_one_holds_one_slot() {
+    let mut ro: Roster<Consumer> = Roster::default();
+    assert_eq!(ro.mem_bytes(), 0);
+    assert_eq!(ro.try_insert(consumer(b"c", 0)).ok(), Some(0));
+    assert_eq!(ro.mem_bytes(), 4 + std::mem::size_of::<Consumer>());
+}
+
+/// A roster's check finds an index that names the wrong slot.
+#[test]
+fn a_roster_check_finds_a_wrong_index() {
+    let mut ro: Roster<Consumer> = Roster::default();
+    for n in [&b"a"[..], b"b", b"c"] {
+        ro.try_insert(consumer(n, 0)).map_err(|_| "taken").expect("new name");
+    }
+    assert_eq!(ro.check(), Ok(()));
+    ro.swap_index_for_test(0, 2);
+    assert_eq!(ro.check(), Err("name index out of order"));
 }
