@@ -10,8 +10,9 @@
 //!   contributes exactly what it was accounted as;
 //! - [`GroupSet::remove`]: the removed group's accounted contribution (its snapshot if it was
 //!   recorded, whose record goes, else what it holds);
-//! - [`GroupSet::all_mut`] (every group at once), or more than [`TOUCHED_MAX`] groups
-//!   recorded: a flag making the next update walk every group.
+//! - [`GroupSet::all_mut`] (every group at once), more than [`TOUCHED_MAX`] groups recorded,
+//!   or any group of a stream with at most [`WALK_MAX`] groups: a flag making the next update
+//!   walk every group.
 //!
 //! [`Census::update`] applies, for each recorded group, (current - snapshot), and forgets the
 //! records. Nothing is stored per group for the sums: a slab index is reused only by a group
@@ -262,7 +263,7 @@ pub struct GroupSet(Option<Box<Tracked>>);
 struct Tracked {
     groups: Groups,
     /// (slab index, contribution when first handed out) of the groups handed out mutably.
-    touched: Vec<(u32, Counted)>,
+    touched: Touched,
     /// Every group may have changed (`touched` is then empty).
     all: bool,
     /// What the groups removed since the last update were accounted as (None: none
@@ -285,13 +286,53 @@ struct Gone {
     hist: Vec<[u8; 2]>,
 }
 
-/// Records a touched group; the record starts with room for one (most commands touch one
-/// group), not Vec's four.
-fn push_touched(touched: &mut Vec<(u32, Counted)>, t: (u32, Counted)) {
-    if touched.capacity() == 0 {
-        touched.reserve_exact(1);
+/// Records a touched group (slab index, snapshot), or marks every group as possibly changed
+/// (`all`): past [`TOUCHED_MAX`] records, or when the stream has `few` groups (at most
+/// [`WALK_MAX`]), whose walk at the next update costs no more than the record and saves
+/// the record's allocation (32 bytes per stream, most streams having one group). The record
+/// starts with room for one (most commands touch one group), not Vec's four.
+fn record(touched: &mut Touched, all: &mut bool, few: bool, t: (u32, Counted)) {
+    if few || touched.len() >= TOUCHED_MAX {
+        *all = true;
+        touched.clear();
+        return;
     }
-    touched.push(t);
+    let v = touched.0.get_or_insert_with(Default::default);
+    if v.capacity() == 0 {
+        v.reserve_exact(1);
+    }
+    v.push(t);
+}
+
+/// The record of touched groups: boxed, as only a stream with more than [`WALK_MAX`] groups
+/// records any ([`record`]); inline, its 24 bytes took every stream's record of its groups
+/// to a bigger size class. Kept once made (with its room), like the vector it holds.
+#[derive(Clone, Debug, Default)]
+// (A boxed `Vec`, not a `Box<[_]>`: it grows, and 8 bytes where the slice's fat pointer takes 16.)
+#[allow(clippy::box_collection)]
+struct Touched(Option<Box<Vec<(u32, Counted)>>>);
+
+impl Touched {
+    fn as_slice(&self) -> &[(u32, Counted)] {
+        self.0.as_deref().map_or(&[], |v| &v[..])
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn clear(&mut self) {
+        if let Some(v) = self.0.as_deref_mut() {
+            v.clear();
+        }
+    }
+
+    /// Takes out the record of group `index`, if any; returns its snapshot.
+    fn take(&mut self, index: u32) -> Option<Counted> {
+        let v = self.0.as_deref_mut()?;
+        let at = v.iter().position(|&(i, _)| i == index)?;
+        Some(v.swap_remove(at).1)
+    }
 }
 
 impl GroupSet {
@@ -313,14 +354,10 @@ impl GroupSet {
     #[inline]
     pub fn get_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
         let Tracked { groups, touched, all, .. } = self.0.as_deref_mut()?;
+        let few = groups.len() <= WALK_MAX;
         let (index, g) = groups.get_mut_indexed(name)?;
-        if !*all && !touched.iter().any(|&(i, _)| i == index) {
-            if touched.len() >= TOUCHED_MAX {
-                *all = true;
-                touched.clear();
-            } else {
-                push_touched(touched, (index, Counted::of(g)));
-            }
+        if !*all && !touched.as_slice().iter().any(|&(i, _)| i == index) {
+            record(touched, all, few, (index, Counted::of(g)));
         }
         Some(g)
     }
@@ -345,12 +382,7 @@ impl GroupSet {
             t.touched.clear();
         } else if !t.all {
             // Nothing in the sums, but buckets to enter: recorded with a zero snapshot.
-            if t.touched.len() < TOUCHED_MAX {
-                push_touched(&mut t.touched, (index, Counted::default()));
-            } else {
-                t.all = true;
-                t.touched.clear();
-            }
+            record(&mut t.touched, &mut t.all, t.groups.len() <= WALK_MAX, (index, Counted::default()));
         }
         true
     }
@@ -364,10 +396,7 @@ impl GroupSet {
             ix.remove(index);
         }
         if !t.all {
-            let accounted = match t.touched.iter().position(|&(i, _)| i == index) {
-                Some(at) => t.touched.swap_remove(at).1,
-                None => Counted::of(&g),
-            };
+            let accounted = t.touched.take(index).unwrap_or_else(|| Counted::of(&g));
             t.gone.get_or_insert_with(Default::default).counted.add(accounted);
         }
         if g.hist != [NOT_ACCOUNTED; 2] {
@@ -385,7 +414,7 @@ impl GroupSet {
             }
             t.lag = None;
             t.groups = Groups::default();
-            t.touched = Vec::new();
+            t.touched = Touched::default();
             t.all = true;
         }
     }
@@ -420,7 +449,7 @@ impl GroupSet {
             if let Some(g) = t.gone.as_deref() {
                 now.sub(g.counted);
             }
-            for &(index, snapshot) in &t.touched {
+            for &(index, snapshot) in t.touched.as_slice() {
                 if let Some(g) = t.groups.slot(index) {
                     now.sub(snapshot);
                     now.add(Counted::of(g));
@@ -456,7 +485,7 @@ impl GroupSet {
         match (appended, mark.as_mut().and_then(|m| m.index.as_deref_mut())) {
             (Some((_, changed)), ix) if !changed || ix.is_some() => {
                 let mut ix = ix;
-                for &(index, _) in &t.touched {
+                for &(index, _) in t.touched.as_slice() {
                     if let Some(g) = t.groups.slot_mut(index) {
                         place(g, index, &meta, false, emit, ix.as_deref_mut());
                     }
@@ -876,13 +905,15 @@ mod tests {
         assert_eq!(nonzero(&tot), Census::histograms_of(&s, rules));
     }
 
-    /// A stream's first group allocates the record of its groups, in a size class of 160
+    /// A stream's first group allocates the record of its groups, in a size class of 96
     /// bytes (was 384 with the lag mark inline, 320 with the tree's buffers inline, 256 with
-    /// the groups in a radix tree), and a slot for the group itself, in 224 (256 with the
-    /// time list's renumbering vector inline, 240 with the slab's length field).
+    /// the groups in a radix tree, 160 and 112 with the removed groups' and the touched
+    /// groups' records inline), and a slot for the group itself, in 192 (256 with the time
+    /// list's renumbering vector inline, 240 with the slab's length field, 224 with the lag
+    /// index's key and the free list of consumer slots in the group).
     #[test]
     fn the_group_record_stays_small() {
-        assert!(std::mem::size_of::<Tracked>() <= 112, "{}", std::mem::size_of::<Tracked>());
+        assert!(std::mem::size_of::<Tracked>() <= 96, "{}", std::mem::size_of::<Tracked>());
         assert!(std::mem::size_of::<Option<Group>>() <= 192, "{}", std::mem::size_of::<Option<Group>>());
     }
 }
