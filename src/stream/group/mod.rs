@@ -17,7 +17,9 @@
 //!
 //! The three indexes are radix trees as in t_stream.c once they hold more than 64
 //! keys, and sorted vectors before (small.rs): a group with one consumer and one
-//! pending entry costs about half of what three trees did.
+//! pending entry costs about half of what three trees did. A stream's groups are
+//! kept the way a group's consumers are ([`Roster`]: slots, and an index of them
+//! by name), each group holding its own name.
 //!
 //! Invariants ([`Group::check`]):
 //! - an ID is in a consumer's PEL iff the group PEL's NACK for it names that consumer;

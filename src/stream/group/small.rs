@@ -223,8 +223,9 @@ pub trait Named {
 /// to slot.
 ///
 /// A stream's groups were a radix tree of their own: a 176-byte header in the stream's
-/// group record and four allocations for the first key, 568 bytes for a stream's first
-/// group against the built-in's 185 (bench/xbench.py `mem-small-group`).
+/// record of its groups and four allocations for the first key. A stream's first group
+/// took 568 bytes; 304 as a roster, with the records trimmed around it (the built-in's:
+/// 185; bench/xbench.py `mem-small-group`, bench/analysis.md).
 #[derive(Clone, Debug)]
 pub struct Roster<T> {
     index: Index,
