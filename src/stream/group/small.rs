@@ -348,16 +348,17 @@ impl<T: Named> Roster<T> {
             Index::Tree(_) => None,
         };
         let slot = match self.slots.get_mut(self.free as usize) {
-            Some(cell) => {
+            Some(cell @ Cell::Free(_)) => {
                 let slot = self.free;
-                // (A used slot in the free list cannot happen; it would end the list.)
-                self.free = match std::mem::replace(cell, Cell::Used(v)) {
-                    Cell::Free(next) => next,
-                    Cell::Used(_) => NO_SLOT,
-                };
+                if let Cell::Free(next) = std::mem::replace(cell, Cell::Used(v)) {
+                    self.free = next;
+                }
                 slot
             }
-            None => {
+            // The list's end (or a used slot in it, which cannot happen: the list is dropped
+            // rather than the value overwritten).
+            _ => {
+                self.free = NO_SLOT;
                 // Most groups have one consumer or a few, most streams one group or a
                 // few: room for one, not Vec's four.
                 reserve_first(&mut self.slots);
