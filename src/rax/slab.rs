@@ -35,8 +35,10 @@ fn first_chunk_growth(cap: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct Slab<T> {
     /// Every chunk but the last is full, so the chunks' lengths are the slab's length: no
-    /// field of its own (a group record's time list is 8 bytes smaller for it).
-    chunks: Vec<Vec<T>>,
+    /// field of its own (a group record's time list is 8 bytes smaller for it). A boxed
+    /// slice, not a vector, for 8 bytes more: it grows by one chunk at a time (reallocated,
+    /// a copy of 24 bytes per chunk, once per [`CHUNK`] elements).
+    chunks: Box<[Vec<T>]>,
 }
 
 impl<T> Default for Slab<T> {
@@ -46,8 +48,8 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub const fn new() -> Self {
-        Slab { chunks: Vec::new() }
+    pub fn new() -> Self {
+        Slab { chunks: Box::default() }
     }
 
     #[inline]
@@ -69,7 +71,7 @@ impl<T> Slab<T> {
 
     /// Bytes held: the chunks' room and the chunk table.
     pub fn mem_bytes(&self) -> usize {
-        self.capacity() * std::mem::size_of::<T>() + self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
+        self.capacity() * std::mem::size_of::<T>() + self.chunks.len() * std::mem::size_of::<Vec<T>>()
     }
 
     #[inline]
@@ -94,15 +96,14 @@ impl<T> Slab<T> {
                 c.push(v);
             }
             _ => {
-                let first = self.chunks.is_empty();
-                let mut c = Vec::with_capacity(if first { 1 } else { CHUNK });
+                // Most slabs (a group's time list, a small stream's nodes) never leave
+                // their first chunk: it starts with room for one.
+                let mut c = Vec::with_capacity(if self.chunks.is_empty() { 1 } else { CHUNK });
                 c.push(v);
-                if first {
-                    // Most slabs (a group's consumers, a small stream's nodes) never
-                    // leave their first chunk: a table of one, not Vec's first four.
-                    self.chunks.reserve_exact(1);
-                }
-                self.chunks.push(c);
+                let mut table = std::mem::take(&mut self.chunks).into_vec();
+                table.reserve_exact(1);
+                table.push(c);
+                self.chunks = table.into_boxed_slice();
             }
         }
         i
@@ -112,7 +113,7 @@ impl<T> Slab<T> {
     /// `n` counts elements that exist, not a number read from the input).
     pub fn reserve(&mut self, n: usize) {
         if self.chunks.is_empty() {
-            self.chunks.push(Vec::new());
+            self.chunks = vec![Vec::new()].into_boxed_slice();
         }
         if let [first] = &mut self.chunks[..] {
             let want = (first.len() + n).min(CHUNK);
@@ -126,7 +127,7 @@ impl<T> Slab<T> {
     pub fn clear(&mut self, keep: usize) {
         match &mut self.chunks[..] {
             [c] if c.capacity() <= keep => c.clear(),
-            _ => self.chunks = Vec::new(),
+            _ => self.chunks = Box::default(),
         }
     }
 

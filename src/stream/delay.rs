@@ -4,8 +4,8 @@
 //!
 //! ```text
 //!   Stream ── delayed: Option<Box<BTreeMap<ID, due ms>>>    (None: never used)
-//!   Group  ── schedule: Option<Box<Schedule>>               (None: nothing scheduled)
-//!               by_due {(due, ID)}   by_id {ID -> due}
+//!   Group  ── extra ── schedule: Option<Schedule>           (None: nothing scheduled)
+//!                        by_due {(due, ID)}   by_id {ID -> due}
 //! ```
 //!
 //! - The stream's record of a delayed entry lives as long as the entry: it goes
@@ -122,7 +122,7 @@ impl Stream {
         }
         if let Some(gs) = self.groups.all_mut() {
             for g in gs.values_mut() {
-                if g.schedule.is_some() {
+                if g.schedule().is_some() {
                     g.unschedule(id);
                 }
             }

@@ -2,11 +2,11 @@
 //! dead-letter stream (or DROP), ACKTIMEOUT with exponential BACKOFF, CONSUMERTTL.
 //!
 //! ```text
-//!   Group ── policy: Option<Box<QueuePolicy>>   (None: the built-in's group, byte for byte)
-//!              max_deliveries  n, DEADLETTER key | DROP
-//!              ack_timeout     ms, backoff f, max_backoff ms
-//!              consumer_ttl    ms
-//!              counters        delivered acked redelivered dead_lettered (not persisted)
+//!   Group ── extra ── policy: Option<QueuePolicy>   (None: the built-in's group, byte for byte)
+//!                       max_deliveries  n, DEADLETTER key | DROP
+//!                       ack_timeout     ms, backoff f, max_backoff ms
+//!                       consumer_ttl    ms
+//!                       counters        delivered acked redelivered dead_lettered (not persisted)
 //! ```
 //!
 //! Everything here is a function of the group's state and a clock passed in:
@@ -205,7 +205,7 @@ pub(crate) enum Gone {
 impl super::Stream {
     /// Whether some group has a queue policy.
     pub fn has_policy_group(&self) -> bool {
-        self.groups.get().is_some_and(|gs| gs.values().any(|g| g.policy.is_some()))
+        self.groups.get().is_some_and(|gs| gs.values().any(|g| g.policy().is_some()))
     }
 
     /// When group `gname` gets a policy: its pending entries the stream no longer holds
@@ -213,7 +213,7 @@ impl super::Stream {
     /// O(pending entries of the group), once. Returns how many.
     pub fn forget_missing_pending(&mut self, gname: &[u8]) -> usize {
         let missing: Vec<StreamId> = match self.group(gname) {
-            Some(g) if g.policy.is_some() => {
+            Some(g) if g.policy().is_some() => {
                 let mut v = Vec::new();
                 let mut it = g.pel().iter();
                 while let Some((k, _)) = it.next() {
@@ -250,7 +250,7 @@ impl super::Stream {
         }
         let Some(gs) = self.groups.all_mut() else { return };
         for g in gs.values_mut() {
-            if g.policy.is_none() {
+            if g.policy().is_none() {
                 continue;
             }
             match gone {

@@ -286,6 +286,25 @@ impl Consumer {
     }
 }
 
+/// What a group holds only when it uses a reliable-queue policy or delayed delivery: one
+/// box, 8 bytes in every group's record rather than 16, so that the record fits jemalloc's
+/// 160-byte class (bench/analysis.md, `mem-small-group`).
+#[derive(Clone, Debug, Default)]
+struct Extra {
+    /// The reliable-queue policy (queue.rs); None for a plain group.
+    policy: Option<super::queue::QueuePolicy>,
+    /// Delayed entries passed over and not yet served (delay.rs); None when empty.
+    schedule: Option<super::delay::Schedule>,
+}
+
+impl Extra {
+    fn mem_bytes(&self) -> usize {
+        std::mem::size_of::<Extra>()
+            + self.policy.as_ref().map_or(0, |p| p.dead_letter_key().map_or(0, <[u8]>::len))
+            + self.schedule.as_ref().map_or(0, |s| s.mem_bytes() - std::mem::size_of::<super::delay::Schedule>())
+    }
+}
+
 /// A consumer group.
 #[derive(Clone, Debug)]
 pub struct Group {
@@ -301,10 +320,9 @@ pub struct Group {
     time: TimeList,
     /// The consumers, by name; a consumer's slot is the owner its NACKs name.
     consumers: Roster<Consumer>,
-    /// The reliable-queue policy (queue.rs); None for a plain group.
-    pub(crate) policy: Option<Box<super::queue::QueuePolicy>>,
-    /// Delayed entries passed over and not yet served (delay.rs); None when empty.
-    pub(crate) schedule: Option<Box<super::delay::Schedule>>,
+    /// What only a group using a feature the built-in's groups lack holds; None for a
+    /// plain group.
+    extra: Option<Box<Extra>>,
     /// The histogram buckets (PEL size, lag) this group was last accounted in, or
     /// [`NOT_ACCOUNTED`](crate::stream::census::NOT_ACCOUNTED) (src/stream/census.rs). Not part
     /// of the group's content.
@@ -320,15 +338,31 @@ impl Group {
             pel: IdMap::default(),
             time: TimeList::default(),
             consumers: Roster::default(),
-            policy: None,
-            schedule: None,
+            extra: None,
             hist: [super::census::NOT_ACCOUNTED; 2],
         }
     }
 
     /// The reliable-queue policy, if set (queue.rs).
+    #[inline]
     pub fn policy(&self) -> Option<&super::queue::QueuePolicy> {
-        self.policy.as_deref()
+        self.extra.as_deref()?.policy.as_ref()
+    }
+
+    pub(crate) fn policy_mut(&mut self) -> Option<&mut super::queue::QueuePolicy> {
+        self.extra.as_deref_mut()?.policy.as_mut()
+    }
+
+    /// The group's extras, made if it has none.
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// Drops the extras when nothing is left in them.
+    fn drop_empty_extra(&mut self) {
+        if self.extra.as_deref().is_some_and(|e| e.policy.is_none() && e.schedule.is_none()) {
+            self.extra = None;
+        }
     }
 
     pub fn consumer_count(&self) -> usize {
@@ -524,7 +558,7 @@ impl Group {
     /// its count reset to 1. It goes to the tail of the time list.
     pub fn deliver_new(&mut self, id: StreamId, slot: u32, now: i64) -> Nack {
         let key = id.to_be_bytes();
-        if self.schedule.is_some() {
+        if self.schedule().is_some() {
             self.unschedule(id);
         }
         // The common case, a new NACK: one insertion, linked at once.
@@ -565,7 +599,7 @@ impl Group {
         let key = id.to_be_bytes();
         if create && self.pel.get(&key).is_none() {
             // A scheduled entry claimed with FORCE is delivered: it leaves the schedule.
-            if self.schedule.is_some() {
+            if self.schedule().is_some() {
                 self.unschedule(id);
             }
             self.pel.insert(&key, Nack { delivery_time: when.ms(), delivery_count: 1, owner: NO_OWNER, link: Link::NIL });
@@ -596,7 +630,7 @@ impl Group {
     pub fn nack_entry(&mut self, id: StreamId, rule: NackCount, create: bool) -> bool {
         let key = id.to_be_bytes();
         if create && self.pel.get(&key).is_none() {
-            if self.schedule.is_some() {
+            if self.schedule().is_some() {
                 self.unschedule(id);
             }
             self.pel.insert(&key, Nack { delivery_time: 0, delivery_count: 0, owner: NO_OWNER, link: Link::NIL });
@@ -856,8 +890,7 @@ impl Group {
             + self.time.mem_bytes()
             + self.name.len()
             + self.consumers.mem_bytes()
-            + self.policy.as_ref().map_or(0, |p| std::mem::size_of_val(&**p) + p.dead_letter_key().map_or(0, <[u8]>::len))
-            + self.schedule.as_ref().map_or(0, |s| s.mem_bytes());
+            + self.extra.as_deref().map_or(0, Extra::mem_bytes);
         for c in self.consumers.values() {
             total += c.name.len() + c.pel.mem_bytes();
         }

@@ -20,7 +20,7 @@ impl Group {
         // read that reaches it delivers it as a new one.
         let live = |id: StreamId| id <= self.last_id && live(id);
         let mut out = Vec::new();
-        let Some(p) = self.policy.as_deref() else { return out };
+        let Some(p) = self.policy() else { return out };
         if !p.redelivers() {
             return out;
         }
@@ -80,7 +80,7 @@ impl Group {
     /// while their delivery time could still give the minimum.
     pub fn next_due(&self, now: i64, live: impl Fn(StreamId) -> bool) -> Option<i64> {
         let live = |id: StreamId| id <= self.last_id && live(id);
-        let p = self.policy.as_deref()?;
+        let p = self.policy()?;
         if !p.redelivers() {
             return None;
         }
@@ -109,7 +109,7 @@ impl Group {
     /// (CONSUMERTTL), at most `limit`, in name order.
     pub fn expired_consumers(&self, now: i64, limit: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        let Some(ttl) = self.policy.as_deref().and_then(|p| p.consumer_ttl) else { return out };
+        let Some(ttl) = self.policy().and_then(|p| p.consumer_ttl) else { return out };
         let mut it = self.consumers();
         while let Some((_, c)) = it.next_consumer() {
             if out.len() >= limit {
@@ -127,7 +127,7 @@ impl Group {
     /// (O(consumers)) runs only when `now` reached the earliest time a consumer
     /// could expire, which the scan itself records.
     pub fn take_expired_consumers(&mut self, now: i64, limit: usize) -> Vec<Vec<u8>> {
-        let Some(p) = self.policy.as_deref() else { return Vec::new() };
+        let Some(p) = self.policy() else { return Vec::new() };
         let Some(ttl) = p.consumer_ttl else { return Vec::new() };
         if now < p.ttl_check_at {
             return Vec::new();
@@ -147,7 +147,7 @@ impl Group {
             }
             next
         };
-        if let Some(p) = self.policy.as_deref_mut() {
+        if let Some(p) = self.policy_mut() {
             p.ttl_check_at = next;
         }
         out
@@ -157,7 +157,7 @@ impl Group {
     /// it already is at a time still to come and not after `next`. Records `next`
     /// when it must.
     pub fn ttl_schedule_needed(&mut self, now: i64, next: i64) -> bool {
-        let Some(p) = self.policy.as_deref_mut() else { return false };
+        let Some(p) = self.policy_mut() else { return false };
         if p.ttl_scheduled_at > now && p.ttl_scheduled_at <= next {
             return false;
         }
@@ -167,7 +167,7 @@ impl Group {
 
     /// The group just left the expiry index (its entry was reached).
     pub fn ttl_unscheduled(&mut self) {
-        if let Some(p) = self.policy.as_deref_mut() {
+        if let Some(p) = self.policy_mut() {
             p.ttl_scheduled_at = 0;
         }
     }
@@ -178,7 +178,7 @@ impl Group {
         let n = *self.nack(id)?;
         let consumer = self.owner_name(&n).to_vec();
         self.ack(id);
-        if let Some(p) = self.policy.as_deref_mut() {
+        if let Some(p) = self.policy_mut() {
             p.counters.dead_lettered += 1;
         }
         Some(Dead { id, consumer, deliveries: n.delivery_count, reason })
@@ -186,7 +186,7 @@ impl Group {
 
     /// Counts deliveries with a policy set (`redelivered` of them re-deliveries).
     pub fn count_deliveries(&mut self, delivered: u64, redelivered: u64) {
-        if let Some(p) = self.policy.as_deref_mut() {
+        if let Some(p) = self.policy_mut() {
             p.counters.delivered += delivered;
             p.counters.redelivered += redelivered;
         }
@@ -194,13 +194,21 @@ impl Group {
 
     /// Counts acknowledgements with a policy set.
     pub fn count_acks(&mut self, n: u64) {
-        if let Some(p) = self.policy.as_deref_mut() {
+        if let Some(p) = self.policy_mut() {
             p.counters.acked += n;
         }
     }
 
     /// Sets the policy (None, or an empty one: removed).
     pub fn set_policy(&mut self, p: Option<QueuePolicy>) {
-        self.policy = p.filter(|p| !p.is_empty()).map(Box::new);
+        match p.filter(|p| !p.is_empty()) {
+            Some(p) => self.extra_mut().policy = Some(p),
+            None => {
+                if let Some(e) = self.extra.as_deref_mut() {
+                    e.policy = None;
+                }
+                self.drop_empty_extra();
+            }
+        }
     }
 }
