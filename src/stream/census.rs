@@ -262,14 +262,10 @@ pub struct GroupSet(Option<Box<Tracked>>);
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     groups: Groups,
-    /// (slab index, contribution when first handed out) of the groups handed out mutably.
-    touched: Touched,
-    /// Every group may have changed (`touched` is then empty).
+    /// The groups handed out mutably and those removed since the last update.
+    changes: Changes,
+    /// Every group may have changed (no group is then recorded as touched).
     all: bool,
-    /// What the groups removed since the last update were accounted as (None: none
-    /// removed). Boxed: groups are seldom removed, and 40 bytes inline took every stream's
-    /// record of its groups to a bigger size class.
-    gone: Option<Box<Gone>>,
     /// The last walk of the lags (None: none yet). Boxed: 80 bytes that would put every
     /// stream's first group in a bigger size class (376 bytes -> 304).
     lag: Option<Box<LagMark>>,
@@ -291,47 +287,92 @@ struct Gone {
 /// [`WALK_MAX`]), whose walk at the next update costs no more than the record and saves
 /// the record's allocation (32 bytes per stream, most streams having one group). The record
 /// starts with room for one (most commands touch one group), not Vec's four.
-fn record(touched: &mut Touched, all: &mut bool, few: bool, t: (u32, Counted)) {
-    if few || touched.len() >= TOUCHED_MAX {
+fn record(changes: &mut Changes, all: &mut bool, few: bool, t: (u32, Counted)) {
+    if few || changes.len() >= TOUCHED_MAX {
         *all = true;
-        touched.clear();
+        changes.clear_touched();
         return;
     }
-    let v = touched.0.get_or_insert_with(Default::default);
+    let v = &mut changes.0.get_or_insert_with(Default::default).touched;
     if v.capacity() == 0 {
         v.reserve_exact(1);
     }
     v.push(t);
 }
 
-/// The record of touched groups: boxed, as only a stream with more than [`WALK_MAX`] groups
-/// records any ([`record`]); inline, its 24 bytes took every stream's record of its groups
-/// to a bigger size class. Kept once made (with its room), like the vector it holds.
+/// The record of the groups touched and removed since the last update: boxed, as only a
+/// stream with more than [`WALK_MAX`] groups records touched ones ([`record`]) and groups
+/// are seldom removed. Inline, each part took every stream's record of its groups to a
+/// bigger size class; in two boxes, the two pointers took it from 64 bytes to 80. Kept once
+/// the touched groups' record is made (with its room), like the vector it holds.
 #[derive(Clone, Debug, Default)]
-// (A boxed `Vec`, not a `Box<[_]>`: it grows, and 8 bytes where the slice's fat pointer takes 16.)
-#[allow(clippy::box_collection)]
-struct Touched(Option<Box<Vec<(u32, Counted)>>>);
+struct Changes(Option<Box<Changed>>);
 
-impl Touched {
+#[derive(Clone, Debug, Default)]
+struct Changed {
+    /// (slab index, contribution when first handed out) of the groups handed out mutably.
+    touched: Vec<(u32, Counted)>,
+    /// What the groups removed were accounted as (None: none removed).
+    gone: Option<Gone>,
+}
+
+impl Changes {
+    /// The touched groups' records.
     fn as_slice(&self) -> &[(u32, Counted)] {
-        self.0.as_deref().map_or(&[], |v| &v[..])
+        self.0.as_deref().map_or(&[], |c| &c.touched[..])
     }
 
     fn len(&self) -> usize {
         self.as_slice().len()
     }
 
-    fn clear(&mut self) {
-        if let Some(v) = self.0.as_deref_mut() {
-            v.clear();
+    /// Forgets the touched groups (keeping the record's room).
+    fn clear_touched(&mut self) {
+        if let Some(c) = self.0.as_deref_mut() {
+            c.touched.clear();
         }
+    }
+
+    /// Forgets the touched groups and releases their record's room.
+    fn release_touched(&mut self) {
+        if let Some(c) = self.0.as_deref_mut() {
+            c.touched = Vec::new();
+        }
+        self.drop_if_unused();
     }
 
     /// Takes out the record of group `index`, if any; returns its snapshot.
     fn take(&mut self, index: u32) -> Option<Counted> {
-        let v = self.0.as_deref_mut()?;
+        let v = &mut self.0.as_deref_mut()?.touched;
         let at = v.iter().position(|&(i, _)| i == index)?;
         Some(v.swap_remove(at).1)
+    }
+
+    /// The removed groups' record, made if there is none.
+    fn gone_mut(&mut self) -> &mut Gone {
+        self.0.get_or_insert_with(Default::default).gone.get_or_insert_with(Default::default)
+    }
+
+    fn gone(&self) -> Option<&Gone> {
+        self.0.as_deref()?.gone.as_ref()
+    }
+
+    fn gone_opt_mut(&mut self) -> Option<&mut Gone> {
+        self.0.as_deref_mut()?.gone.as_mut()
+    }
+
+    /// Takes the removed groups' record out.
+    fn take_gone(&mut self) -> Option<Gone> {
+        let gone = self.0.as_deref_mut()?.gone.take();
+        self.drop_if_unused();
+        gone
+    }
+
+    /// Releases the box when it holds no room for touched groups and no removed groups.
+    fn drop_if_unused(&mut self) {
+        if self.0.as_deref().is_some_and(|c| c.touched.capacity() == 0 && c.gone.is_none()) {
+            self.0 = None;
+        }
     }
 }
 
@@ -353,11 +394,11 @@ impl GroupSet {
     /// The group called `name`, recorded as possibly changed.
     #[inline]
     pub fn get_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
-        let Tracked { groups, touched, all, .. } = self.0.as_deref_mut()?;
+        let Tracked { groups, changes, all, .. } = self.0.as_deref_mut()?;
         let few = groups.len() <= WALK_MAX;
         let (index, g) = groups.get_mut_indexed(name)?;
-        if !*all && !touched.as_slice().iter().any(|&(i, _)| i == index) {
-            record(touched, all, few, (index, Counted::of(g)));
+        if !*all && !changes.as_slice().iter().any(|&(i, _)| i == index) {
+            record(changes, all, few, (index, Counted::of(g)));
         }
         Some(g)
     }
@@ -367,7 +408,7 @@ impl GroupSet {
     pub fn all_mut(&mut self) -> Option<&mut Groups> {
         let t = self.0.as_deref_mut()?;
         t.all = true;
-        t.touched.clear();
+        t.changes.clear_touched();
         Some(&mut t.groups)
     }
 
@@ -379,10 +420,10 @@ impl GroupSet {
         let Ok(index) = t.groups.try_insert(g) else { return false };
         if !fresh {
             t.all = true;
-            t.touched.clear();
+            t.changes.clear_touched();
         } else if !t.all {
             // Nothing in the sums, but buckets to enter: recorded with a zero snapshot.
-            record(&mut t.touched, &mut t.all, t.groups.len() <= WALK_MAX, (index, Counted::default()));
+            record(&mut t.changes, &mut t.all, t.groups.len() <= WALK_MAX, (index, Counted::default()));
         }
         true
     }
@@ -396,11 +437,11 @@ impl GroupSet {
             ix.remove(index);
         }
         if !t.all {
-            let accounted = t.touched.take(index).unwrap_or_else(|| Counted::of(&g));
-            t.gone.get_or_insert_with(Default::default).counted.add(accounted);
+            let accounted = t.changes.take(index).unwrap_or_else(|| Counted::of(&g));
+            t.changes.gone_mut().counted.add(accounted);
         }
         if g.hist != [NOT_ACCOUNTED; 2] {
-            t.gone.get_or_insert_with(Default::default).hist.push(g.hist);
+            t.changes.gone_mut().hist.push(g.hist);
         }
         Some(g)
     }
@@ -409,12 +450,12 @@ impl GroupSet {
     pub fn clear(&mut self) {
         if let Some(t) = self.0.as_deref_mut() {
             if t.groups.values().any(|g| g.hist != [NOT_ACCOUNTED; 2]) {
-                let gone = t.gone.get_or_insert_with(Default::default);
+                let gone = t.changes.gone_mut();
                 gone.hist.extend(t.groups.values().map(|g| g.hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
             }
             t.lag = None;
             t.groups = Groups::default();
-            t.touched = Touched::default();
+            t.changes.release_touched();
             t.all = true;
         }
     }
@@ -433,7 +474,7 @@ impl GroupSet {
         let Some(t) = self.0.as_deref_mut() else { return Counted::default() };
         let fresh = full || hist.as_ref().is_some_and(|h| h.0 != t.epoch);
         if fresh || hist.is_none() {
-            if let Some(g) = t.gone.as_deref_mut() {
+            if let Some(g) = t.changes.gone_opt_mut() {
                 g.hist.clear();
             }
         }
@@ -446,10 +487,10 @@ impl GroupSet {
             now
         } else {
             let mut now = was;
-            if let Some(g) = t.gone.as_deref() {
+            if let Some(g) = t.changes.gone() {
                 now.sub(g.counted);
             }
-            for &(index, snapshot) in t.touched.as_slice() {
+            for &(index, snapshot) in t.changes.as_slice() {
                 if let Some(g) = t.groups.slot(index) {
                     now.sub(snapshot);
                     now.add(Counted::of(g));
@@ -465,11 +506,11 @@ impl GroupSet {
             t.lag = None;
             t.epoch = 0;
             t.all = false;
-            t.touched.clear();
-            t.gone = None;
+            t.changes.clear_touched();
+            t.changes.take_gone();
             return now;
         };
-        for h in t.gone.take().map(|g| g.hist).unwrap_or_default() {
+        for h in t.changes.take_gone().map(|g| g.hist).unwrap_or_default() {
             unbucket(h, emit);
         }
         t.epoch = epoch;
@@ -485,7 +526,7 @@ impl GroupSet {
         match (appended, mark.as_mut().and_then(|m| m.index.as_deref_mut())) {
             (Some((_, changed)), ix) if !changed || ix.is_some() => {
                 let mut ix = ix;
-                for &(index, _) in t.touched.as_slice() {
+                for &(index, _) in t.changes.as_slice() {
                     if let Some(g) = t.groups.slot_mut(index) {
                         place(g, index, &meta, false, emit, ix.as_deref_mut());
                     }
@@ -532,8 +573,8 @@ impl GroupSet {
             }
         }
         t.all = false;
-        t.touched.clear();
-        t.gone = None;
+        t.changes.clear_touched();
+        t.changes.take_gone();
         now
     }
 
@@ -541,7 +582,7 @@ impl GroupSet {
     /// is freed).
     fn unaccount(&self, epoch: u32, emit: HistMoves) {
         let Some(t) = self.0.as_deref().filter(|t| t.epoch == epoch && epoch != 0) else { return };
-        for &h in t.gone.iter().flat_map(|g| g.hist.iter()) {
+        for &h in t.changes.gone().iter().flat_map(|g| g.hist.iter()) {
             unbucket(h, emit);
         }
         for g in t.groups.values() {
@@ -905,17 +946,18 @@ mod tests {
         assert_eq!(nonzero(&tot), Census::histograms_of(&s, rules));
     }
 
-    /// A stream's first group allocates the record of its groups, in a size class of 80
+    /// A stream's first group allocates the record of its groups, in a size class of 64
     /// bytes (was 384 with the lag mark inline, 320 with the tree's buffers inline, 256 with
     /// the groups in a radix tree, 160 and 112 with the removed groups' and the touched
-    /// groups' records inline, 96 with the roster's name index a vector), and a slot for the
-    /// group itself, in 160 (256 with the time list's renumbering vector inline, 240 with the
-    /// slab's length field, 224 with the lag index's key and the free list of consumer slots
-    /// in the group, 184 with the slab's chunk table and the consumers' slots as vectors and
-    /// the policy and the schedule in boxes of their own).
+    /// groups' records inline, 96 with the roster's name index a vector, 80 with those two
+    /// records in boxes of their own), and a slot for the group itself, in 160 (256 with the
+    /// time list's renumbering vector inline, 240 with the slab's length field, 224 with the
+    /// lag index's key and the free list of consumer slots in the group, 184 with the slab's
+    /// chunk table and the consumers' slots as vectors and the policy and the schedule in
+    /// boxes of their own).
     #[test]
     fn the_group_record_stays_small() {
-        assert!(std::mem::size_of::<Tracked>() <= 80, "{}", std::mem::size_of::<Tracked>());
+        assert!(std::mem::size_of::<Tracked>() <= 64, "{}", std::mem::size_of::<Tracked>());
         assert!(std::mem::size_of::<Option<Group>>() <= 160, "{}", std::mem::size_of::<Option<Group>>());
     }
 }
