@@ -15,6 +15,8 @@
 //!   ...
 //!   chunks[k]  the last one: the only one not full
 //! ```
+//!
+//! A slab of one chunk has no table: the chunk is the slab.
 
 /// Elements per chunk (a power of two: the index splits into chunk and offset).
 pub const CHUNK: usize = 1 << CHUNK_BITS;
@@ -33,13 +35,24 @@ fn first_chunk_growth(cap: usize) -> usize {
 
 /// See the [module documentation](self).
 #[derive(Clone, Debug)]
-pub struct Slab<T> {
-    /// Every chunk but the last is full, so the chunks' lengths are the slab's length: no
-    /// field of its own (a group record's time list is 8 bytes smaller for it). A boxed
-    /// slice, not a vector, for 8 bytes more: it grows by one chunk at a time (reallocated,
-    /// a copy of 24 bytes per chunk, once per [`CHUNK`] elements).
-    chunks: Box<[Vec<T>]>,
+pub struct Slab<T>(Chunks<T>);
+
+/// Every chunk but the last is full, so the chunks' lengths are the slab's length: no field
+/// of its own (a group record's time list is 8 bytes smaller for it).
+#[derive(Clone, Debug)]
+enum Chunks<T> {
+    /// The first chunk, before a second one is needed: no table. A group's time list and a
+    /// small stream's nodes never leave it, and a table of one chunk was a 32-byte
+    /// allocation in each.
+    One(Vec<T>),
+    /// Two chunks or more. A boxed slice, not a vector, for 8 bytes more: it grows by one
+    /// chunk at a time (reallocated, a copy of 24 bytes per chunk, once per [`CHUNK`]
+    /// elements).
+    Many(Box<[Vec<T>]>),
 }
+
+// The table's variant sits in the vector's spare bits: a slab is a vector's 24 bytes.
+const _: () = assert!(std::mem::size_of::<Slab<u64>>() == 24);
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
@@ -48,62 +61,87 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub fn new() -> Self {
-        Slab { chunks: Box::default() }
+    pub const fn new() -> Self {
+        Slab(Chunks::One(Vec::new()))
+    }
+
+    /// The chunks (one, maybe empty, before the first element).
+    #[inline]
+    fn chunks(&self) -> &[Vec<T>] {
+        match &self.0 {
+            Chunks::One(c) => std::slice::from_ref(c),
+            Chunks::Many(t) => t,
+        }
+    }
+
+    #[inline]
+    fn chunks_mut(&mut self) -> &mut [Vec<T>] {
+        match &mut self.0 {
+            Chunks::One(c) => std::slice::from_mut(c),
+            Chunks::Many(t) => t,
+        }
     }
 
     #[inline]
     pub fn len(&self) -> usize {
-        match self.chunks.last() {
-            Some(c) => ((self.chunks.len() - 1) << CHUNK_BITS) + c.len(),
+        let chunks = self.chunks();
+        match chunks.last() {
+            Some(c) => ((chunks.len() - 1) << CHUNK_BITS) + c.len(),
             None => 0,
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.chunks.last().is_none_or(Vec::is_empty)
+        self.chunks().last().is_none_or(Vec::is_empty)
     }
 
     /// Elements the chunks have room for.
     pub fn capacity(&self) -> usize {
-        self.chunks.iter().map(Vec::capacity).sum()
+        self.chunks().iter().map(Vec::capacity).sum()
     }
 
     /// Bytes held: the chunks' room and the chunk table.
     pub fn mem_bytes(&self) -> usize {
-        self.capacity() * std::mem::size_of::<T>() + self.chunks.len() * std::mem::size_of::<Vec<T>>()
+        let table = match &self.0 {
+            Chunks::One(_) => 0,
+            Chunks::Many(t) => t.len() * std::mem::size_of::<Vec<T>>(),
+        };
+        self.capacity() * std::mem::size_of::<T>() + table
     }
 
     #[inline]
     pub fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
+        self.chunks().get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
     }
 
     #[inline]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        self.chunks.get_mut(i >> CHUNK_BITS)?.get_mut(i & (CHUNK - 1))
+        self.chunks_mut().get_mut(i >> CHUNK_BITS)?.get_mut(i & (CHUNK - 1))
     }
 
     /// Appends `v`; returns its index.
     pub fn push(&mut self, v: T) -> usize {
         let i = self.len();
-        match self.chunks.last_mut() {
+        match self.chunks_mut().last_mut() {
             Some(c) if c.len() < CHUNK => {
                 if c.len() == c.capacity() {
-                    // Only the first chunk is ever short of room (later ones start whole).
+                    // Only the first chunk is ever short of room (later ones start whole);
+                    // most slabs (a group's time list, a small stream's nodes) never leave
+                    // it, and it starts with room for one.
                     c.reserve_exact(first_chunk_growth(c.capacity()).min(CHUNK - c.len()));
                 }
                 c.push(v);
             }
             _ => {
-                // Most slabs (a group's time list, a small stream's nodes) never leave
-                // their first chunk: it starts with room for one.
-                let mut c = Vec::with_capacity(if self.chunks.is_empty() { 1 } else { CHUNK });
+                let mut c = Vec::with_capacity(CHUNK);
                 c.push(v);
-                let mut table = std::mem::take(&mut self.chunks).into_vec();
+                let mut table = match std::mem::take(&mut self.0) {
+                    Chunks::One(first) => Vec::from([first]),
+                    Chunks::Many(t) => t.into_vec(),
+                };
                 table.reserve_exact(1);
                 table.push(c);
-                self.chunks = table.into_boxed_slice();
+                self.0 = Chunks::Many(table.into_boxed_slice());
             }
         }
         i
@@ -112,10 +150,7 @@ impl<T> Slab<T> {
     /// Room for `n` more elements, exactly while they fit in the first chunk (loading:
     /// `n` counts elements that exist, not a number read from the input).
     pub fn reserve(&mut self, n: usize) {
-        if self.chunks.is_empty() {
-            self.chunks = vec![Vec::new()].into_boxed_slice();
-        }
-        if let [first] = &mut self.chunks[..] {
+        if let Chunks::One(first) = &mut self.0 {
             let want = (first.len() + n).min(CHUNK);
             first.reserve_exact(want.saturating_sub(first.len()));
         }
@@ -125,20 +160,26 @@ impl<T> Slab<T> {
     /// elements (a slab that empties and fills again, like a queue's PEL, then does not
     /// allocate each time), releases everything otherwise.
     pub fn clear(&mut self, keep: usize) {
-        match &mut self.chunks[..] {
-            [c] if c.capacity() <= keep => c.clear(),
-            _ => self.chunks = Box::default(),
+        match &mut self.0 {
+            Chunks::One(c) if c.capacity() <= keep => c.clear(),
+            _ => *self = Slab::new(),
         }
     }
 
     /// Every element, in index order.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flatten()
+        self.chunks().iter().flatten()
     }
 
     /// Every element, in index order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.chunks.iter_mut().flatten()
+        self.chunks_mut().iter_mut().flatten()
+    }
+}
+
+impl<T> Default for Chunks<T> {
+    fn default() -> Self {
+        Chunks::One(Vec::new())
     }
 }
 
@@ -176,8 +217,8 @@ mod tests {
         let mut s = Slab::new();
         assert_eq!(s.mem_bytes(), 0);
         s.push(0u64);
-        // One element and a table of one chunk.
-        assert_eq!((s.capacity(), s.mem_bytes()), (1, 8 + std::mem::size_of::<Vec<u64>>()));
+        // One element, and no chunk table.
+        assert_eq!((s.capacity(), s.mem_bytes()), (1, 8));
         for (i, cap) in [(2, 2), (3, 4), (5, 8), (9, 16)] {
             while s.len() < i {
                 s.push(0);

@@ -104,13 +104,15 @@ fn buckets_of(g: &Group, meta: &Meta) -> ([u8; 2], Option<u64>) {
 /// accounted (a loaded or copied stream entering the totals).
 fn rebucket(g: &mut Group, now: [u8; 2], fresh: bool, emit: HistMoves) {
     for (i, h) in [Hist::Pel, Hist::Lag].into_iter().enumerate() {
-        let was = if fresh { NOT_ACCOUNTED } else { g.hist[i] };
+        let was = if fresh { NOT_ACCOUNTED } else { g.hist()[i] };
         if was != now[i] {
             if was != NOT_ACCOUNTED {
                 emit(h, was, -1);
             }
             emit(h, now[i], 1);
-            g.hist[i] = now[i];
+            let mut hist = g.hist();
+            hist[i] = now[i];
+            g.set_hist(hist);
         }
     }
 }
@@ -440,8 +442,8 @@ impl GroupSet {
             let accounted = t.changes.take(index).unwrap_or_else(|| Counted::of(&g));
             t.changes.gone_mut().counted.add(accounted);
         }
-        if g.hist != [NOT_ACCOUNTED; 2] {
-            t.changes.gone_mut().hist.push(g.hist);
+        if g.hist() != [NOT_ACCOUNTED; 2] {
+            t.changes.gone_mut().hist.push(g.hist());
         }
         Some(g)
     }
@@ -449,9 +451,9 @@ impl GroupSet {
     /// Removes every group (the next update walks the groups: none).
     pub fn clear(&mut self) {
         if let Some(t) = self.0.as_deref_mut() {
-            if t.groups.values().any(|g| g.hist != [NOT_ACCOUNTED; 2]) {
+            if t.groups.values().any(|g| g.hist() != [NOT_ACCOUNTED; 2]) {
                 let gone = t.changes.gone_mut();
-                gone.hist.extend(t.groups.values().map(|g| g.hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
+                gone.hist.extend(t.groups.values().map(Group::hist).filter(|&h| h != [NOT_ACCOUNTED; 2]));
             }
             t.lag = None;
             t.groups = Groups::default();
@@ -586,7 +588,7 @@ impl GroupSet {
             unbucket(h, emit);
         }
         for g in t.groups.values() {
-            unbucket(g.hist, emit);
+            unbucket(g.hist(), emit);
         }
     }
 }

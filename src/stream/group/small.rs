@@ -235,6 +235,11 @@ pub struct Roster<T> {
     slots: Box<[Cell<T>]>,
     /// The first free slot ([`NO_SLOT`]: none); each free slot names the next.
     free: u32,
+    /// Two bytes of the roster's owner, in what would otherwise be padding: a group keeps
+    /// its histogram buckets in its consumers' roster ([`Group::hist`](super::Group::hist)),
+    /// which holds the group to 160 bytes (jemalloc's class below 192). The roster itself
+    /// never reads them.
+    tag: [u8; 2],
 }
 
 /// A slot of a [`Roster`]. A free slot is no bigger than a used one: the value's name is a
@@ -287,7 +292,7 @@ const _: () = assert!(std::mem::size_of::<Index>() == 16);
 
 impl<T> Default for Roster<T> {
     fn default() -> Self {
-        Roster { index: Index::Small(Box::default()), slots: Box::default(), free: NO_SLOT }
+        Roster { index: Index::Small(Box::default()), slots: Box::default(), free: NO_SLOT, tag: [0; 2] }
     }
 }
 
@@ -300,6 +305,19 @@ fn name_of<T: Named>(slots: &[Cell<T>], slot: u32) -> &[u8] {
 /// The position of `name` in a vector index (Err: where it would go).
 fn find_name<T: Named>(v: &[u32], name: &[u8], slots: &[Cell<T>]) -> Result<usize, usize> {
     v.binary_search_by(|&s| name_of(slots, s).cmp(name))
+}
+
+impl<T> Roster<T> {
+    /// The owner's two bytes.
+    #[inline]
+    pub(super) fn tag(&self) -> [u8; 2] {
+        self.tag
+    }
+
+    #[inline]
+    pub(super) fn set_tag(&mut self, tag: [u8; 2]) {
+        self.tag = tag;
+    }
 }
 
 impl<T: Named> Roster<T> {
