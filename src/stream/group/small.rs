@@ -220,7 +220,8 @@ pub trait Named {
 /// is the owner its NACKs name, a group's is how the census records it (census.rs). Freed
 /// slots are reused first. The name index holds slot numbers only, ordered by the names
 /// the slots hold: a vector until it first outgrows [`SMALL_MAX`], then a tree from name
-/// to slot.
+/// to slot. A roster of one slot (most groups have one consumer, most streams one group)
+/// has no index: its slot, if used, holds its only value.
 ///
 /// A stream's groups were a radix tree of their own: a 176-byte header in the stream's
 /// record of its groups and four allocations for the first key. A stream's first group
@@ -290,6 +291,9 @@ enum Index {
 
 const _: () = assert!(std::mem::size_of::<Index>() == 16);
 
+/// The index of a roster of one slot: its slot 0.
+const SLOT_ZERO: [u32; 1] = [0];
+
 impl<T> Default for Roster<T> {
     fn default() -> Self {
         Roster { index: Index::Small(Box::default()), slots: Box::default(), free: NO_SLOT, tag: [0; 2] }
@@ -323,8 +327,18 @@ impl<T> Roster<T> {
 impl<T: Named> Roster<T> {
     pub fn len(&self) -> usize {
         match &self.index {
+            Index::Small(_) if self.slots.len() <= 1 => self.slots.iter().filter(|c| c.get().is_some()).count(),
             Index::Small(v) => v.len(),
             Index::Tree(t) => t.len(),
+        }
+    }
+
+    /// The name index's vector: the one of a roster of one slot is implied.
+    #[inline]
+    fn small_index<'a>(&'a self, v: &'a [u32]) -> &'a [u32] {
+        match &self.slots[..] {
+            [Cell::Used(_)] => &SLOT_ZERO,
+            _ => v,
         }
     }
 
@@ -336,7 +350,10 @@ impl<T: Named> Roster<T> {
     #[inline]
     pub fn find(&self, name: &[u8]) -> Option<u32> {
         match &self.index {
-            Index::Small(v) => find_name(v, name, &self.slots).ok().map(|at| v[at]),
+            Index::Small(v) => {
+                let v = self.small_index(v);
+                find_name(v, name, &self.slots).ok().map(|at| v[at])
+            }
             Index::Tree(t) => t.get(name).copied(),
         }
     }
@@ -366,8 +383,10 @@ impl<T: Named> Roster<T> {
 
     /// Adds `v` unless its name is taken (then hands it back); returns its slot.
     pub fn try_insert(&mut self, v: T) -> Result<u32, T> {
+        // A roster of one slot has no index; of two or more, one that lists every value.
+        let had_index = self.slots.len() > 1;
         let at = match &self.index {
-            Index::Small(ix) => match find_name(ix, v.name(), &self.slots) {
+            Index::Small(ix) => match find_name(self.small_index(ix), v.name(), &self.slots) {
                 Ok(_) => return Err(v),
                 Err(at) => Some(at),
             },
@@ -402,6 +421,11 @@ impl<T: Named> Roster<T> {
         };
         let name = name_of(&self.slots, slot);
         match (&mut self.index, at) {
+            // One slot: no index.
+            (Index::Small(_), _) if self.slots.len() == 1 => {}
+            // Two slots, grown from one (which was used, or its value would have gone there):
+            // the index of both.
+            (Index::Small(ix), Some(at)) if !had_index => *ix = if at == 0 { Box::new([slot, 0]) } else { Box::new([0, slot]) },
             (Index::Small(ix), Some(at)) if ix.len() < SMALL_MAX => {
                 let mut v = std::mem::take(ix).into_vec();
                 v.reserve_exact(1);
@@ -426,6 +450,7 @@ impl<T: Named> Roster<T> {
     /// Removes the value called `name`; returns it with the slot it leaves.
     pub fn remove(&mut self, name: &[u8]) -> Option<(u32, T)> {
         let slot = match &mut self.index {
+            Index::Small(_) if self.slots.len() <= 1 => self.find(name)?,
             Index::Small(ix) => {
                 let at = find_name(ix, name, &self.slots).ok()?;
                 let mut v = std::mem::take(ix).into_vec();
@@ -449,7 +474,7 @@ impl<T: Named> Roster<T> {
     /// The values in name order, with their slots.
     pub fn iter(&self) -> RosterIter<'_, T> {
         let it = match &self.index {
-            Index::Small(v) => Walk::Small(v.iter()),
+            Index::Small(v) => Walk::Small(self.small_index(v).iter()),
             Index::Tree(t) => Walk::Tree(t.iter()),
         };
         RosterIter { it, slots: &self.slots }
@@ -507,7 +532,8 @@ impl<T: Named> Roster<T> {
             Ok(())
         };
         match &self.index {
-            Index::Small(v) => v.iter().try_for_each(|&s| visit(name_of(&self.slots, s), s))?,
+            Index::Small(v) if self.slots.len() <= 1 && !v.is_empty() => return Err("a roster of one slot with an index"),
+            Index::Small(v) => self.small_index(v).iter().try_for_each(|&s| visit(name_of(&self.slots, s), s))?,
             Index::Tree(t) => {
                 let mut it = t.iter();
                 while let Some((k, &s)) = it.next() {

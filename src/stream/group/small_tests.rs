@@ -171,13 +171,39 @@ fn ro_slot_name(m: &BTreeMap<Vec<u8>, (u32, i64)>, slot: u32) -> Option<&[u8]> {
     m.iter().find(|(_, &(s, _))| s == slot).map(|(k, _)| &k[..])
 }
 
-/// The first value of a roster costs its slot and one index entry: room for one, not four.
+/// The first value of a roster costs its slot: room for one, not four, and no index. A
+/// second value makes the index of both, in name order, whichever slot the first is in.
 #[test]
 fn a_roster_of_one_holds_one_slot() {
+    let one = std::mem::size_of::<Consumer>();
     let mut ro: Roster<Consumer> = Roster::default();
     assert_eq!(ro.mem_bytes(), 0);
     assert_eq!(ro.try_insert(consumer(b"c", 0)).ok(), Some(0));
-    assert_eq!(ro.mem_bytes(), 4 + std::mem::size_of::<Consumer>());
+    assert_eq!((ro.len(), ro.mem_bytes(), ro.find(b"c"), ro.find(b"d")), (1, one, Some(0), None));
+    assert!(ro.try_insert(consumer(b"c", 1)).is_err(), "a name taken");
+    assert_eq!(ro.check(), Ok(()));
+    for (first, second) in [(&b"b"[..], &b"a"[..]), (b"a", b"b")] {
+        let mut ro: Roster<Consumer> = Roster::default();
+        ro.try_insert(consumer(first, 0)).map_err(|_| "taken").expect("new name");
+        assert_eq!(ro.try_insert(consumer(second, 0)).ok(), Some(1));
+        assert_eq!((ro.len(), ro.mem_bytes()), (2, 2 * 4 + 2 * one));
+        let names: Vec<&[u8]> = ro.iter().map(|(_, c)| &c.name[..]).collect();
+        assert_eq!(names, [&b"a"[..], b"b"]);
+        assert_eq!(ro.check(), Ok(()));
+    }
+    // Emptied and filled again: the one slot, still no index; a second value after the first
+    // left makes an index of one.
+    assert_eq!(ro.remove(b"c").map(|(s, _)| s), Some(0));
+    assert_eq!((ro.len(), ro.iter().count(), ro.find(b"c")), (0, 0, None));
+    assert_eq!(ro.check(), Ok(()));
+    assert_eq!(ro.try_insert(consumer(b"e", 0)).ok(), Some(0));
+    assert_eq!((ro.len(), ro.mem_bytes(), ro.find(b"e")), (1, one, Some(0)));
+    assert_eq!(ro.remove(b"e").map(|(s, _)| s), Some(0));
+    assert_eq!(ro.try_insert(consumer(b"f", 0)).ok(), Some(0));
+    assert_eq!(ro.try_insert(consumer(b"g", 0)).ok(), Some(1));
+    assert_eq!(ro.remove(b"f").map(|(s, _)| s), Some(0));
+    assert_eq!((ro.len(), ro.find(b"g"), ro.find(b"f")), (1, Some(1), None));
+    assert_eq!(ro.check(), Ok(()));
 }
 
 /// A roster's check finds an index that names the wrong slot.
