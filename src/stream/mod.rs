@@ -1600,6 +1600,14 @@ pub struct RangeIter<'a> {
     done: bool,
 }
 
+/// A node of the tree with its key copied out (a node's key is its master ID, 16 bytes; any
+/// other length reads as the zero ID, as `StreamId::from_be_bytes` would): on the stack, so
+/// that opening a read allocates nothing.
+#[inline(always)]
+fn node_entry<'a>((k, lp): (&[u8], &'a Listpack)) -> ([u8; 16], &'a Listpack) {
+    (<[u8; 16]>::try_from(k).unwrap_or([0; 16]), lp)
+}
+
 impl<'a> RangeIter<'a> {
     fn new(rax: &'a Nodes, start: StreamId, end: StreamId, rev: bool, skip_tombstones: bool) -> Self {
         // Position on the node that may hold the first element, as the built-in:
@@ -1609,7 +1617,7 @@ impl<'a> RangeIter<'a> {
         let mut first = None;
         if !bound.is_zero() {
             nodes = rax.seek(SeekOp::Le, &bound.to_be_bytes());
-            first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
+            first = if rev { nodes.prev() } else { nodes.next() }.map(node_entry);
             if first.is_none() {
                 nodes = rax.seek(edge, &[]);
             }
@@ -1617,7 +1625,7 @@ impl<'a> RangeIter<'a> {
             nodes = rax.seek(edge, &[]);
         }
         if first.is_none() {
-            first = if rev { nodes.prev() } else { nodes.next() }.map(|(k, v)| (k.to_vec(), v));
+            first = if rev { nodes.prev() } else { nodes.next() }.map(node_entry);
         }
         let owner = rax as *const Nodes as usize;
         let mut it = RangeIter { owner, nodes, cur: None, pos: None, start, end, rev, skip_tombstones, done: false };
@@ -1641,9 +1649,8 @@ impl<'a> RangeIter<'a> {
 
     fn advance_node(&mut self) -> bool {
         let next = if self.rev { self.nodes.prev() } else { self.nodes.next() };
-        match next {
+        match next.map(node_entry) {
             Some((k, lp)) => {
-                let k = <[u8; 16]>::try_from(k).unwrap_or([0; 16]);
                 self.enter(&k, lp);
                 true
             }
