@@ -26,7 +26,9 @@ node; with `:xstream.tier-dir=tier,xstream.tier-memory=0`, every other node on d
 (XS.READGROUP / XREADGROUP COUNT 10 >, nothing acknowledged), ack / builtin_ack (XS.ACK / XACK of 10
 pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-group pair apart; trim /
 builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
-builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); maxlen_add /
+builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); xclaim /
+builtin_xclaim (XS.CLAIM / XCLAIM g c2 0 of 10 of those pending IDs, with their entries) and
+xclaim_justid / builtin_xclaim_justid (the same 10 IDs every time, JUSTID); maxlen_add /
 builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream); range_json (XS.RANGE
 COUNT 100 at spread starts of 20,000 JSON-like events: with `--module path:xstream.compression=lz4`,
 the read of compressed nodes); dump / builtin_dump and restore / builtin_restore (DUMP of a slot
@@ -102,9 +104,9 @@ def prepare(r, name, ops):
             r.execute_command(p + "READGROUP", "GROUP", g, c, "COUNT", str(n), "STREAMS", key, ">")
         PAYLOAD[name] = r.execute_command("DUMP", key)
         return
-    if name in ("pending", "builtin_pending"):
+    if name in ("pending", "builtin_pending", "xclaim", "builtin_xclaim", "xclaim_justid", "builtin_xclaim_justid"):
         # 10,000 pending entries of one consumer (the summary form reads counts and edges).
-        add, group, read, key = ("XS.ADD", "XS.GROUP", "XS.READGROUP", "p") if name == "pending" else ("XADD", "XGROUP", "XREADGROUP", "bp")
+        add, group, read, key = ("XS.ADD", "XS.GROUP", "XS.READGROUP", "p") if not name.startswith("builtin") else ("XADD", "XGROUP", "XREADGROUP", "bp")
         pipe = r.pipeline(transaction=False)
         for i in range(10000):
             pipe.execute_command(add, key, f"{1000000000000 + i // 10}-{i % 10}", "f", str(i))
@@ -113,6 +115,7 @@ def prepare(r, name, ops):
         pipe.execute()
         r.execute_command(group, "CREATE", key, "g", "0")
         r.execute_command(read, "GROUP", "g", "c1", "COUNT", "10000", "STREAMS", key, ">")
+        r.response_callbacks.pop("XCLAIM", None)  # redis-py would parse a JUSTID reply as entries
         return
     if name in ("trim", "builtin_trim"):
         # One stream of TRIM_ENTRIES per op, entries as the bench's (ten per ms, one field).
@@ -254,6 +257,16 @@ def run(r, name, ops):
         cmd, key = ("XS.PENDING", "p") if name == "pending" else ("XPENDING", "bp")
         for _ in range(ops):
             pipe.execute_command(cmd, key, "g")
+    elif name in ("xclaim", "builtin_xclaim", "xclaim_justid", "builtin_xclaim_justid"):
+        # XCLAIM of 10 pending IDs with their entries, min-idle 0, to consumer c2 (a fixed
+        # sequence over the 10,000: each op claims 10 consecutive entries); `_justid`: the
+        # same 10 IDs every time, JUSTID.
+        cmd, key = ("XS.CLAIM", "p") if not name.startswith("builtin") else ("XCLAIM", "bp")
+        justid = name.endswith("justid")
+        for i in range(ops):
+            n = (0 if justid else i) * 10
+            ids = [f"{1000000000000 + (n + j) % 10000 // 10}-{(n + j) % 10}" for j in range(10)]
+            pipe.execute_command(cmd, key, "g", "c2", "0", *ids, *(["JUSTID"] if justid else []))
     elif name in ("trim", "builtin_trim"):
         cmd = "XS.TRIM" if name == "trim" else "XTRIM"
         for k in range(ops):

@@ -2,11 +2,13 @@
 //!          [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]
 //! XS.AUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID]
 //!
-//! Replication (COMPAT.md §4): never the command itself; each claimed PEL entry
-//! goes out as `XS.CLAIM key group consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID
-//! LASTID group-last-id`, which sets the replica's NACK exactly. A PEL entry whose
-//! stream entry is gone goes out the same way (the replica, not finding the
-//! entry either, drops its NACK).
+//! Replication (COMPAT.md §4): never the command itself; the claimed PEL entries
+//! go out as `XS.CLAIM key group consumer 0 id [id ...] TIME t RETRYCOUNT n FORCE
+//! JUSTID LASTID group-last-id`, one command per run of consecutive claims that
+//! share their time and count (the built-in sends one XCLAIM per entry), which
+//! sets the replica's NACKs exactly. A PEL entry whose stream entry is gone goes
+//! out on its own in the one-ID form (the replica, not finding the entry either,
+//! drops its NACK).
 //!
 //! `ENTRIESREAD n` is an internal option, accepted only from the primary or the
 //! AOF: XS.READGROUP propagates a `>` read as one XS.CLAIM for all its entries
@@ -74,6 +76,91 @@ pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u
             Arg::New(&last),
         ],
     );
+}
+
+/// The claims of one XS.CLAIM / XS.AUTOCLAIM not yet propagated. The built-in
+/// propagates one XCLAIM per claimed entry and counts one change for each; here
+/// consecutive claims that leave the same delivery time, count and group last ID go
+/// out as one `XS.CLAIM` of all their IDs ([`propagate_claim_ids`], the form a `>`
+/// read uses; the replica applies them in order), and the dirty counter still
+/// gains one per entry. A claim whose state differs, and anything else the command
+/// propagates in its loop (the cleanup of a deleted entry), first sends the run;
+/// what it propagates after the loop (the group's ID, the dead letters, which
+/// [`super::queue::DeadLetters`] sends at its flush) follows it, as before.
+/// Per entry that saves the command's own argument vector (one lookup of the
+/// dirty counter's command is left: [`Ctx::add_dirty_exact`]).
+#[derive(Default)]
+struct ClaimRun {
+    ids: Vec<StreamId>,
+    time: i64,
+    count: u64,
+    last: StreamId,
+}
+
+impl ClaimRun {
+    /// Claimed entry `id`, now in state `nk`, with the group's last ID `last`.
+    fn push(&mut self, c: &Ctx, id: StreamId, nk: &Nack, last: StreamId) {
+        if !self.ids.is_empty() && (nk.delivery_time, nk.delivery_count, last) != (self.time, self.count, self.last) {
+            self.flush(c);
+        }
+        if self.ids.is_empty() {
+            (self.time, self.count, self.last) = (nk.delivery_time, nk.delivery_count, last);
+        }
+        self.ids.push(id);
+    }
+
+    /// Propagates the run (the consumer is argument 3 of both commands).
+    fn flush(&mut self, c: &Ctx) {
+        let Some(more) = self.ids.len().checked_sub(1) else { return };
+        propagate_claim_ids(c, 1, 2, &self.ids, self.time, self.count, self.last, None);
+        c.add_dirty_exact(more as u64);
+        self.ids.clear();
+    }
+}
+
+/// Propagates pending entries that now belong to the reading consumer (argument
+/// `group_arg + 1`) with one delivery time and count, as ONE `XS.CLAIM key group
+/// consumer 0 id1 .. idN TIME t RETRYCOUNT n FORCE JUSTID LASTID last
+/// [ENTRIESREAD er]`: the replica applies the IDs in order, each as the built-in's
+/// one-ID XCLAIM would (an entry gone from its stream is dropped from its PEL).
+#[allow(clippy::too_many_arguments)]
+pub fn propagate_claim_ids(
+    c: &Ctx,
+    key_idx: usize,
+    group_arg: usize,
+    ids: &[StreamId],
+    time: i64,
+    count: u64,
+    last: StreamId,
+    entries_read: Option<i64>,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
+    let time = time.to_string();
+    // As a long long, as [`propagate_xclaim`]: a count past LLONG_MAX goes out negative,
+    // which the replica's XS.CLAIM applies (it refuses a number above LLONG_MAX).
+    let retry = (count as i64).to_string();
+    let last = last.to_bytes();
+    let er = entries_read.map(|n| n.to_string());
+    let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
+    args.extend([Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1), Arg::Word(Word::Zero)]);
+    args.extend(ids.iter().map(|id| Arg::New(id)));
+    args.extend([
+        Arg::Word(Word::Time),
+        Arg::New(time.as_bytes()),
+        Arg::Word(Word::RetryCount),
+        Arg::New(retry.as_bytes()),
+        Arg::Word(Word::Force),
+        Arg::Word(Word::JustId),
+        Arg::Word(Word::LastId),
+        Arg::New(&last),
+    ]);
+    if let Some(er) = &er {
+        args.extend([Arg::Word(Word::EntriesRead), Arg::New(er.as_bytes())]);
+    }
+    c.replicate(c"XS.CLAIM", &args);
 }
 
 /// One more delivery: saturating at LLONG_MAX at `xstream.compat latest` (8.8) and
@@ -213,12 +300,14 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
     c.reply_array_postponed();
     let mut dl = super::queue::DeadLetters::for_group(c, s, gname, 1, 2);
     let mut n = 0usize;
+    let mut run = ClaimRun::default();
     for &(id, _) in &ids {
         let exists = s.contains(id);
         let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
         let nack = g.nack(id).copied();
         if !exists {
             if let Some(nk) = nack {
+                run.flush(c);
                 if propagate_cleanup(c, g, id, &nk) {
                     propagate_last_id = false;
                 }
@@ -271,9 +360,10 @@ pub fn run_claim(c: &Ctx) -> Result<()> {
         }
         n += 1;
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, 1);
-        propagate_xclaim(c, 1, 2, name, id, &updated, glast);
+        run.push(c, id, &updated, glast);
         propagate_last_id = false;
     }
+    run.flush(c);
     if propagate_last_id {
         if let Some(g) = s.group(gname) {
             propagate_group_id(c, 1, 2, g.last_id, g.entries_read);
@@ -355,6 +445,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
     // collected (bounded by the PEL) and their entries replied after it.
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut dl = super::queue::DeadLetters::for_group(c, s, gname, 1, 2);
+    let mut run = ClaimRun::default();
     // Where the next PEL lookup starts; None once the last possible ID was seen.
     let mut cursor = Some(start);
     let next_cursor;
@@ -376,6 +467,7 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         cursor = id.next();
         if !s.contains(id) {
             let g = s.group_mut(gname).ok_or_else(|| nogroup(c))?;
+            run.flush(c);
             propagate_cleanup(c, g, id, &nack);
             g.ack(id);
             deleted.push(id);
@@ -403,8 +495,9 @@ pub fn run_autoclaim(c: &Ctx) -> Result<()> {
         claimed.push(id);
         count -= 1;
         crate::ffi::stats::bump(&crate::ffi::stats::EVENTS.entries_claimed, 1);
-        propagate_xclaim(c, 1, 2, name, id, &updated, glast);
+        run.push(c, id, &updated, glast);
     }
+    run.flush(c);
     if let Some(d) = dl {
         d.flush(c);
     }

@@ -458,51 +458,6 @@ pub(super) fn propagate_deliveries(
     propagate_claim_ids(c, key_idx, group_arg, &ids, first.delivery_time, first.delivery_count, last, Some(entries_read));
 }
 
-/// Propagates pending entries that now belong to the reading consumer (argument
-/// `group_arg + 1`) with one delivery time and count, as ONE `XS.CLAIM key group
-/// consumer 0 id1 .. idN TIME t RETRYCOUNT n FORCE JUSTID LASTID last
-/// [ENTRIESREAD er]`: the replica applies the IDs in order, each as the built-in's
-/// one-ID XCLAIM would (an entry gone from its stream is dropped from its PEL).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn propagate_claim_ids(
-    c: &Ctx,
-    key_idx: usize,
-    group_arg: usize,
-    ids: &[StreamId],
-    time: i64,
-    count: u64,
-    last: StreamId,
-    entries_read: Option<i64>,
-) {
-    if ids.is_empty() {
-        return;
-    }
-    let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
-    let time = time.to_string();
-    // As a long long, as [`propagate_xclaim`]: a count past LLONG_MAX goes out negative,
-    // which the replica's XS.CLAIM applies (it refuses a number above LLONG_MAX).
-    let retry = (count as i64).to_string();
-    let last = last.to_bytes();
-    let er = entries_read.map(|n| n.to_string());
-    let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
-    args.extend([Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1), Arg::Word(Word::Zero)]);
-    args.extend(ids.iter().map(|id| Arg::New(id)));
-    args.extend([
-        Arg::Word(Word::Time),
-        Arg::New(time.as_bytes()),
-        Arg::Word(Word::RetryCount),
-        Arg::New(retry.as_bytes()),
-        Arg::Word(Word::Force),
-        Arg::Word(Word::JustId),
-        Arg::Word(Word::LastId),
-        Arg::New(&last),
-    ]);
-    if let Some(er) = &er {
-        args.extend([Arg::Word(Word::EntriesRead), Arg::New(er.as_bytes())]);
-    }
-    c.replicate(c"XS.CLAIM", &args);
-}
-
 /// A CLAIM read's entry: `[id, [field, value ...], idle ms, delivery count]`
 /// (new entries: idle and count 0).
 pub(super) fn reply_entry_claimed(c: &Ctx, e: &crate::stream::Entry<'_>, idle_ms: i64, count: i64) {

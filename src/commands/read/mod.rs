@@ -22,7 +22,7 @@
 //! ([`serve_taken`]). A blocked CLAIM reader also wakes when an entry becomes
 //! claimable (src/jobs/wake.rs).
 
-use crate::commands::claim::{propagate_group_id, propagate_xclaim};
+use crate::commands::claim::{propagate_claim_ids, propagate_group_id, propagate_xclaim};
 use crate::commands::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, NoGroup, Result};

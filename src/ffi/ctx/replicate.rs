@@ -185,6 +185,17 @@ impl Ctx {
         }
     }
 
+    /// [`Ctx::add_dirty`] without its bound: `n` changes counted one by one. For a
+    /// caller whose `n` is bounded by work it already does per change (XS.CLAIM and
+    /// XS.AUTOCLAIM, which reply per claimed entry), replacing a propagation per
+    /// change that cost more than this does.
+    pub fn add_dirty_exact(&self, n: u64) {
+        for _ in 0..n {
+            // SAFETY: as in add_dirty: valid ctx, flags only, a registered command.
+            unsafe { api!(RedisModule_Replicate)(self.ctx, c"XS.LEN".as_ptr(), c"AR".as_ptr()) };
+        }
+    }
+
     /// Keyspace event of the module class (`d`) named `event` on key argument `i` (test builds).
     #[cfg(feature = "test-hooks")]
     pub fn notify_module_class(&self, event: &[u8], i: usize) {
