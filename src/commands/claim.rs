@@ -19,6 +19,7 @@ use super::{cstr, is_kw, parse_ll};
 use crate::config::Level;
 use crate::error::{Error, NoGroup, Result};
 use crate::ffi::ctx::{Arg, Ctx, KeyKind, Word};
+use crate::stream::id::IdText;
 use crate::stream::{ClaimCount, DeliveryTime, Nack, StreamId};
 
 /// The consumer called `name`, seen now, or created (with its keyspace event on
@@ -50,32 +51,10 @@ fn claim_slot(c: &Ctx, slot: &mut Option<u32>, g: &mut crate::stream::Group, nam
     Ok(*slot.insert(sl))
 }
 
-/// Propagates one NACK's state in the XCLAIM form.
+/// Propagates one NACK's state in the XCLAIM form ([`propagate_claim_ids`] of one ID,
+/// for a consumer that is not an argument of the command).
 pub fn propagate_xclaim(c: &Ctx, key_arg: usize, group_arg: usize, consumer: &[u8], id: StreamId, nack: &Nack, group_last: StreamId) {
-    let id_text = id.to_bytes();
-    let time = nack.delivery_time.to_string();
-    // As a long long, as streamPropagateXCLAIM (a count wrapped past LLONG_MAX below
-    // compat latest goes out negative, which the receiving XCLAIM reads as no RETRYCOUNT).
-    let count = (nack.delivery_count as i64).to_string();
-    let last = group_last.to_bytes();
-    c.replicate(
-        c"XS.CLAIM",
-        &[
-            Arg::Orig(key_arg),
-            Arg::Orig(group_arg),
-            Arg::New(consumer),
-            Arg::Word(Word::Zero),
-            Arg::New(&id_text),
-            Arg::Word(Word::Time),
-            Arg::New(time.as_bytes()),
-            Arg::Word(Word::RetryCount),
-            Arg::New(count.as_bytes()),
-            Arg::Word(Word::Force),
-            Arg::Word(Word::JustId),
-            Arg::Word(Word::LastId),
-            Arg::New(&last),
-        ],
-    );
+    replicate_claim(c, key_arg, group_arg, Arg::New(consumer), &[id], nack.delivery_time, nack.delivery_count, group_last, None);
 }
 
 /// The claims of one XS.CLAIM / XS.AUTOCLAIM not yet propagated. The built-in
@@ -134,18 +113,36 @@ pub fn propagate_claim_ids(
     last: StreamId,
     entries_read: Option<i64>,
 ) {
+    replicate_claim(c, key_idx, group_arg, Arg::Orig(group_arg + 1), ids, time, count, last, entries_read);
+}
+
+/// `XS.CLAIM key group consumer 0 id1 .. idN TIME t RETRYCOUNT n FORCE JUSTID LASTID
+/// last [ENTRIESREAD er]`. The IDs' text in one vector, whatever their number.
+#[allow(clippy::too_many_arguments)]
+fn replicate_claim(
+    c: &Ctx,
+    key_arg: usize,
+    group_arg: usize,
+    consumer: Arg<'_>,
+    ids: &[StreamId],
+    time: i64,
+    count: u64,
+    last: StreamId,
+    entries_read: Option<i64>,
+) {
     if ids.is_empty() {
         return;
     }
-    let ids: Vec<Vec<u8>> = ids.iter().map(|id| id.to_bytes()).collect();
+    let ids: Vec<IdText> = ids.iter().map(|id| id.text()).collect();
     let time = time.to_string();
-    // As a long long, as [`propagate_xclaim`]: a count past LLONG_MAX goes out negative,
-    // which the replica's XS.CLAIM applies (it refuses a number above LLONG_MAX).
+    // As a long long, as streamPropagateXCLAIM: a count past LLONG_MAX (wrapped below
+    // compat latest) goes out negative, which the receiving XS.CLAIM applies (it refuses
+    // a number above LLONG_MAX).
     let retry = (count as i64).to_string();
-    let last = last.to_bytes();
+    let last = last.text();
     let er = entries_read.map(|n| n.to_string());
     let mut args: Vec<Arg> = Vec::with_capacity(ids.len() + 14);
-    args.extend([Arg::Orig(key_idx), Arg::Orig(group_arg), Arg::Orig(group_arg + 1), Arg::Word(Word::Zero)]);
+    args.extend([Arg::Orig(key_arg), Arg::Orig(group_arg), consumer, Arg::Word(Word::Zero)]);
     args.extend(ids.iter().map(|id| Arg::New(id)));
     args.extend([
         Arg::Word(Word::Time),
