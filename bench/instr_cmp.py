@@ -28,7 +28,10 @@ pending IDs), builtin_readack (readack with XREADGROUP + XACK): the consumer-gro
 builtin_trim (XS.TRIM / XTRIM MAXLEN = half of a 20,000-entry stream, one per op); pending /
 builtin_pending (the XPENDING summary of 10,000 entries pending for one consumer); xclaim /
 builtin_xclaim (XS.CLAIM / XCLAIM g c2 0 of 10 of those pending IDs, with their entries) and
-xclaim_justid / builtin_xclaim_justid (the same 10 IDs every time, JUSTID); maxlen_add /
+xclaim_justid / builtin_xclaim_justid (the same 10 IDs every time, JUSTID); infofull /
+builtin_infofull (XINFO STREAM FULL COUNT 10 of 20,000 entries, 20 consumers with 1,000 pending
+each: each consumer's first 10 looked up in the group PEL) and pending_consumer /
+builtin_pending_consumer (XPENDING g IDLE 0 - + 10 c3 on the same); maxlen_add /
 builtin_maxlen_add (XS.ADD / XADD MAXLEN ~ 1000 * f v from an empty stream); range_json (XS.RANGE
 COUNT 100 at spread starts of 20,000 JSON-like events: with `--module path:xstream.compression=lz4`,
 the read of compressed nodes); dump / builtin_dump and restore / builtin_restore (DUMP of a slot
@@ -57,6 +60,9 @@ from serverlib import redis_server, wait_tier_idle
 
 
 RECENT_ENTRIES = 50_000
+
+# The workloads on 20 consumers' pending entries.
+CONSUMERS20 = ("infofull", "builtin_infofull", "pending_consumer", "builtin_pending_consumer")
 
 FIVE = ["a", "1", "bb", "22", "ccc", "333", "dddd", "4444", "eeeee", "55555"]
 
@@ -116,6 +122,22 @@ def prepare(r, name, ops):
         r.execute_command(group, "CREATE", key, "g", "0")
         r.execute_command(read, "GROUP", "g", "c1", "COUNT", "10000", "STREAMS", key, ">")
         r.response_callbacks.pop("XCLAIM", None)  # redis-py would parse a JUSTID reply as entries
+        return
+    if name in CONSUMERS20:
+        # 20 consumers, each with 1,000 consecutive pending entries (bench/command_survey.py's
+        # data, a fifth).
+        add, group, read, key = ("XADD", "XGROUP", "XREADGROUP", "bc") if name.startswith("builtin") else ("XS.ADD", "XS.GROUP", "XS.READGROUP", "c")
+        pipe = r.pipeline(transaction=False)
+        for i in range(20000):
+            pipe.execute_command(add, key, f"{i + 1}-0", "f", str(i), "g", "x" * 20)
+            if len(pipe) >= 1000:
+                pipe.execute()
+        pipe.execute()
+        r.execute_command(group, "CREATE", key, "g1", "0")
+        for c in range(20):
+            r.execute_command(read, "GROUP", "g1", f"c{c}", "COUNT", "1000", "STREAMS", key, ">")
+        for cb in ("XPENDING", "XINFO STREAM"):  # redis-py would parse the built-in's replies
+            r.response_callbacks.pop(cb, None)
         return
     if name in ("trim", "builtin_trim"):
         # One stream of TRIM_ENTRIES per op, entries as the bench's (ten per ms, one field).
@@ -267,6 +289,13 @@ def run(r, name, ops):
             n = (0 if justid else i) * 10
             ids = [f"{1000000000000 + (n + j) % 10000 // 10}-{(n + j) % 10}" for j in range(10)]
             pipe.execute_command(cmd, key, "g", "c2", "0", *ids, *(["JUSTID"] if justid else []))
+    elif name in CONSUMERS20:
+        p, key = ("X", "bc") if name.startswith("builtin") else ("XS.", "c")
+        for _ in range(ops):
+            if name.endswith("infofull"):
+                pipe.execute_command(p + "INFO", "STREAM", key, "FULL", "COUNT", "10")
+            else:
+                pipe.execute_command(p + "PENDING", key, "g1", "IDLE", "0", "-", "+", "10", "c3")
     elif name in ("trim", "builtin_trim"):
         cmd = "XS.TRIM" if name == "trim" else "XTRIM"
         for k in range(ops):
