@@ -346,6 +346,20 @@ impl Work {
     }
 }
 
+/// A primary and its replica, with a connection to each; with `small_nodes`, nodes of 8 entries
+/// on both (configs are not replicated): more splits and trims.
+fn pair(small_nodes: bool) -> (Server, Server, Conn, Conn) {
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    if small_nodes {
+        set_node_limits(&mut p, 8, 0, true);
+        set_node_limits(&mut r, 8, 0, true);
+    }
+    (primary, replica, p, r)
+}
+
 /// radix-tree-keys of `key` on this server (0 if it holds no stream).
 fn node_count(c: &mut Conn, module: bool, key: &str) -> i64 {
     c.cmd(&[&xcmd(module, "XINFO"), "STREAM", key]).field("radix-tree-keys").map(|v| v.as_int()).unwrap_or(0)
@@ -362,12 +376,7 @@ fn node_count(c: &mut Conn, module: bool, key: &str) -> i64 {
 /// rule itself, the module's counts equal to the built-in's on each server.
 #[test]
 fn layout_unreplicated() {
-    let primary = Server::start();
-    let replica = Server::replica_of(&primary);
-    let mut p = primary.conn();
-    let mut r = replica.conn();
-    set_node_limits(&mut p, 8, 0, true);
-    set_node_limits(&mut r, 8, 0, true);
+    let (_primary, _replica, mut p, mut r) = pair(true);
     let mut seen: Vec<[i64; 4]> = Vec::new();
     for module in [false, true] {
         let key = if module { "lm" } else { "ln" };
@@ -603,13 +612,7 @@ fn run(strict: bool, noack_only: bool) {
     let seed = rng.seed();
     let ops = std::env::var("XSTREAM_REPL_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000usize);
     let check_every = std::env::var("XSTREAM_REPL_CHECK_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(500usize);
-    let primary = Server::start();
-    let replica = Server::replica_of(&primary);
-    let mut p = primary.conn();
-    let mut r = replica.conn();
-    // Same node limits on both (configs are not replicated); small nodes: more splits and trims.
-    set_node_limits(&mut p, 8, 0, true);
-    set_node_limits(&mut r, 8, 0, true);
+    let (_primary, _replica, mut p, mut r) = pair(true);
     let mut wm = Work::new(seed, true, &["m0", "m1"]);
     let mut wn = Work::new(seed ^ 0x5eed, false, &["n0", "n1"]);
     wm.noack_only = noack_only;
@@ -800,10 +803,7 @@ fn common_parse(raw: &[u8]) -> Reply {
 /// `mask_entries_read`; the module does the same).
 #[test]
 fn replication_groups_edge_cases() {
-    let primary = Server::start();
-    let replica = Server::replica_of(&primary);
-    let mut p = primary.conn();
-    let mut r = replica.conn();
+    let (_primary, _replica, mut p, mut r) = pair(false);
     let cases: &[(&str, &[&str])] = &[
         (
             "XREADGROUP > by a new consumer when the entries after the group ID were deleted",
