@@ -52,6 +52,15 @@ struct Work {
     layout_loose: Vec<bool>,
     /// How many such trims the run saw.
     unreplicated_frees: usize,
+    /// This host clamps `ENTRIESREAD` to entries-added (see [`entries_read_clamped`]).
+    clamps: bool,
+    /// Per key: a read left a group's entries-read above the stream's entries-added on the
+    /// primary, which the replica does not copy ([`entries_read_clamped`]); the key's
+    /// entries-read, lag and digest are then compared only where the built-in's would be equal
+    /// (never), until DEL.
+    er_loose: Vec<bool>,
+    /// How many times a key became so.
+    clamped_reads: usize,
 }
 
 impl Work {
@@ -66,6 +75,9 @@ impl Work {
             noack_only: false,
             layout_loose: vec![false; keys.len()],
             unreplicated_frees: 0,
+            clamps: false,
+            er_loose: vec![false; keys.len()],
+            clamped_reads: 0,
         }
     }
 
@@ -301,13 +313,28 @@ impl Work {
             self.layout_loose[k] = true;
             self.unreplicated_frees += 1;
         }
+        if self.clamps && which == 1 {
+            for (j, name) in self.keys.iter().enumerate() {
+                if !self.er_loose[j] && cmd.iter().any(|a| a == name.as_bytes()) && entries_read_above_added(c, self.module, name) {
+                    self.er_loose[j] = true;
+                    self.clamped_reads += 1;
+                }
+            }
+        }
         self.observe(k, &cmd, &r);
         self.log.push((cmd, raw));
     }
 
-    /// The keys whose node layout is not compared (`layout_loose`).
-    fn loose(&self) -> impl Iterator<Item = String> + '_ {
-        self.keys.iter().zip(&self.layout_loose).filter(|(_, l)| **l).map(|(k, _)| k.clone())
+    /// Adds the keys whose layout or entries-read are not compared.
+    fn loose_into(&self, l: &mut Loose) {
+        for (j, k) in self.keys.iter().enumerate() {
+            if self.layout_loose[j] {
+                l.layout.push(k.clone());
+            }
+            if self.er_loose[j] {
+                l.entries_read.push(k.clone());
+            }
+        }
     }
 
     fn observe(&mut self, k: usize, cmd: &Cmd, r: &Reply) {
@@ -340,6 +367,7 @@ impl Work {
                 self.last[k] = (0, 0);
                 self.groups[k].clear();
                 self.layout_loose[k] = false;
+                self.er_loose[k] = false;
             }
             _ => {}
         }
@@ -358,6 +386,71 @@ fn pair(small_nodes: bool) -> (Server, Server, Conn, Conn) {
         set_node_limits(&mut r, 8, 0, true);
     }
     (primary, replica, p, r)
+}
+
+/// Whether this host's XGROUP SETID clamps `ENTRIESREAD` to the stream's entries-added (Redis
+/// 8.2 does, 7.0 does not): probed on a built-in key.
+fn clamps_entries_read(c: &mut Conn) -> bool {
+    let k = "probe:entries-read";
+    assert!(!c.cmd(&["XADD", k, "1-1", "f", "v"]).is_error());
+    assert!(!c.cmd(&["XGROUP", "CREATE", k, "g", "0"]).is_error());
+    assert!(!c.cmd(&["XGROUP", "SETID", k, "g", "0", "ENTRIESREAD", "100"]).is_error());
+    let er = c.cmd(&["XINFO", "GROUPS", k]).as_array().first().and_then(|g| g.field("entries-read").cloned());
+    assert!(!c.cmd(&["DEL", k]).is_error());
+    er == Some(Reply::Int(1))
+}
+
+/// Whether a group of `key` reads entries-read above the stream's entries-added (lag below 0).
+fn entries_read_above_added(c: &mut Conn, module: bool, key: &str) -> bool {
+    match c.cmd(&[&xcmd(module, "XINFO"), "GROUPS", key]) {
+        Reply::Array(gs) => gs.iter().any(|g| matches!(g.field("lag"), Some(Reply::Int(l)) if *l < 0)),
+        _ => false,
+    }
+}
+
+/// Where the built-in's primary and replica differ in a group's entries-read, on hosts that
+/// clamp `ENTRIESREAD` (Redis 8.2). `XGROUP SETID k g <id> ENTRIESREAD n` with n above
+/// entries-added stores entries-added; the next read past `<id>` adds one for the entry it
+/// delivers, which entries-added already counted: entries-read exceeds entries-added on the
+/// primary. The propagated `XGROUP SETID ... ENTRIESREAD` is clamped again on the replica, one
+/// lower. The random workload notices such a read on the primary (a lag below 0) and stops
+/// comparing that key's entries-read, lag and digest; this test pins the rule, the module's
+/// entries-read equal to the built-in's on each server.
+#[test]
+fn entries_read_clamped() {
+    let (_primary, _replica, mut p, mut r) = pair(false);
+    let clamps = clamps_entries_read(&mut p);
+    let mut seen: Vec<[Reply; 4]> = Vec::new();
+    for module in [false, true] {
+        let key = if module { "em" } else { "en" };
+        let x = |c: &str| xcmd(module, c);
+        for id in ["236-0", "239-0", "239-1"] {
+            assert!(!p.cmd(&[&x("XADD"), key, id, "f", "v"]).is_error());
+        }
+        assert!(!p.cmd(&[&x("XGROUP"), "CREATE", key, "g", "208-0"]).is_error());
+        for id in ["239-2", "240-0", "243-0"] {
+            assert!(!p.cmd(&[&x("XADD"), key, id, "f", "v"]).is_error());
+        }
+        assert_eq!(p.cmd(&[&x("XGROUP"), "SETID", key, "g", "242-0", "ENTRIESREAD", "171"]), Reply::Simple("OK".into()));
+        assert!(!p.cmd(&[&x("XREADGROUP"), "GROUP", "g", "c", "NOACK", "STREAMS", key, ">"]).is_nil());
+        wait_replica(&mut p);
+        let er = |c: &mut Conn| {
+            let g = c.cmd(&[&x("XINFO"), "GROUPS", key]);
+            let g = g.as_array()[0].clone();
+            [g.field("entries-read").cloned().unwrap(), g.field("lag").cloned().unwrap()]
+        };
+        let ([pe, pl], [re, rl]) = (er(&mut p), er(&mut r));
+        // Above entries-added on every host (7.0 keeps 171 and adds one); the replica
+        // differs where the host clamps.
+        assert!(entries_read_above_added(&mut p, module, key), "{key}: the sign the random workload looks for");
+        assert_eq!(pe != re, clamps, "{key}: primary and replica differ where the host clamps");
+        seen.push([pe, pl, re, rl]);
+    }
+    report(&format!(
+        "entries_read_clamped (host clamps: {clamps}): entries-read and lag on the primary, then the replica, after a read past SETID ENTRIESREAD 171 of 6 entries: built-in {:?}, module {:?}",
+        seen[0], seen[1]
+    ));
+    assert_eq!(seen[1], seen[0], "the module's entries-read and lag (primary, replica) against the built-in's");
 }
 
 /// radix-tree-keys of `key` on this server (0 if it holds no stream).
@@ -498,8 +591,15 @@ fn entries_read_barrier(p: &mut Conn, keys: &[(bool, String)]) {
 
 /// Compares primary and replica: first everything but entries-read / lag / digest; then (after
 /// the entries-read barrier, unless `strict`) everything. The first difference, if any.
-/// The node layout (radix-tree-keys / -nodes) of the keys in `loose` is not compared.
-fn compare(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], strict: bool, loose: &[String]) -> Option<(String, Vec<u8>, Vec<u8>)> {
+/// The keys whose node layout (radix-tree-keys / -nodes) or whose entries-read (with lag and
+/// digest) are not compared, each where the built-in's primary and replica differ as well.
+#[derive(Clone, Default)]
+struct Loose {
+    layout: Vec<String>,
+    entries_read: Vec<String>,
+}
+
+fn compare(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], strict: bool, loose: &Loose) -> Option<(String, Vec<u8>, Vec<u8>)> {
     wait_replica(p);
     for mask in [true, false] {
         if !mask {
@@ -518,9 +618,10 @@ fn compare(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], strict: bool, lo
 }
 
 /// One comparison of every key (the replica must be in sync already).
-fn compare_once(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], mask: bool, loose: &[String]) -> Option<(String, Vec<u8>, Vec<u8>)> {
+fn compare_once(p: &mut Conn, r: &mut Conn, keys: &[(bool, String)], mask: bool, loose: &Loose) -> Option<(String, Vec<u8>, Vec<u8>)> {
     for (module, key) in keys {
-        let layout = !loose.contains(key);
+        let layout = !loose.layout.contains(key);
+        let mask = mask || loose.entries_read.contains(key);
         let a = key_state(p, *module, key, mask, layout);
         let b = key_state(r, *module, key, mask, layout);
         for ((what, x), (_, y)) in a.iter().zip(b.iter()) {
@@ -542,7 +643,7 @@ fn wait_replica(p: &mut Conn) {
 }
 
 /// Replays `cmds` on the primary after FLUSHALL; true if primary and replica then differ.
-fn replay_differs(p: &mut Conn, r: &mut Conn, cmds: &[Cmd], keys: &[(bool, String)], strict: bool, loose: &[String]) -> bool {
+fn replay_differs(p: &mut Conn, r: &mut Conn, cmds: &[Cmd], keys: &[(bool, String)], strict: bool, loose: &Loose) -> bool {
     assert!(!p.cmd(&["FLUSHALL"]).is_error());
     for c in cmds {
         p.cmd(c);
@@ -551,7 +652,7 @@ fn replay_differs(p: &mut Conn, r: &mut Conn, cmds: &[Cmd], keys: &[(bool, Strin
 }
 
 /// Delta debugging (ddmin) of `cmds` under "primary and replica differ after replay".
-fn minimise(p: &mut Conn, r: &mut Conn, cmds: Vec<Cmd>, keys: &[(bool, String)], strict: bool, loose: &[String]) -> Vec<Cmd> {
+fn minimise(p: &mut Conn, r: &mut Conn, cmds: Vec<Cmd>, keys: &[(bool, String)], strict: bool, loose: &Loose) -> Vec<Cmd> {
     let mut cur = cmds;
     let mut n = 2usize;
     let mut replays = 0;
@@ -615,6 +716,8 @@ fn run(strict: bool, noack_only: bool) {
     let (_primary, _replica, mut p, mut r) = pair(true);
     let mut wm = Work::new(seed, true, &["m0", "m1"]);
     let mut wn = Work::new(seed ^ 0x5eed, false, &["n0", "n1"]);
+    let clamps = clamps_entries_read(&mut p);
+    (wm.clamps, wn.clamps) = (clamps, clamps);
     wm.noack_only = noack_only;
     wn.noack_only = noack_only;
     let mut keys: Vec<(bool, String)> = vec![(true, "m0".into()), (true, "m1".into()), (false, "n0".into()), (false, "n1".into())];
@@ -627,13 +730,15 @@ fn run(strict: bool, noack_only: bool) {
     let mut checks = 0;
     let mut diff: Option<(usize, String, Vec<u8>, Vec<u8>)> = None;
     // The keys whose layout is not compared (the replays after a difference keep the set).
-    let mut loose: Vec<String> = Vec::new();
+    let mut loose = Loose::default();
     for i in 0..ops {
         wm.step(&mut p);
         wn.step(&mut p);
         if (i + 1) % check_every == 0 || i + 1 == ops {
             checks += 1;
-            loose = wm.loose().chain(wn.loose()).collect();
+            loose = Loose::default();
+            wm.loose_into(&mut loose);
+            wn.loose_into(&mut loose);
             if let Some((what, x, y)) = compare(&mut p, &mut r, &keys, strict, &loose) {
                 diff = Some((i, what, x, y));
                 break;
@@ -762,12 +867,14 @@ fn run(strict: bool, noack_only: bool) {
         }
     }
     report(&format!(
-        "replication_groups: {} + {} ops on the primary, {checks} primary/replica comparisons equal; after promotion {} groups checked ({served} served their next entry); trims that freed a node unreplicated: {} module, {} built-in",
+        "replication_groups: {} + {} ops on the primary, {checks} primary/replica comparisons equal; after promotion {} groups checked ({served} served their next entry); trims that freed a node unreplicated: {} module, {} built-in; keys whose entries-read went past a clamp: {} module, {} built-in",
         wm.log.len(),
         wn.log.len(),
         expect.len(),
         wm.unreplicated_frees,
-        wn.unreplicated_frees
+        wn.unreplicated_frees,
+        wm.clamped_reads,
+        wn.clamped_reads
     ));
     let mode = match (strict, noack_only) {
         (false, _) => "entries-read barrier",
@@ -918,8 +1025,8 @@ fn replication_groups_edge_cases() {
             }
             wait_replica(&mut p);
             let ks = [(module, key.clone())];
-            d[side][0] = compare_once(&mut p, &mut r, &ks, true, &[]);
-            d[side][1] = compare_once(&mut p, &mut r, &ks, false, &[]);
+            d[side][0] = compare_once(&mut p, &mut r, &ks, true, &Loose::default());
+            d[side][1] = compare_once(&mut p, &mut r, &ks, false, &Loose::default());
         }
         let tag = |x: &Option<(String, Vec<u8>, Vec<u8>)>| match x {
             None => "equal".to_string(),
