@@ -56,8 +56,7 @@ struct Work {
     clamps: bool,
     /// Per key: a read left a group's entries-read above the stream's entries-added on the
     /// primary, which the replica does not copy ([`entries_read_clamped`]); the key's
-    /// entries-read, lag and digest are then compared only where the built-in's would be equal
-    /// (never), until DEL.
+    /// entries-read, lag and digest are no longer compared, until DEL.
     er_loose: Vec<bool>,
     /// How many times a key became so.
     clamped_reads: usize,
